@@ -1,0 +1,81 @@
+"""The data converter every role uses: pydantic models as JSON, large payloads offloaded.
+
+Offload uses the SDK's own ExternalStorage with a driver that writes content-addressed files
+under the data folder (shared storage when workers run on several machines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import (
+    DataConverter,
+    ExternalStorage,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+)
+
+
+class LocalFileStorageDriver(StorageDriver):
+    """Stores each payload once, named by the SHA-256 of its bytes (so retries are free)."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+
+    def name(self) -> str:
+        return "local-file"
+
+    def _path(self, digest: str) -> Path:
+        return self._root / digest[:2] / digest
+
+    def _write(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        path = self._path(digest)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        return digest
+
+    def _read(self, digest: str) -> bytes:
+        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            raise ValueError(f"malformed payload claim {digest!r}")
+        return self._path(digest).read_bytes()
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        claims = []
+        for payload in payloads:
+            digest = await asyncio.to_thread(self._write, payload.SerializeToString())
+            claims.append(StorageDriverClaim(claim_data={"sha256": digest}))
+        return claims
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        out = []
+        for claim in claims:
+            data = await asyncio.to_thread(self._read, claim.claim_data["sha256"])
+            payload = Payload()
+            payload.ParseFromString(data)
+            out.append(payload)
+        return out
+
+
+def make_data_converter(payloads_dir: Path, threshold: int = 128 * 1024) -> DataConverter:
+    return dataclasses.replace(
+        pydantic_data_converter,
+        external_storage=ExternalStorage(
+            drivers=[LocalFileStorageDriver(payloads_dir)], payload_size_threshold=threshold
+        ),
+    )

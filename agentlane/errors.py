@@ -1,0 +1,42 @@
+"""Error kinds that cross role boundaries.
+
+Activities raise `ApplicationError(type=<one of these>)`; workflows decide what to do by type.
+Kinds of the execution layer (seed 004) and reasons of the failover classifier (SPEC §5.1).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ExecutionErrorKind(StrEnum):
+    VALIDATION_FAILED = "validation_failed"
+    RUNTIME_UNAVAILABLE = "runtime_unavailable"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    ABORTED = "aborted"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    TOOL_ERROR = "tool_error"
+    STATE_PERSIST_FAILED = "state_persist_failed"
+    UNKNOWN = "unknown"
+
+
+class FailoverReason(StrEnum):
+    AUTH = "auth"
+    AUTH_PERMANENT = "auth_permanent"
+    FORMAT = "format"
+    RATE_LIMIT = "rate_limit"
+    OVERLOADED = "overloaded"
+    BILLING = "billing"
+    TIMEOUT = "timeout"
+    MODEL_NOT_FOUND = "model_not_found"
+    SESSION_EXPIRED = "session_expired"
+    UNKNOWN = "unknown"
+
+
+# ApplicationError.type values raised by activities.
+MODEL_IDLE_TIMEOUT = "ModelIdleTimeout"
+MODEL_PROVIDER_ERROR = "ModelProviderError"
+WORKSPACE_MISSING = "WorkspaceMissing"
+TRANSCRIPT_CORRUPT = "TranscriptCorrupt"
+CONFIG_ERROR = "ConfigError"

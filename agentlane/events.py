@@ -1,0 +1,63 @@
+"""Events published to a session's Workflow Stream (seed 001 §9.2 lifecycle events).
+
+One flat model rather than a union keeps the stream single-typed and easy to consume from any
+language; `kind` says which fields are set. `event_id` is stable across retries so a consumer can
+drop a re-published event; text deltas carry `index` (character position within the message) so
+a retried attempt that re-sends the same prefix is recognisable.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentlane.usage import Usage
+
+EVENTS_TOPIC = "events"
+
+
+class EventKind(StrEnum):
+    AGENT_START = "agent_start"
+    TURN_START = "turn_start"
+    MESSAGE_START = "message_start"
+    TEXT_DELTA = "text_delta"
+    REASONING_DELTA = "reasoning_delta"
+    BLOCK_REPLY = "block_reply"
+    MESSAGE_RESET = "message_reset"
+    TOOL_EXECUTION_START = "tool_execution_start"
+    TOOL_EXECUTION_UPDATE = "tool_execution_update"
+    TOOL_EXECUTION_END = "tool_execution_end"
+    MESSAGE_END = "message_end"
+    TURN_END = "turn_end"
+    AGENT_END = "agent_end"
+    ERROR = "error"
+
+
+class AgentEvent(BaseModel):
+    kind: EventKind
+    event_id: str
+    session_key: str
+    run_id: str
+    attempt: int = 1
+    ts: float = 0.0
+    turn_index: int | None = None
+    message_id: str | None = None
+    text: str | None = None
+    index: int | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    summary: str | None = None
+    success: bool | None = None
+    duration_ms: int | None = None
+    stop_reason: str | None = None
+    usage: Usage | None = None
+    termination_reason: str | None = None
+    has_tool_calls: bool | None = None
+    recoverable: bool | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+def lifecycle_event_id(run_id: str, kind: EventKind, turn_index: int | None = None) -> str:
+    return f"{run_id}/{kind.value}" + ("" if turn_index is None else f"/{turn_index}")

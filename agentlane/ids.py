@@ -1,0 +1,44 @@
+"""Workflow ids and session-key rules, in one place so every role derives them the same way."""
+
+from __future__ import annotations
+
+import re
+
+SESSION_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
+
+
+class InvalidSessionKey(ValueError):
+    pass
+
+
+def check_session_key(key: str) -> str:
+    """Return the key if it is usable in workflow ids and file names, else raise."""
+    if not SESSION_KEY_PATTERN.match(key) or ".." in key:
+        raise InvalidSessionKey(
+            f"invalid session key {key!r}: use 1-128 characters from letters, digits and ._@:- "
+            "starting with a letter or digit"
+        )
+    return key
+
+
+def session_workflow_id(key: str) -> str:
+    return f"session:{key}"
+
+
+def events_workflow_id(key: str) -> str:
+    return f"session:{key}:events"
+
+
+def run_workflow_id(key: str, run_number: int) -> str:
+    return f"session:{key}:run:{run_number}"
+
+
+def session_key_from_workflow_id(workflow_id: str) -> str:
+    if not workflow_id.startswith("session:"):
+        raise ValueError(f"not a session workflow id: {workflow_id}")
+    return workflow_id.removeprefix("session:").split(":run:")[0].removesuffix(":events")
+
+
+def file_safe(key: str) -> str:
+    """Session keys may contain ':' which some filesystems dislike; map it once."""
+    return key.replace(":", "_")

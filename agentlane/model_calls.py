@@ -1,0 +1,53 @@
+"""Model-call activity contract: references and small records only, never the conversation."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agentlane.events import AgentEvent
+from agentlane.run import ModelRef, UserTurn
+from agentlane.usage import Usage
+
+CALL_MODEL = "call_model"
+
+
+class ModelCallInput(BaseModel):
+    session_key: str
+    run_id: str
+    turn_index: int
+    workspace: str
+    # The default per-session workspace is created on first use; a workspace the user named must
+    # already exist.
+    create_workspace: bool = False
+    model: ModelRef
+    thinking: str = "off"
+    tools: list[str]
+    # Appended to the transcript (idempotently) before the call: the run's prompt on its first
+    # turn, steering messages later.
+    append_user: list[UserTurn] = Field(default_factory=list)
+    # Tool calls that never ran (skipped for a steering message, or the previous run aborted)
+    # are answered with this explanation before the model sees the transcript.
+    unanswered_reason: str = "Tool call was not executed."
+    assistant_entry_id: str
+    # Lifecycle events decided by the workflow, published ahead of this call's own events.
+    announce: list[AgentEvent] = Field(default_factory=list)
+    idle_timeout_seconds: int = 120
+
+
+class ToolCallRef(BaseModel):
+    id: str
+    name: str
+    summary: str
+    # "rejected" calls (unknown tool, arguments not a JSON object) were already answered with an
+    # error result by the model activity; the workflow does not schedule them.
+    rejected: bool = False
+
+
+class ModelCallResult(BaseModel):
+    entry_id: str
+    stop_reason: str
+    tool_calls: list[ToolCallRef] = Field(default_factory=list)
+    usage: Usage = Usage()
+    text_chars: int = 0
+    reply_preview: str = ""
+    attempt: int = 1

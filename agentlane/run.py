@@ -1,0 +1,103 @@
+"""The one entry point (seed 004): every way in builds an ExecutionRequest and gets an
+ExecutionResult. Exactly one start and one end-or-error event per run; no exception escapes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from agentlane.errors import ExecutionErrorKind
+from agentlane.messages import Routing
+from agentlane.usage import RunUsage
+
+RUN_BUDGET_SECONDS = 48 * 3600
+MODEL_IDLE_TIMEOUT_SECONDS = 120
+
+
+class EntrySource(StrEnum):
+    CHAT = "chat"
+    CLI = "cli"
+    CRON = "cron"
+    SUBAGENT = "subagent"
+
+
+class TerminationReason(StrEnum):
+    """Seed 001 §9.4; gateway_disconnected never ends a run here (runs outlive clients)."""
+
+    NO_TOOL_CALLS = "no_tool_calls"
+    TIMEOUT_48H = "timeout_48h"
+    IDLE_TIMEOUT_120S = "idle_timeout_120s"
+    ABORT_SIGNAL = "abort_signal"
+    ERROR = "error"
+
+
+class ExecutionStatus(StrEnum):
+    SUCCESS = "success"
+    ABORTED = "aborted"
+    ERROR = "error"
+
+
+class ModelRef(BaseModel):
+    provider: str = "offline"
+    model: str = "planner"
+
+    def label(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+
+class UserTurn(BaseModel):
+    """A user message as the run receives it: already accepted and numbered by the session."""
+
+    entry_id: str
+    text: str
+    routing: Routing = Routing()
+    sender: str | None = None
+
+
+class ExecutionRequest(BaseModel):
+    session_key: str
+    run_id: str
+    run_number: int
+    agent_id: str = "main"
+    source: EntrySource = EntrySource.CHAT
+    prompt: list[UserTurn]
+    workspace: str
+    model: ModelRef = ModelRef()
+    thinking: str = "off"
+    budget_seconds: int = RUN_BUDGET_SECONDS
+    idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
+    tools: list[str] = Field(default_factory=lambda: ["read", "write", "edit", "exec"])
+    parent_entry_id: str | None = None
+    # Test hook: continue-as-new after this many history events instead of waiting for the
+    # server's suggestion (the suggestion needs thousands of events).
+    continue_as_new_after_events: int | None = None
+
+
+class ExecutionError(BaseModel):
+    kind: ExecutionErrorKind
+    message: str
+    detail: str = ""
+
+
+class ExecutionResult(BaseModel):
+    session_key: str
+    run_id: str
+    status: ExecutionStatus
+    termination_reason: TerminationReason
+    reply: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    usage: RunUsage = RunUsage()
+    started_at: datetime
+    ended_at: datetime
+    error: ExecutionError | None = None
+    last_entry_id: str | None = None
+    # Steering messages that reached the run after its last model call: the session queues them
+    # again so none is lost.
+    unconsumed: list[UserTurn] = Field(default_factory=list)
+
+    @property
+    def duration_ms(self) -> int:
+        return int((self.ended_at - self.started_at).total_seconds() * 1000)

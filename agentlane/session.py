@@ -1,0 +1,95 @@
+"""Session workflow input/state (carried across continue-as-new) and its status query."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from agentlane.messages import QueueMode, Routing
+from agentlane.run import ExecutionResult, ModelRef, UserTurn
+from agentlane.usage import Usage
+
+
+class QueuedMessage(BaseModel):
+    seq: int
+    mode: QueueMode
+    turn: UserTurn
+    enqueued_at: float
+    message_id: str | None = None
+
+
+class SessionSettings(BaseModel):
+    workspace: str
+    agent_id: str = "main"
+    model: ModelRef = ModelRef()
+    thinking: str = "off"
+    default_mode: QueueMode = QueueMode.COLLECT
+    debounce_ms: int = 1000
+    queue_cap: int = 100
+    run_budget_seconds: int = 48 * 3600
+    idle_timeout_seconds: int = 120
+    continue_as_new_after_events: int | None = None
+    run_continue_as_new_after_events: int | None = None
+
+
+class SessionState(BaseModel):
+    """Everything the session needs after continue-as-new, and nothing large."""
+
+    key: str
+    settings: SessionSettings
+    queue: list[QueuedMessage] = Field(default_factory=list)
+    message_seq: int = 0
+    run_count: int = 0
+    turns: int = 0
+    usage: Usage = Usage()
+    last_entry_id: str | None = None
+    recent_message_ids: list[str] = Field(default_factory=list)
+    events_started: bool = False
+    last_result: ExecutionResult | None = None
+    last_enqueued_at: float = 0.0
+    continued: int = 0
+
+
+class SessionInput(BaseModel):
+    state: SessionState
+
+
+class SessionPhase(StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+    STREAMING = "streaming"
+    COMPACTING = "compacting"
+
+
+class SessionStatus(BaseModel):
+    key: str
+    phase: SessionPhase
+    current_run_id: str | None = None
+    queue_length: int = 0
+    queued_modes: list[QueueMode] = Field(default_factory=list)
+    turns: int = 0
+    runs: int = 0
+    usage: Usage = Usage()
+    workspace: str = ""
+    model: str = ""
+    last_result: ExecutionResult | None = None
+    routing: Routing | None = None
+
+
+class RunPhase(StrEnum):
+    STARTING = "starting"
+    STREAMING = "streaming"
+    TOOLS = "tools"
+    COMPACTING = "compacting"
+    FINISHING = "finishing"
+
+
+class RunProgress(BaseModel):
+    run_id: str
+    phase: RunPhase
+    turn_index: int
+    tool_calls: int
+    usage: Usage
+    last_call_usage: Usage
+    pending_steer: int

@@ -1,0 +1,83 @@
+"""Settings for every process, from environment variables (prefix AGENTLANE_).
+
+Secrets are not settings: provider keys live in the auth store and are read by activities only.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from pydantic import BaseModel
+
+
+def model_task_queue(workflow_task_queue: str) -> str:
+    """Model calls have their own queue: its worker slots are the global lane."""
+    return f"{workflow_task_queue}-model"
+
+
+def tool_task_queue(workflow_task_queue: str) -> str:
+    return f"{workflow_task_queue}-tools"
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"AGENTLANE_{name}", default)
+
+
+class Settings(BaseModel):
+    data_dir: Path
+    temporal_address: str = "localhost:7233"
+    namespace: str = "default"
+    api_key_env: str | None = None
+    tls: bool = False
+    workflow_task_queue: str = "agentlane"
+    # The global lane: how many model calls one worker runs at once.
+    max_concurrent_model_calls: int = 4
+    max_concurrent_tool_calls: int = 8
+    # Liveness: see README "Timeouts". Heartbeat timeout bounds how long a dead worker's
+    # activity goes unnoticed; the sticky timeout bounds the wait for its cached workflows.
+    heartbeat_timeout: timedelta = timedelta(seconds=3)
+    retry_initial_interval: timedelta = timedelta(milliseconds=500)
+    sticky_schedule_to_start: timedelta = timedelta(seconds=2)
+    stream_batch_interval: timedelta = timedelta(milliseconds=200)
+    payload_offload_threshold: int = 128 * 1024
+    default_model: str = "offline/planner"
+
+    @property
+    def model_task_queue(self) -> str:
+        return model_task_queue(self.workflow_task_queue)
+
+    @property
+    def tool_task_queue(self) -> str:
+        return tool_task_queue(self.workflow_task_queue)
+
+    @property
+    def transcripts_dir(self) -> Path:
+        return self.data_dir / "sessions"
+
+    @property
+    def workspaces_dir(self) -> Path:
+        return self.data_dir / "workspaces"
+
+    @property
+    def payloads_dir(self) -> Path:
+        return self.data_dir / "payloads"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        data_dir = Path(_env("DATA_DIR", str(Path.cwd() / "data"))).resolve()
+        return cls(
+            data_dir=data_dir,
+            temporal_address=_env("TEMPORAL_ADDRESS", "localhost:7233"),
+            namespace=_env("NAMESPACE", "default"),
+            api_key_env=os.environ.get("AGENTLANE_TEMPORAL_API_KEY_ENV"),
+            tls=_env("TEMPORAL_TLS", "0") == "1",
+            workflow_task_queue=_env("TASK_QUEUE", "agentlane"),
+            max_concurrent_model_calls=int(_env("MAX_MODEL_CALLS", "4")),
+            max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
+            heartbeat_timeout=timedelta(seconds=float(_env("HEARTBEAT_TIMEOUT_S", "3"))),
+            sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
+            stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
+            default_model=_env("MODEL", "offline/planner"),
+        )

@@ -1,0 +1,49 @@
+"""Transcript entries: append-only, one file per session, outside workflow history.
+
+Entries form a chain through `parent_id` (the session tree of seed 001 §9.7). Every tool call in an
+assistant entry is answered by exactly one `tool` entry with the same `tool_call_id`; the store
+enforces it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agentlane.usage import Usage
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    # Set when the model produced arguments that are not a JSON object; the tool answers with an
+    # error instead of running.
+    raw_arguments: str | None = None
+
+
+class TranscriptEntry(BaseModel):
+    id: str
+    parent_id: str | None = None
+    role: Role
+    ts: float
+    run_id: str | None = None
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+    stop_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
