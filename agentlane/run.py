@@ -9,6 +9,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from agentlane.errors import ExecutionErrorKind
+from agentlane.events import AgentEvent
 from agentlane.messages import Routing
 from agentlane.usage import RunUsage
 
@@ -64,6 +65,7 @@ class ExecutionRequest(BaseModel):
     source: EntrySource = EntrySource.CHAT
     prompt: list[UserTurn]
     workspace: str
+    create_workspace: bool = False
     model: ModelRef = ModelRef()
     thinking: str = "off"
     budget_seconds: int = RUN_BUDGET_SECONDS
@@ -101,3 +103,28 @@ class ExecutionResult(BaseModel):
     @property
     def duration_ms(self) -> int:
         return int((self.ended_at - self.started_at).total_seconds() * 1000)
+
+
+class RunCarry(BaseModel):
+    """What a run carries across continue-as-new: counters and references, never messages'
+    history."""
+
+    started_at: datetime
+    deadline: datetime
+    turn_index: int = 0
+    tool_calls: int = 0
+    usage: RunUsage = RunUsage()
+    pending_user: list[UserTurn] = Field(default_factory=list)
+    steer: list[UserTurn] = Field(default_factory=list)
+    seen_steer: list[str] = Field(default_factory=list)
+    last_entry_id: str | None = None
+    reply_preview: str = ""
+    unanswered_reason: str = "Tool call was not executed."
+    segments: int = 1
+    # Lifecycle events decided but not yet published when the run continued as new.
+    announce: list[AgentEvent] = Field(default_factory=list)
+
+
+class RunInput(BaseModel):
+    request: ExecutionRequest
+    carry: RunCarry | None = None

@@ -15,3 +15,7 @@ class FinishRunInput(BaseModel):
     result: ExecutionResult
     unanswered_reason: str
     announce: list[AgentEvent] = Field(default_factory=list)
+
+
+class FinishRunResult(BaseModel):
+    reply: str = ""

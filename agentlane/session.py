@@ -17,10 +17,14 @@ class QueuedMessage(BaseModel):
     turn: UserTurn
     enqueued_at: float
     message_id: str | None = None
+    # Messages queued while a run was busy wait for the debounce after it; a message that
+    # found the session idle, or an interrupt, runs at once.
+    debounce: bool = False
 
 
 class SessionSettings(BaseModel):
     workspace: str
+    create_workspace: bool = False
     agent_id: str = "main"
     model: ModelRef = ModelRef()
     thinking: str = "off"

@@ -1,0 +1,422 @@
+"""The model-call activity: one LLM call, streamed, heartbeating, cancellable.
+
+It reads the conversation from the transcript store (the workflow passes only references),
+streams the provider's output to the session's event stream, enforces the 120 s idle limit,
+writes the assistant entry to the store and returns a small summary. Every step is idempotent,
+so a retried attempt (after a crash) neither duplicates transcript entries nor shows the user the
+same text twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.event_publishing import (
+    ResumeGuard,
+    StreamPublisher,
+    published_message_text,
+    stream_offset,
+    text_delta_template,
+)
+from activities.providers.base import (
+    Finish,
+    ModelRequest,
+    ProviderError,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallStart,
+)
+from activities.providers.resolve import ProviderResolver, UnknownProvider
+from activities.system_prompt import build_system_prompt
+from activities.tools.specs import tool_specs
+from activities.transcript_store import TranscriptStore
+from agentlane.errors import (
+    CONFIG_ERROR,
+    MODEL_IDLE_TIMEOUT,
+    MODEL_PROVIDER_ERROR,
+    WORKSPACE_MISSING,
+)
+from agentlane.events import AgentEvent, EventKind
+from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
+from agentlane.settings import Settings
+from agentlane.transcript import Role, ToolCall, TranscriptEntry
+from agentlane.usage import Usage
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_EVERY_SECONDS = 1.0
+
+
+class IdleTimeout(Exception):
+    pass
+
+
+async def with_idle_limit(
+    events: AsyncIterator[StreamEvent], idle_seconds: float
+) -> AsyncIterator[StreamEvent]:
+    """Yield events, failing if the model is silent for longer than `idle_seconds`."""
+    iterator = aiter(events)
+    while True:
+        try:
+            event = await asyncio.wait_for(anext(iterator), timeout=idle_seconds)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as err:
+            raise IdleTimeout(
+                f"LLM idle timeout ({int(idle_seconds)}s): no response from model"
+            ) from err
+        yield event
+
+
+def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
+    """One line for the Temporal UI and the event stream."""
+    if name == "exec":
+        detail = str(arguments.get("command", ""))
+    else:
+        detail = str(arguments.get("path", ""))
+    detail = " ".join(detail.split())
+    line = f"{name} {detail}".strip()
+    return line if len(line) <= 120 else line[:117] + "…"
+
+
+@dataclass
+class _Accumulated:
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCallComplete] = field(default_factory=list)
+    stop_reason: str = "end_turn"
+    usage: Usage = field(default_factory=Usage)
+
+
+class ModelCallActivity:
+    def __init__(self, store: TranscriptStore, resolver: ProviderResolver, settings: Settings):
+        self.store = store
+        self.resolver = resolver
+        self.settings = settings
+
+    # -- transcript preparation -------------------------------------------------------------
+
+    def _prepare_transcript(self, inp: ModelCallInput) -> None:
+        key = inp.session_key
+        now = time.time()
+        closures = [
+            TranscriptEntry(
+                id=f"{call.id}:result",
+                role=Role.TOOL,
+                ts=now,
+                run_id=inp.run_id,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                text=inp.unanswered_reason,
+                is_error=True,
+            )
+            for call in self.store.unanswered_tool_calls(key)
+        ]
+        users = [
+            TranscriptEntry(
+                id=turn.entry_id,
+                role=Role.USER,
+                ts=now,
+                run_id=inp.run_id,
+                text=turn.text,
+                meta={"sender": turn.sender} if turn.sender else {},
+            )
+            for turn in inp.append_user
+        ]
+        self.store.append(key, closures + users)
+
+    @staticmethod
+    def _check_workspace(inp: ModelCallInput) -> None:
+        path = Path(inp.workspace)
+        if inp.create_workspace:
+            path.mkdir(parents=True, exist_ok=True)
+        elif not path.is_dir():
+            raise ApplicationError(
+                f"workspace {inp.workspace} does not exist; create it or start the session with "
+                "an existing folder",
+                type=WORKSPACE_MISSING,
+                non_retryable=True,
+            )
+
+    @staticmethod
+    def _result_from_entry(
+        entry: TranscriptEntry, attempt: int, allowed: set[str]
+    ) -> ModelCallResult:
+        return ModelCallResult(
+            entry_id=entry.id,
+            stop_reason=entry.stop_reason or "end_turn",
+            tool_calls=[
+                ToolCallRef(
+                    id=c.id,
+                    name=c.name,
+                    summary=tool_call_summary(c.name, c.arguments),
+                    rejected=c.raw_arguments is not None or c.name not in allowed,
+                )
+                for c in entry.tool_calls
+            ],
+            usage=entry.usage or Usage(),
+            text_chars=len(entry.text),
+            reply_preview=entry.text[:200],
+            attempt=attempt,
+        )
+
+    # -- the activity -----------------------------------------------------------------------
+
+    @activity.defn(name=CALL_MODEL)
+    async def call_model(self, inp: ModelCallInput) -> ModelCallResult:
+        info = activity.info()
+        self._check_workspace(inp)
+        await asyncio.to_thread(self._prepare_transcript, inp)
+        existing = await asyncio.to_thread(self.store.get, inp.session_key, inp.assistant_entry_id)
+        if existing is not None:
+            # An earlier attempt finished the call but died before reporting it.
+            return self._result_from_entry(existing, info.attempt, set(inp.tools))
+        try:
+            resolved = self.resolver.resolve(inp.model)
+        except UnknownProvider as err:
+            raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
+
+        entries = await asyncio.to_thread(self.store.read, inp.session_key)
+        tools = tool_specs(inp.tools)
+        request = ModelRequest(
+            model=resolved.model_id,
+            system=build_system_prompt(inp.workspace, tools),
+            entries=entries,
+            tools=tools,
+            thinking=inp.thinking,
+        )
+        client = activity.client()
+        prior_text = ""
+        details = info.heartbeat_details
+        start_offset: int | None = None
+        if details and isinstance(details[0], dict) and "stream_offset" in details[0]:
+            start_offset = int(details[0]["stream_offset"])
+            try:
+                prior_text = await published_message_text(
+                    client, inp.session_key, start_offset, inp.assistant_entry_id
+                )
+            except Exception as err:
+                log.warning("could not read back the earlier attempt's text: %s", err)
+        if start_offset is None:
+            try:
+                start_offset = await stream_offset(client, inp.session_key)
+            except Exception as err:
+                log.warning("could not read the stream offset: %s", err)
+        heartbeat_state = {"stream_offset": start_offset or 0}
+        activity.heartbeat(heartbeat_state)
+
+        publisher = StreamPublisher(
+            client, inp.session_key, self.settings.stream_batch_interval, inp.run_id
+        )
+        async with publisher:
+            for event in inp.announce:
+                publisher.publish(event)
+            publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt), True)
+            if info.attempt > 1 and not prior_text and start_offset is None:
+                # Nothing is known about what an earlier attempt showed: tell consumers to drop
+                # anything they have for this message.
+                publisher.publish(self._message_event(inp, EventKind.MESSAGE_RESET, info.attempt))
+            acc = await self._stream_call(inp, request, resolved, publisher, prior_text, heartbeat_state)
+            entry, rejected_results, refs = self._assistant_entry(inp, acc)
+            await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
+            end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
+                update={"stop_reason": acc.stop_reason, "usage": acc.usage}
+            )
+            publisher.publish(end, urgent=True)
+        return ModelCallResult(
+            entry_id=entry.id,
+            stop_reason=acc.stop_reason,
+            tool_calls=refs,
+            usage=acc.usage,
+            text_chars=len(acc.text),
+            reply_preview=acc.text[:200],
+            attempt=info.attempt,
+        )
+
+    def _message_event(self, inp: ModelCallInput, kind: EventKind, attempt: int) -> AgentEvent:
+        suffix = f"/a{attempt}" if kind == EventKind.MESSAGE_RESET else ""
+        return AgentEvent(
+            kind=kind,
+            event_id=f"{inp.assistant_entry_id}/{kind.value}{suffix}",
+            session_key=inp.session_key,
+            run_id=inp.run_id,
+            attempt=attempt,
+            turn_index=inp.turn_index,
+            message_id=inp.assistant_entry_id,
+            data={"model": inp.model.label()} if kind == EventKind.MESSAGE_START else {},
+        )
+
+    async def _stream_call(
+        self,
+        inp: ModelCallInput,
+        request: ModelRequest,
+        resolved: Any,
+        publisher: StreamPublisher,
+        prior_text: str,
+        heartbeat_state: dict[str, int],
+    ) -> _Accumulated:
+        attempt = activity.info().attempt
+        acc = _Accumulated()
+        guard = ResumeGuard(prior_text)
+        shown = 0  # characters of acc.text handed to the publisher
+        template = text_delta_template(
+            inp.session_key, inp.run_id, inp.assistant_entry_id, inp.turn_index, attempt
+        )
+        reasoning_template = text_delta_template(
+            inp.session_key, inp.run_id, inp.assistant_entry_id, inp.turn_index, attempt,
+            EventKind.REASONING_DELTA,
+        )
+
+        def release(final: bool) -> None:
+            nonlocal shown
+            if not guard.decide(acc.text, final):
+                return
+            if guard.reset and shown == 0 and guard.publish_from == 0:
+                publisher.publish(self._message_event(inp, EventKind.MESSAGE_RESET, attempt))
+                guard.reset = False
+            shown = max(shown, guard.publish_from)
+            if len(acc.text) > shown:
+                publisher.text(template, shown, acc.text[shown:])
+                shown = len(acc.text)
+
+        async def heartbeat_loop() -> None:
+            while True:
+                await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+                activity.heartbeat(heartbeat_state)
+
+        beats = asyncio.create_task(heartbeat_loop())
+        try:
+            stream = resolved.provider.stream(request, resolved.credentials)
+            async for event in with_idle_limit(stream, inp.idle_timeout_seconds):
+                if isinstance(event, TextDelta):
+                    acc.text += event.text
+                    release(final=False)
+                elif isinstance(event, ReasoningDelta):
+                    publisher.text(reasoning_template, len(acc.reasoning), event.text)
+                    acc.reasoning += event.text
+                elif isinstance(event, ToolCallStart):
+                    pass
+                elif isinstance(event, ToolCallComplete):
+                    acc.tool_calls.append(event)
+                elif isinstance(event, Finish):
+                    acc.stop_reason = event.stop_reason
+                    acc.usage = event.usage
+            release(final=True)
+        except IdleTimeout as err:
+            await self._record_partial(inp, acc, "idle_timeout")
+            raise ApplicationError(str(err), type=MODEL_IDLE_TIMEOUT, non_retryable=True) from err
+        except asyncio.CancelledError:
+            await asyncio.shield(self._record_partial(inp, acc, "aborted"))
+            publisher.publish(
+                self._message_event(inp, EventKind.MESSAGE_END, attempt).model_copy(
+                    update={"stop_reason": "aborted"}
+                ),
+                urgent=True,
+            )
+            raise
+        except ProviderError as err:
+            # Classification into failover reasons happens here once the classifier lands;
+            # transport faults are retried by Temporal, everything else is the workflow's call.
+            raise ApplicationError(
+                err.message,
+                {"status": err.status, "code": err.code, "provider": err.provider,
+                 "model": err.model, "retry_after": err.retry_after_seconds},
+                type=MODEL_PROVIDER_ERROR,
+                non_retryable=not err.transport,
+            ) from err
+        finally:
+            beats.cancel()
+        return acc
+
+    async def _record_partial(self, inp: ModelCallInput, acc: _Accumulated, reason: str) -> None:
+        """Keep what the user already saw; a partial turn never carries tool calls."""
+        if not acc.text:
+            return
+        entry = TranscriptEntry(
+            id=inp.assistant_entry_id,
+            role=Role.ASSISTANT,
+            ts=time.time(),
+            run_id=inp.run_id,
+            text=acc.text,
+            stop_reason=reason,
+            model=inp.model.label(),
+        )
+        await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+
+    def _assistant_entry(
+        self, inp: ModelCallInput, acc: _Accumulated
+    ) -> tuple[TranscriptEntry, list[TranscriptEntry], list[ToolCallRef]]:
+        now = time.time()
+        calls: list[ToolCall] = []
+        refs: list[ToolCallRef] = []
+        rejected_results: list[TranscriptEntry] = []
+        allowed = set(inp.tools)
+        for complete in acc.tool_calls:
+            problem: str | None = None
+            arguments: dict[str, Any] = {}
+            raw: str | None = None
+            try:
+                parsed = json.loads(complete.arguments_json or "{}")
+                if isinstance(parsed, dict):
+                    arguments = parsed
+                else:
+                    raw = complete.arguments_json
+                    problem = "tool arguments must be a JSON object"
+            except json.JSONDecodeError as err:
+                raw = complete.arguments_json
+                problem = f"tool arguments are not valid JSON: {err.msg} at position {err.pos}"
+            if problem is None and complete.name not in allowed:
+                problem = (
+                    f"tool {complete.name!r} is not available; available tools: "
+                    f"{', '.join(sorted(allowed)) or 'none'}"
+                )
+            calls.append(
+                ToolCall(id=complete.id, name=complete.name, arguments=arguments, raw_arguments=raw)
+            )
+            refs.append(
+                ToolCallRef(
+                    id=complete.id,
+                    name=complete.name,
+                    summary=tool_call_summary(complete.name, arguments),
+                    rejected=problem is not None,
+                )
+            )
+            if problem is not None:
+                rejected_results.append(
+                    TranscriptEntry(
+                        id=f"{complete.id}:result",
+                        role=Role.TOOL,
+                        ts=now,
+                        run_id=inp.run_id,
+                        tool_call_id=complete.id,
+                        tool_name=complete.name,
+                        text=f"Error: {problem}",
+                        is_error=True,
+                    )
+                )
+        entry = TranscriptEntry(
+            id=inp.assistant_entry_id,
+            role=Role.ASSISTANT,
+            ts=now,
+            run_id=inp.run_id,
+            text=acc.text,
+            reasoning=acc.reasoning,
+            tool_calls=calls,
+            stop_reason=acc.stop_reason,
+            usage=acc.usage,
+            model=inp.model.label(),
+        )
+        return entry, rejected_results, refs
+

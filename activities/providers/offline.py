@@ -1,0 +1,132 @@
+"""The built-in offline model: a deterministic provider for demos and tests.
+
+It is not a language model. It follows the simple instructions described in `offline_planner`,
+calling one tool per model call and finishing with a summary of what it did. It needs no key and
+no network, streams its text token by token (with configurable delays, so crash and latency tests
+have something to interrupt), and goes through exactly the same activity, events and transcript
+path as the real providers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+
+from activities.providers.base import (
+    Credentials,
+    Finish,
+    ModelRequest,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallStart,
+)
+from activities.providers.offline_planner import (
+    PlannedText,
+    PlannedTool,
+    make_plan,
+    progress_since_last_user,
+    summarize_text,
+)
+from agentlane.transcript import TranscriptEntry
+from agentlane.usage import Usage
+
+SLOW_TOKEN_SECONDS = 0.05
+_TOKEN = re.compile(r"\S+\s*|\s+")
+
+HELP = (
+    "I am agentlane's built-in offline model: a deterministic stand-in for demos and tests, not "
+    "a language model. I understand instructions like: read <file>; write <file> with <text>; "
+    "edit <file> replacing <old> with <new>; run `<command>`; sleep <seconds>; summarize <file> "
+    "into <file>; count to <n>; say <text> (separate steps with 'then' or ';'). "
+    "Configure a real provider to talk to a real model."
+)
+
+
+def _estimate_tokens(chars: int) -> int:
+    return max(1, chars // 4)
+
+
+def _final_summary(results: list[TranscriptEntry]) -> str:
+    if not results:
+        return ""
+    lines = []
+    for entry in results:
+        first = entry.text.strip().splitlines()[0] if entry.text.strip() else "(no output)"
+        mark = "failed" if entry.is_error else "ok"
+        lines.append(f"- {entry.tool_name}: {mark}: {first[:160]}")
+    return "Done. Here is what I did:\n" + "\n".join(lines)
+
+
+class OfflineProvider:
+    name = "offline"
+
+    def __init__(self, first_token_delay: float | None = None, token_delay: float | None = None):
+        env_first = float(os.environ.get("AGENTLANE_OFFLINE_FIRST_TOKEN_MS", "0")) / 1000
+        env_token = float(os.environ.get("AGENTLANE_OFFLINE_TOKEN_MS", "0")) / 1000
+        self.first_token_delay = env_first if first_token_delay is None else first_token_delay
+        self.token_delay = env_token if token_delay is None else token_delay
+
+    async def stream(
+        self, request: ModelRequest, credentials: Credentials | None
+    ) -> AsyncIterator[StreamEvent]:
+        progress = progress_since_last_user(request.entries)
+        plan = make_plan(progress.instruction)
+        tool_steps = [i for i, s in enumerate(plan.steps) if isinstance(s, PlannedTool)]
+        done = len(progress.tool_results)
+
+        # Text steps between the previous tool call and the next one belong to this message.
+        start = tool_steps[done - 1] + 1 if 0 < done <= len(tool_steps) else 0
+        end = tool_steps[done] if done < len(tool_steps) else len(plan.steps)
+        texts = [s for s in plan.steps[start:end] if isinstance(s, PlannedText)]
+        next_tool: PlannedTool | None = None
+        if done < len(tool_steps):
+            step = plan.steps[tool_steps[done]]
+            assert isinstance(step, PlannedTool)
+            next_tool = step
+            if tool_steps[done] in plan.derived_writes:
+                read_step, target = plan.derived_writes[tool_steps[done]]
+                source = progress.tool_results[tool_steps.index(read_step)]
+                read = plan.steps[read_step]
+                assert isinstance(read, PlannedTool)
+                content = summarize_text(str(read.arguments["path"]), source.text)
+                next_tool = PlannedTool("write", {"path": target, "content": content})
+
+        pieces = [t.text for t in texts]
+        if next_tool is None:
+            pieces.append(_final_summary(progress.tool_results) if progress.tool_results else "")
+            if not plan.steps:
+                pieces = [HELP]
+        text = "\n\n".join(p for p in pieces if p)
+        slow = any(t.slow for t in texts)
+
+        if self.first_token_delay:
+            await asyncio.sleep(self.first_token_delay)
+        if request.thinking != "off":
+            total = max(1, len(tool_steps))
+            yield ReasoningDelta(f"Plan has {len(plan.steps)} steps; {done} of {total} tools done.")
+        delay = max(self.token_delay, SLOW_TOKEN_SECONDS if slow else 0.0)
+        for i, token in enumerate(_TOKEN.findall(text)):
+            if delay and i:
+                await asyncio.sleep(delay)
+            yield TextDelta(token)
+
+        output_chars = len(text)
+        stop_reason = "end_turn"
+        if next_tool is not None:
+            call_id = f"call_{progress.assistant_turns + 1}_{done}"
+            name = next_tool.name
+            args = json.dumps(next_tool.arguments)
+            yield ToolCallStart(index=0, id=call_id, name=name)
+            yield ToolCallComplete(index=0, id=call_id, name=name, arguments_json=args)
+            output_chars += len(args)
+            stop_reason = "tool_use"
+        prompt_chars = len(request.system) + sum(len(e.text) for e in request.entries)
+        yield Finish(
+            stop_reason=stop_reason,
+            usage=Usage(input=_estimate_tokens(prompt_chars), output=_estimate_tokens(output_chars)),
+        )

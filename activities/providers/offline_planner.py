@@ -1,0 +1,163 @@
+"""The offline model's "thinking": a deterministic planner over simple instructions.
+
+It is a stand-in for demos and tests, not a language model. It reads the latest user message,
+splits it into clauses and maps each clause to a tool call or a piece of text:
+
+    read <path>                          -> read
+    write <path> with <text>             -> write   (also: write "<text>" to <path>)
+    edit <path> replacing <a> with <b>   -> edit
+    run `<command>` / exec `<command>`   -> exec
+    sleep <seconds>                      -> exec sleep
+    summarize <path> into <path>         -> read, then write a summary of what was read
+    count to <n> [slowly]                -> text "1 2 3 …" (slowly: 50 ms per number)
+    say <text>                           -> text
+
+Clauses are separated by "then", ";" or new lines (not inside quotes or backticks). Steps whose
+results are already in the transcript are skipped, so the plan advances one tool call per model
+call and resumes correctly after a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentlane.transcript import Role, TranscriptEntry
+
+
+@dataclass(frozen=True)
+class PlannedTool:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PlannedText:
+    text: str
+    slow: bool = False
+
+
+@dataclass
+class Plan:
+    steps: list[PlannedTool | PlannedText] = field(default_factory=list)
+    # summarize <src> into <dst>: the write's content is computed once <src> has been read.
+    derived_writes: dict[int, tuple[int, str]] = field(default_factory=dict)
+
+
+_SPLIT = re.compile(r"\s*(?:\bthen\b|;|\n)\s*", re.IGNORECASE)
+_QUOTED = r"(?:\"([^\"]*)\"|'([^']*)'|`([^`]*)`)"
+
+
+def split_clauses(text: str) -> list[str]:
+    """Split on separators that are not inside quotes or backticks."""
+    clauses: list[str] = []
+    buf: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            buf.append(ch)
+            if ch == quote:
+                quote = None
+            i += 1
+            continue
+        if ch in "\"'`" and (ch != "'" or not (buf and buf[-1].isalnum())):
+            quote = ch
+            buf.append(ch)
+            i += 1
+            continue
+        match = _SPLIT.match(text, i)
+        if match and match.end() > i and (ch in ";\n" or match.group(0).strip().lower() == "then"):
+            if "".join(buf).strip():
+                clauses.append("".join(buf).strip())
+            buf = []
+            i = match.end()
+            continue
+        buf.append(ch)
+        i += 1
+    if "".join(buf).strip():
+        clauses.append("".join(buf).strip())
+    return [c.rstrip(".").strip() for c in clauses if c.rstrip(".").strip()]
+
+
+def _unquote(raw: str) -> str:
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'`":
+        return raw[1:-1]
+    return raw
+
+
+def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
+    c = clause.strip()
+    low = c.lower()
+    if m := re.match(r"(?:read|open|show)\s+(?:the\s+file\s+)?(\S+)$", c, re.IGNORECASE):
+        return [PlannedTool("read", {"path": _unquote(m.group(1))})]
+    if m := re.match(rf"(?:write|create)\s+{_QUOTED}\s+(?:to|into|in)\s+(\S+)$", c, re.I):
+        content = next(g for g in m.groups()[:3] if g is not None)
+        return [PlannedTool("write", {"path": _unquote(m.group(4)), "content": content})]
+    if m := re.match(r"(?:write|create)\s+(\S+)\s+(?:with|containing)\s+(.+)$", c, re.I | re.S):
+        return [PlannedTool("write", {"path": _unquote(m.group(1)), "content": _unquote(m.group(2))})]
+    if m := re.match(
+        r"edit\s+(\S+)\s+(?:replacing|replace)\s+(.+?)\s+with\s+(.+)$", c, re.IGNORECASE | re.S
+    ):
+        return [
+            PlannedTool(
+                "edit",
+                {
+                    "path": _unquote(m.group(1)),
+                    "old_string": _unquote(m.group(2)),
+                    "new_string": _unquote(m.group(3)),
+                },
+            )
+        ]
+    if m := re.match(r"(?:run|exec|execute)\s+(.+)$", c, re.IGNORECASE | re.S):
+        return [PlannedTool("exec", {"command": _unquote(m.group(1))})]
+    if m := re.match(r"sleep\s+(\d+(?:\.\d+)?)", low):
+        return [PlannedTool("exec", {"command": f"sleep {m.group(1)}"})]
+    if m := re.match(r"count\s+(slowly\s+)?to\s+(\d+)(\s+slowly)?$", low):
+        n = min(int(m.group(2)), 100_000)
+        return [PlannedText(" ".join(str(i) for i in range(1, n + 1)), slow=bool(m.group(1) or m.group(3)))]
+    if m := re.match(r"say\s+(.+)$", c, re.IGNORECASE | re.S):
+        return [PlannedText(_unquote(m.group(1)))]
+    return []
+
+
+def make_plan(instruction: str) -> Plan:
+    plan = Plan()
+    for clause in split_clauses(instruction):
+        m = re.match(r"summari[sz]e\s+(\S+)\s+(?:into|to|in)\s+(\S+)$", clause, re.IGNORECASE)
+        if m:
+            read_index = len(plan.steps)
+            plan.steps.append(PlannedTool("read", {"path": _unquote(m.group(1))}))
+            plan.derived_writes[len(plan.steps)] = (read_index, _unquote(m.group(2)))
+            plan.steps.append(PlannedTool("write", {"path": _unquote(m.group(2)), "content": ""}))
+            continue
+        plan.steps.extend(_clause_steps(clause))
+    return plan
+
+
+def summarize_text(source: str, text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("… [")]
+    words = sum(len(ln.split()) for ln in lines)
+    first = lines[0].strip() if lines else "(empty)"
+    return f"Summary of {source}: {len(lines)} non-empty lines, {words} words. First line: {first}\n"
+
+
+@dataclass(frozen=True)
+class Progress:
+    instruction: str
+    tool_results: list[TranscriptEntry]
+    assistant_turns: int
+
+
+def progress_since_last_user(entries: list[TranscriptEntry]) -> Progress:
+    last_user = max((i for i, e in enumerate(entries) if e.role == Role.USER), default=-1)
+    instruction = entries[last_user].text if last_user >= 0 else ""
+    after = entries[last_user + 1 :]
+    return Progress(
+        instruction=instruction,
+        tool_results=[e for e in after if e.role == Role.TOOL],
+        assistant_turns=sum(1 for e in entries if e.role == Role.ASSISTANT),
+    )

@@ -1,0 +1,60 @@
+"""Closes a run: answers tool calls left open, publishes the final lifecycle events and records
+the run's outcome next to the transcript (idempotent, so a retry changes nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from temporalio import activity
+
+from activities.event_publishing import StreamPublisher
+from activities.transcript_store import TranscriptStore
+from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
+from agentlane.settings import Settings
+from agentlane.transcript import Role, TranscriptEntry
+
+
+class RunFinishActivity:
+    def __init__(self, store: TranscriptStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    def _close_and_record(self, inp: FinishRunInput) -> str:
+        result = inp.result
+        now = time.time()
+        closures = [
+            TranscriptEntry(
+                id=f"{call.id}:result",
+                role=Role.TOOL,
+                ts=now,
+                run_id=result.run_id,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                text=inp.unanswered_reason,
+                is_error=True,
+            )
+            for call in self.store.unanswered_tool_calls(result.session_key)
+        ]
+        self.store.append(result.session_key, closures)
+        reply = ""
+        if result.last_entry_id:
+            last = self.store.get(result.session_key, result.last_entry_id)
+            reply = last.text if last is not None else ""
+        runs = self.store.session_dir(result.session_key) / "runs.jsonl"
+        if not (runs.exists() and f'"run_id":"{result.run_id}"' in runs.read_text()):
+            with runs.open("a") as fh:
+                record = json.loads(result.model_dump_json())
+                fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+        return reply
+
+    @activity.defn(name=FINISH_RUN)
+    async def finish_run(self, inp: FinishRunInput) -> FinishRunResult:
+        reply = await asyncio.to_thread(self._close_and_record, inp)
+        async with StreamPublisher(
+            activity.client(), inp.result.session_key, self.settings.stream_batch_interval
+        ) as publisher:
+            for event in inp.announce:
+                publisher.publish(event, urgent=True)
+        return FinishRunResult(reply=reply)

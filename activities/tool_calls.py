@@ -1,0 +1,227 @@
+"""Tool activities: one activity type per tool, so the Temporal UI names what ran.
+
+A tool call's arguments are read from the assistant entry in the transcript store; the result is
+appended there (exactly once per tool call id) and a short outcome goes back to the workflow.
+
+At-least-once, said plainly (DESIGN decision 6): read is repeated freely; write is idempotent;
+edit recognises an edit that already landed; exec is never silently re-run after a crash: a
+marker written before the command starts tells a retried attempt that the command may have run,
+and the model is told so instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.event_publishing import StreamPublisher
+from activities.tools.exec_tool import run_exec
+from activities.tools.file_tools import edit_file, read_file, write_file
+from activities.tools.results import ToolResult
+from activities.tools.specs import (
+    EditArgs,
+    ExecArgs,
+    InvalidToolArguments,
+    ReadArgs,
+    WriteArgs,
+    parse_args,
+)
+from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
+from activities.transcript_store import TranscriptStore
+from agentlane.errors import TRANSCRIPT_CORRUPT
+from agentlane.events import AgentEvent, EventKind
+from agentlane.settings import Settings
+from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+from agentlane.transcript import Role, ToolCall, TranscriptEntry
+
+INTERRUPTED_EXEC = (
+    "The command was interrupted (the worker running it stopped) and was not run again, because "
+    "running it twice may not be safe. It may have partly or fully completed; check its effects "
+    "before retrying."
+)
+
+
+async def _heartbeat_forever() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(1)
+
+
+class ToolActivities:
+    def __init__(self, store: TranscriptStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    def _marker(self, inp: ToolCallInput) -> Path:
+        return self.store.session_dir(inp.session_key) / "exec-started" / inp.tool_call_id
+
+    def _find_call(self, inp: ToolCallInput) -> ToolCall:
+        entry = self.store.get(inp.session_key, inp.assistant_entry_id)
+        if entry is not None:
+            for call in entry.tool_calls:
+                if call.id == inp.tool_call_id:
+                    return call
+        raise ApplicationError(
+            f"tool call {inp.tool_call_id} not found in assistant entry {inp.assistant_entry_id}",
+            type=TRANSCRIPT_CORRUPT,
+            non_retryable=True,
+        )
+
+    def _event(self, inp: ToolCallInput, kind: EventKind, **fields: object) -> AgentEvent:
+        return AgentEvent(
+            kind=kind,
+            event_id=f"{inp.tool_call_id}/{kind.value}",
+            session_key=inp.session_key,
+            run_id=inp.run_id,
+            attempt=activity.info().attempt,
+            turn_index=inp.turn_index,
+            message_id=inp.assistant_entry_id,
+            tool_call_id=inp.tool_call_id,
+            tool_name=inp.tool_name,
+            **fields,  # type: ignore[arg-type]
+        )
+
+    async def _run(
+        self,
+        inp: ToolCallInput,
+        execute: Callable[[ToolCall, StreamPublisher], Awaitable[ToolResult]],
+    ) -> ToolCallOutcome:
+        started = time.monotonic()
+        existing = await asyncio.to_thread(self.store.tool_result, inp.session_key, inp.tool_call_id)
+        if existing is not None:
+            # A previous attempt (or the run's clean-up) already answered this call.
+            return ToolCallOutcome(
+                tool_call_id=inp.tool_call_id,
+                is_error=existing.is_error,
+                summary=existing.meta.get("summary", "") or existing.text[:120],
+                duration_ms=0,
+                replayed=True,
+            )
+        call = await asyncio.to_thread(self._find_call, inp)
+        publisher = StreamPublisher(
+            activity.client(), inp.session_key, self.settings.stream_batch_interval, inp.run_id
+        )
+        async with publisher:
+            publisher.publish(
+                self._event(inp, EventKind.TOOL_EXECUTION_START, data={"input": call.arguments}),
+                urgent=True,
+            )
+            # Heartbeats let Temporal notice a dead worker within the heartbeat timeout and
+            # deliver cancellation (abort) to a running tool.
+            beats = asyncio.create_task(_heartbeat_forever())
+            try:
+                result = await execute(call, publisher)
+            except (InvalidToolArguments, PathOutsideWorkspace, WorkspaceMissing) as err:
+                result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
+            except asyncio.CancelledError:
+                result = ToolResult("Tool call was cancelled: the run was aborted.", True, "aborted")
+                await asyncio.shield(self._record(inp, result, started))
+                publisher.publish(
+                    self._event(inp, EventKind.TOOL_EXECUTION_END, success=False,
+                                summary="aborted"),
+                    urgent=True,
+                )
+                raise
+            except (OSError, UnicodeError, ValueError) as err:
+                result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
+            finally:
+                beats.cancel()
+            duration_ms = int((time.monotonic() - started) * 1000)
+            written = await self._record(inp, result, started)
+            publisher.publish(
+                self._event(
+                    inp,
+                    EventKind.TOOL_EXECUTION_END,
+                    success=not written.is_error,
+                    summary=written.meta.get("summary", ""),
+                    text=written.text[:2000],
+                    duration_ms=duration_ms,
+                ),
+                urgent=True,
+            )
+        return ToolCallOutcome(
+            tool_call_id=inp.tool_call_id,
+            is_error=written.is_error,
+            summary=str(written.meta.get("summary", ""))[:200],
+            duration_ms=duration_ms,
+        )
+
+    async def _record(self, inp: ToolCallInput, result: ToolResult, started: float) -> TranscriptEntry:
+        entry = TranscriptEntry(
+            id=f"{inp.tool_call_id}:result",
+            role=Role.TOOL,
+            ts=time.time(),
+            run_id=inp.run_id,
+            tool_call_id=inp.tool_call_id,
+            tool_name=inp.tool_name,
+            text=result.text,
+            is_error=result.is_error,
+            meta={"summary": result.summary,
+                  "duration_ms": int((time.monotonic() - started) * 1000)},
+        )
+        await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+        # If something else answered first, that answer stands.
+        stored = await asyncio.to_thread(self.store.tool_result, inp.session_key, inp.tool_call_id)
+        return stored or entry
+
+    @staticmethod
+    def _check_arguments(call: ToolCall) -> None:
+        if call.raw_arguments is not None:
+            raise InvalidToolArguments("tool arguments were not a JSON object")
+
+    @activity.defn(name=tool_activity_name("read"))
+    async def tool_read(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, _: StreamPublisher) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(ReadArgs, call.arguments)
+            return await asyncio.to_thread(read_file, inp.workspace, args)
+
+        return await self._run(inp, execute)
+
+    @activity.defn(name=tool_activity_name("write"))
+    async def tool_write(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, _: StreamPublisher) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(WriteArgs, call.arguments)
+            return await asyncio.to_thread(write_file, inp.workspace, args)
+
+        return await self._run(inp, execute)
+
+    @activity.defn(name=tool_activity_name("edit"))
+    async def tool_edit(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, _: StreamPublisher) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(EditArgs, call.arguments)
+            return await asyncio.to_thread(edit_file, inp.workspace, args)
+
+        return await self._run(inp, execute)
+
+    @activity.defn(name=tool_activity_name("exec"))
+    async def tool_exec(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, publisher: StreamPublisher) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(ExecArgs, call.arguments)
+            marker = self._marker(inp)
+            if marker.exists():
+                return ToolResult(INTERRUPTED_EXEC, is_error=True, summary="interrupted")
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(args.command)
+            update = self._event(inp, EventKind.TOOL_EXECUTION_UPDATE)
+            position = 0
+
+            def on_output(chunk: str) -> None:
+                nonlocal position
+                publisher.text(update, position, chunk)
+                position += len(chunk)
+
+            return await run_exec(inp.workspace, args, on_output, inp.exec_timeout_seconds)
+
+        return await self._run(inp, execute)
+
+    def all(self) -> list[Callable[..., Awaitable[ToolCallOutcome]]]:
+        return [self.tool_read, self.tool_write, self.tool_edit, self.tool_exec]

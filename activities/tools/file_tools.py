@@ -1,0 +1,76 @@
+"""read / write / edit, confined to the workspace."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from activities.tools.results import ToolResult, clip
+from activities.tools.specs import EditArgs, ReadArgs, WriteArgs
+from activities.tools.workspace import display_path, resolve_in_workspace
+
+MAX_READ_BYTES = 5_000_000
+
+
+def _read_text(path: Path) -> str:
+    if path.stat().st_size > MAX_READ_BYTES:
+        raise ValueError(f"file is larger than {MAX_READ_BYTES} bytes")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def read_file(workspace: str, args: ReadArgs) -> ToolResult:
+    path = resolve_in_workspace(workspace, args.path)
+    shown = display_path(workspace, path)
+    if not path.exists():
+        return ToolResult(f"File not found: {shown}", is_error=True, summary="not found")
+    if path.is_dir():
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+        return ToolResult(f"{shown} is a folder containing:\n" + "\n".join(names), is_error=True)
+    lines = _read_text(path).splitlines()
+    part = lines[args.offset : args.offset + args.limit]
+    text = "\n".join(part)
+    more = len(lines) - (args.offset + len(part))
+    if more > 0:
+        text += f"\n… [{more} more lines; use offset={args.offset + len(part)}]"
+    return ToolResult(clip(text), summary=f"{len(lines)} lines")
+
+
+def _atomic_write(path: Path, content: str) -> None:
+    tmp = path.with_name(f".{path.name}.agentlane-tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_file(workspace: str, args: WriteArgs) -> ToolResult:
+    path = resolve_in_workspace(workspace, args.path)
+    if path.is_dir():
+        return ToolResult(f"{display_path(workspace, path)} is a folder", is_error=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Writing is idempotent, so a retried attempt after a crash repeats it harmlessly.
+    _atomic_write(path, args.content)
+    shown = display_path(workspace, path)
+    return ToolResult(f"Wrote {len(args.content)} characters to {shown}", summary=shown)
+
+
+def edit_file(workspace: str, args: EditArgs) -> ToolResult:
+    path = resolve_in_workspace(workspace, args.path)
+    shown = display_path(workspace, path)
+    if not path.is_file():
+        return ToolResult(f"File not found: {shown}", is_error=True)
+    if not args.old_string:
+        return ToolResult("old_string must not be empty", is_error=True)
+    text = _read_text(path)
+    count = text.count(args.old_string)
+    if count == 0:
+        # A retry after a crash that happened after the edit landed: the new text is there and
+        # the old one is gone, so report success instead of a confusing failure.
+        if args.new_string and args.new_string in text:
+            return ToolResult(f"Edited {shown} (already applied)", summary=shown)
+        return ToolResult(f"old_string not found in {shown}", is_error=True)
+    if count > 1:
+        return ToolResult(
+            f"old_string occurs {count} times in {shown}; include more context so it is unique",
+            is_error=True,
+        )
+    _atomic_write(path, text.replace(args.old_string, args.new_string, 1))
+    return ToolResult(f"Edited {shown}", summary=shown)

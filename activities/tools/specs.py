@@ -1,0 +1,86 @@
+"""The base tools (pipeline layer 1): argument models and the specs the model sees.
+
+Argument models are the single source of truth: the JSON schema sent to the model is generated
+from them and the same models validate what the model sends back.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from activities.providers.base import ToolSpec
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReadArgs(_Args):
+    path: str = Field(description="File path, relative to the workspace")
+    offset: int = Field(default=0, ge=0, description="First line to return (0-based)")
+    limit: int = Field(default=2000, ge=1, le=20000, description="Maximum number of lines")
+
+
+class WriteArgs(_Args):
+    path: str = Field(description="File path, relative to the workspace")
+    content: str = Field(description="Full new content of the file")
+
+
+class EditArgs(_Args):
+    path: str = Field(description="File path, relative to the workspace")
+    old_string: str = Field(description="Exact text to replace; must occur exactly once")
+    new_string: str = Field(description="Replacement text")
+
+
+class ExecArgs(_Args):
+    command: str = Field(description="Shell command, run with bash in the workspace")
+    timeout: int | None = Field(
+        default=None, ge=1, le=3600, description="Seconds before the command is killed"
+    )
+
+
+TOOL_ARGS: dict[str, type[_Args]] = {
+    "read": ReadArgs,
+    "write": WriteArgs,
+    "edit": EditArgs,
+    "exec": ExecArgs,
+}
+
+TOOL_DESCRIPTIONS = {
+    "read": "Read a text file from the workspace. Returns its lines (offset/limit for parts).",
+    "write": "Create or overwrite a file in the workspace with the given content.",
+    "edit": "Replace one exact occurrence of old_string with new_string in a workspace file.",
+    "exec": "Run a shell command in the workspace and return its exit code and output.",
+}
+
+
+def tool_spec(name: str) -> ToolSpec:
+    schema = TOOL_ARGS[name].model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return ToolSpec(name=name, description=TOOL_DESCRIPTIONS[name], parameters=schema)
+
+
+def tool_specs(names: list[str]) -> list[ToolSpec]:
+    return [tool_spec(n) for n in names if n in TOOL_ARGS]
+
+
+class InvalidToolArguments(Exception):
+    pass
+
+
+A = TypeVar("A", bound=_Args)
+
+
+def parse_args(model: type[A], arguments: dict[str, object]) -> A:
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+            for e in err.errors()
+        )
+        raise InvalidToolArguments(f"invalid arguments: {problems}") from err

@@ -1,0 +1,53 @@
+"""Confines tool paths to the session's workspace.
+
+A path is resolved against the workspace and through every symlink; anything that lands outside
+the workspace (absolute paths elsewhere, `..`, a symlink pointing out) is refused before any file
+is touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class PathOutsideWorkspace(Exception):
+    pass
+
+
+class WorkspaceMissing(Exception):
+    pass
+
+
+def workspace_root(workspace: str) -> Path:
+    root = Path(workspace)
+    if not root.is_dir():
+        raise WorkspaceMissing(f"workspace {workspace} does not exist or is not a folder")
+    return root.resolve()
+
+
+def resolve_in_workspace(workspace: str, raw_path: str) -> Path:
+    if not isinstance(raw_path, str) or not raw_path.strip():
+        raise PathOutsideWorkspace("path must be a non-empty string")
+    if "\x00" in raw_path:
+        raise PathOutsideWorkspace("path contains a NUL byte")
+    root = workspace_root(workspace)
+    candidate = Path(raw_path)
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    # resolve() follows symlinks, including a final component that is a symlink, so a link to
+    # /etc/passwd inside the workspace resolves outside it and is refused.
+    resolved = candidate.resolve()
+    if resolved != root and not resolved.is_relative_to(root):
+        raise PathOutsideWorkspace(
+            f"path {raw_path!r} is outside the workspace ({root}); tools may only touch files "
+            "inside it"
+        )
+    return resolved
+
+
+def display_path(workspace: str, path: Path) -> str:
+    root = Path(workspace).resolve()
+    try:
+        return str(path.relative_to(root)) or "."
+    except ValueError:
+        return str(path)

@@ -1,0 +1,191 @@
+"""Append-only transcript store: one JSONL file per session, outside workflow history.
+
+Activities run at least once, so every append is idempotent: an entry whose id is already in
+the file is skipped, and a tool result for a tool call that already has one is skipped (every
+tool call ends up with exactly one result, even when a retried attempt or a zombie worker writes
+again). Appends hold an exclusive file lock so two processes never interleave lines.
+
+Reads are incremental: a process remembers how far it has parsed each file and only parses what
+was appended since, so long conversations do not cost a full re-read per model call.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentlane.ids import file_safe
+from agentlane.transcript import Role, ToolCall, TranscriptEntry
+
+
+class TranscriptCorrupt(Exception):
+    pass
+
+
+@dataclass
+class _Parsed:
+    offset: int = 0
+    entries: list[TranscriptEntry] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)
+
+
+class TranscriptStore:
+    def __init__(self, root: Path, fsync: bool = True) -> None:
+        self.root = root
+        self.fsync = fsync
+        self._cache: dict[str, _Parsed] = {}
+        self._lock = threading.Lock()
+
+    def session_dir(self, key: str) -> Path:
+        return self.root / file_safe(key)
+
+    def path(self, key: str) -> Path:
+        return self.session_dir(key) / "transcript.jsonl"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _refresh(self, key: str) -> _Parsed:
+        path = self.path(key)
+        parsed = self._cache.get(key)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            self._cache[key] = _Parsed()
+            return self._cache[key]
+        if parsed is None or size < parsed.offset:
+            parsed = _Parsed()
+        if size > parsed.offset:
+            with path.open("rb") as fh:
+                fh.seek(parsed.offset)
+                chunk = fh.read(size - parsed.offset)
+            # A line without its newline is an append still in progress (or torn by a crash,
+            # in which case the next append repairs it): leave it for later.
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            for lineno, line in enumerate(complete.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = TranscriptEntry.model_validate_json(line)
+                except ValueError as err:
+                    raise TranscriptCorrupt(
+                        f"{path}: unreadable entry after byte {parsed.offset} (line {lineno} "
+                        f"of the new part): {err}"
+                    ) from err
+                self._index(parsed, entry)
+            parsed.offset += len(complete)
+        self._cache[key] = parsed
+        return parsed
+
+    @staticmethod
+    def _index(parsed: _Parsed, entry: TranscriptEntry) -> None:
+        parsed.entries.append(entry)
+        parsed.ids.add(entry.id)
+        if entry.role == Role.TOOL and entry.tool_call_id:
+            parsed.answered.add(entry.tool_call_id)
+
+    def read(self, key: str) -> list[TranscriptEntry]:
+        with self._lock:
+            return list(self._refresh(key).entries)
+
+    def get(self, key: str, entry_id: str) -> TranscriptEntry | None:
+        with self._lock:
+            parsed = self._refresh(key)
+            if entry_id not in parsed.ids:
+                return None
+            return next(e for e in reversed(parsed.entries) if e.id == entry_id)
+
+    def tool_result(self, key: str, tool_call_id: str) -> TranscriptEntry | None:
+        with self._lock:
+            parsed = self._refresh(key)
+            if tool_call_id not in parsed.answered:
+                return None
+            return next(
+                e for e in reversed(parsed.entries)
+                if e.role == Role.TOOL and e.tool_call_id == tool_call_id
+            )
+
+    def last_id(self, key: str) -> str | None:
+        with self._lock:
+            entries = self._refresh(key).entries
+            return entries[-1].id if entries else None
+
+    def unanswered_tool_calls(self, key: str) -> list[ToolCall]:
+        with self._lock:
+            parsed = self._refresh(key)
+            return [
+                call
+                for entry in parsed.entries
+                if entry.role == Role.ASSISTANT
+                for call in entry.tool_calls
+                if call.id not in parsed.answered
+            ]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _file_lock(self, key: str) -> Iterator[None]:
+        directory = self.session_dir(key)
+        directory.mkdir(parents=True, exist_ok=True)
+        with (directory / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _repair_torn_tail(self, path: Path) -> None:
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        with path.open("rb+") as fh:
+            fh.seek(-1, os.SEEK_END)
+            if fh.read(1) == b"\n":
+                return
+            fh.seek(0)
+            data = fh.read()
+            fh.truncate(data.rfind(b"\n") + 1)
+
+    def append(self, key: str, entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
+        """Append the entries not already present; return those actually written.
+
+        Each entry's parent_id defaults to the id of the entry before it.
+        """
+        if not entries:
+            return []
+        with self._lock, self._file_lock(key):
+            path = self.path(key)
+            self._repair_torn_tail(path)
+            parsed = self._refresh(key)
+            written: list[TranscriptEntry] = []
+            lines: list[bytes] = []
+            last = parsed.entries[-1].id if parsed.entries else None
+            batch_answered: set[str] = set()
+            batch_ids: set[str] = set()
+            for entry in entries:
+                if entry.id in parsed.ids or entry.id in batch_ids:
+                    continue
+                if entry.role == Role.TOOL and entry.tool_call_id and (
+                    entry.tool_call_id in parsed.answered or entry.tool_call_id in batch_answered
+                ):
+                    continue
+                if entry.parent_id is None:
+                    entry = entry.model_copy(update={"parent_id": last})
+                last = entry.id
+                batch_ids.add(entry.id)
+                if entry.role == Role.TOOL and entry.tool_call_id:
+                    batch_answered.add(entry.tool_call_id)
+                lines.append(entry.model_dump_json(exclude_defaults=True).encode() + b"\n")
+                written.append(entry)
+            if lines:
+                with path.open("ab") as fh:
+                    fh.write(b"".join(lines))
+                    fh.flush()
+                    if self.fsync:
+                        os.fsync(fh.fileno())
+                self._refresh(key)
+            return written

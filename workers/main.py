@@ -1,0 +1,113 @@
+"""The worker process: hosts the workflows, the model-call activity (its own task queue: the
+global lane) and the tool activities.
+
+Run several of these (on one machine or many) for capacity and for fast takeover: when one dies,
+another picks up its activities after the heartbeat timeout and its workflows after the sticky
+schedule-to-start timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.model_call import ModelCallActivity
+from activities.providers.resolve import ProviderResolver
+from activities.run_finish import RunFinishActivity
+from activities.tool_calls import ToolActivities
+from activities.transcript_store import TranscriptStore
+from agentlane.settings import Settings
+from agentlane.temporal_client import connect
+from workflows.agent_run import AgentRunWorkflow
+from workflows.session import SessionWorkflow
+from workflows.session_events import SessionEventsWorkflow
+
+log = logging.getLogger("agentlane.worker")
+
+WORKFLOWS: Sequence[type] = (SessionWorkflow, AgentRunWorkflow, SessionEventsWorkflow)
+
+
+def build_workers(client: Client, settings: Settings) -> list[Worker]:
+    store = TranscriptStore(settings.transcripts_dir)
+    model = ModelCallActivity(store, ProviderResolver(), settings)
+    tools = ToolActivities(store, settings)
+    finish = RunFinishActivity(store, settings)
+    common = dict(
+        sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
+        max_heartbeat_throttle_interval=timedelta(seconds=1),
+        default_heartbeat_throttle_interval=timedelta(seconds=1),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+    return [
+        Worker(
+            client,
+            task_queue=settings.workflow_task_queue,
+            workflows=list(WORKFLOWS),
+            max_concurrent_workflow_tasks=50,
+            **common,  # type: ignore[arg-type]
+        ),
+        Worker(
+            client,
+            task_queue=settings.model_task_queue,
+            activities=[model.call_model],
+            max_concurrent_activities=settings.max_concurrent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+        Worker(
+            client,
+            task_queue=settings.tool_task_queue,
+            activities=[*tools.all(), finish.finish_run],
+            max_concurrent_activities=settings.max_concurrent_tool_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+    ]
+
+
+async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> None:
+    client = await connect(settings)
+    workers = build_workers(client, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    tasks = [asyncio.create_task(w.run()) for w in workers]
+    log.info(
+        "worker %s up on %s (queues %s, %s, %s)", os.getpid(), settings.temporal_address,
+        settings.workflow_task_queue, settings.model_task_queue, settings.tool_task_queue,
+    )
+    print(f"agentlane worker pid={os.getpid()} ready", flush=True)
+    if ready:
+        ready.set()
+    done, _ = await asyncio.wait(
+        [*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+    )
+    for task in done:
+        if task in tasks and task.exception():
+            log.error("a worker stopped: %s", task.exception())
+    await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(
+        level=os.environ.get("AGENTLANE_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(run_worker(Settings.from_env()))
+    sys.stdout.flush()
+    # Short-lived processes using the SDK can crash at interpreter exit (sdk-python#300).
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,379 @@
+"""AgentRunWorkflow: one agent run (model call -> tool calls -> model call ... until the model
+stops calling tools), a child of the session.
+
+Deterministic code only. Everything with side effects is an activity; everything large lives in
+the transcript store. Termination reasons are those of seed 001 §9.4: no_tool_calls, timeout_48h
+(the run's budget, a single timer), idle_timeout_120s (enforced inside the model activity),
+abort_signal (the session's abort or interrupt, or a Temporal cancel), error. A client that
+disconnects changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from agentlane.errors import (
+        CONFIG_ERROR,
+        MODEL_IDLE_TIMEOUT,
+        MODEL_PROVIDER_ERROR,
+        WORKSPACE_MISSING,
+        ExecutionErrorKind,
+    )
+    from agentlane.events import AgentEvent, EventKind, lifecycle_event_id
+    from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
+    from agentlane.run import (
+        ExecutionError,
+        ExecutionResult,
+        ExecutionStatus,
+        RunCarry,
+        RunInput,
+        TerminationReason,
+        UserTurn,
+    )
+    from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
+    from agentlane.session import RunPhase, RunProgress
+    from agentlane.settings import model_task_queue, tool_task_queue
+    from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+    from workflows import activity_options as opts
+
+SKIPPED_FOR_STEER = "Skipped: the user sent a new message before this tool call ran."
+ABORTED_BEFORE_RUN = "Not executed: the run was stopped before this tool call ran."
+
+
+@dataclass
+class LoopEnd:
+    reason: TerminationReason | None = None
+    error: ExecutionError | None = None
+    continue_as_new: bool = False
+
+
+def _failure(err: ActivityError) -> LoopEnd:
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        if cause.type == MODEL_IDLE_TIMEOUT:
+            return LoopEnd(
+                TerminationReason.IDLE_TIMEOUT_120S,
+                ExecutionError(
+                    kind=ExecutionErrorKind.TIMEOUT,
+                    message="The model did not produce a response before the LLM idle timeout. "
+                    "Please try again.",
+                    detail=cause.message,
+                ),
+            )
+        kind = {
+            WORKSPACE_MISSING: ExecutionErrorKind.VALIDATION_FAILED,
+            CONFIG_ERROR: ExecutionErrorKind.RUNTIME_UNAVAILABLE,
+            MODEL_PROVIDER_ERROR: ExecutionErrorKind.RUNTIME_ERROR,
+        }.get(cause.type or "", ExecutionErrorKind.UNKNOWN)
+        return LoopEnd(TerminationReason.ERROR, ExecutionError(kind=kind, message=cause.message))
+    if isinstance(cause, TimeoutError):
+        return LoopEnd(
+            TerminationReason.ERROR,
+            ExecutionError(kind=ExecutionErrorKind.TIMEOUT, message=f"{err.message}: {cause}"),
+        )
+    return LoopEnd(
+        TerminationReason.ERROR,
+        ExecutionError(kind=ExecutionErrorKind.UNKNOWN, message=f"{err.message}: {cause}"),
+    )
+
+
+@workflow.defn(name="AgentRunWorkflow")
+class AgentRunWorkflow:
+    @workflow.init
+    def __init__(self, inp: RunInput) -> None:
+        self.req = inp.request
+        now = workflow.now()
+        self.c = inp.carry or RunCarry(
+            started_at=now,
+            deadline=now + timedelta(seconds=inp.request.budget_seconds),
+            pending_user=list(inp.request.prompt),
+        )
+        self.phase = RunPhase.STARTING
+        self.announce: list[AgentEvent] = list(self.c.announce)
+        self.c.announce = []
+        self.abort_reason: str | None = None
+
+    # -- messages ---------------------------------------------------------------------------
+
+    @workflow.signal
+    def steer(self, turn: UserTurn) -> None:
+        if turn.entry_id in self.c.seen_steer:
+            return
+        self.c.seen_steer.append(turn.entry_id)
+        self.c.steer.append(turn)
+
+    @workflow.signal
+    def abort(self, reason: str) -> None:
+        self.abort_reason = reason or "abort requested"
+
+    @workflow.query
+    def progress(self) -> RunProgress:
+        return RunProgress(
+            run_id=self.req.run_id,
+            phase=self.phase,
+            turn_index=self.c.turn_index,
+            tool_calls=self.c.tool_calls,
+            usage=self.c.usage.accumulated,
+            last_call_usage=self.c.usage.last_call,
+            pending_steer=len(self.c.steer),
+        )
+
+    # -- lifecycle events -------------------------------------------------------------------
+
+    def _emit(self, kind: EventKind, turn_index: int | None = None, **fields: object) -> None:
+        """Queue a lifecycle event; it travels to the stream with the next activity."""
+        self.announce.append(
+            AgentEvent(
+                kind=kind,
+                event_id=lifecycle_event_id(self.req.run_id, kind, turn_index),
+                session_key=self.req.session_key,
+                run_id=self.req.run_id,
+                ts=workflow.now().timestamp(),
+                turn_index=turn_index,
+                **fields,  # type: ignore[arg-type]
+            )
+        )
+
+    def _take_announce(self) -> list[AgentEvent]:
+        taken, self.announce = self.announce, []
+        return taken
+
+    # -- the run ----------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> ExecutionResult:
+        if inp.carry is None:
+            self._emit(
+                EventKind.AGENT_START,
+                data={
+                    "model": self.req.model.label(),
+                    "tools": self.req.tools,
+                    "thinking": self.req.thinking,
+                    "source": self.req.source.value,
+                },
+            )
+        workflow.set_current_details(f"run **{self.req.run_id}** on {self.req.model.label()}")
+        loop = asyncio.create_task(self._loop())
+        remaining = (self.c.deadline - workflow.now()).total_seconds()
+        end: LoopEnd
+        try:
+            if remaining <= 0:
+                raise asyncio.TimeoutError
+            await workflow.wait_condition(
+                lambda: loop.done() or self.abort_reason is not None,
+                timeout=remaining,
+                timeout_summary="run budget (48 h)",
+            )
+            if loop.done():
+                end = loop.result()
+            else:
+                await self._stop(loop)
+                end = LoopEnd(TerminationReason.ABORT_SIGNAL)
+        except asyncio.TimeoutError:
+            await self._stop(loop)
+            end = LoopEnd(
+                TerminationReason.TIMEOUT_48H,
+                ExecutionError(
+                    kind=ExecutionErrorKind.TIMEOUT,
+                    message="The run reached its time budget and was stopped.",
+                ),
+            )
+        except asyncio.CancelledError:
+            # Cancelled through Temporal (UI, CLI or a parent closing): end like an abort.
+            self.abort_reason = self.abort_reason or "run cancelled"
+            await self._stop(loop)
+            end = LoopEnd(TerminationReason.ABORT_SIGNAL)
+        if end.continue_as_new:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            self.c.segments += 1
+            workflow.continue_as_new(RunInput(request=self.req, carry=self._carry_for_next()))
+        return await self._finish(end)
+
+    def _carry_for_next(self) -> RunCarry:
+        # Lifecycle events not yet published go out with the next segment's first activity.
+        return self.c.model_copy(update={"announce": self._take_announce()})
+
+    async def _stop(self, loop: asyncio.Task[LoopEnd]) -> None:
+        loop.cancel()
+        try:
+            await loop
+        except (asyncio.CancelledError, ActivityError, CancelledError):
+            pass
+
+    def _continue_as_new_due(self) -> bool:
+        info = workflow.info()
+        limit = self.req.continue_as_new_after_events
+        if limit is not None and info.get_current_history_length() >= limit:
+            return True
+        return info.is_continue_as_new_suggested()
+
+    async def _loop(self) -> LoopEnd:
+        while True:
+            if self._continue_as_new_due():
+                return LoopEnd(continue_as_new=True)
+            turn = self.c.turn_index
+            self._emit(EventKind.TURN_START, turn)
+            append = self.c.pending_user + self.c.steer
+            self.phase = RunPhase.STREAMING
+            announce = self._take_announce()
+            try:
+                result = await workflow.execute_activity(
+                    CALL_MODEL,
+                    ModelCallInput(
+                        session_key=self.req.session_key,
+                        run_id=self.req.run_id,
+                        turn_index=turn,
+                        workspace=self.req.workspace,
+                        create_workspace=self.req.create_workspace,
+                        model=self.req.model,
+                        thinking=self.req.thinking,
+                        tools=self.req.tools,
+                        append_user=append,
+                        unanswered_reason=self.c.unanswered_reason,
+                        assistant_entry_id=f"{self.req.run_id}:t{turn}",
+                        announce=announce,
+                        idle_timeout_seconds=self.req.idle_timeout_seconds,
+                    ),
+                    result_type=ModelCallResult,
+                    task_queue=model_task_queue(workflow.info().task_queue),
+                    start_to_close_timeout=opts.MODEL_CALL_START_TO_CLOSE,
+                    heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+                    retry_policy=opts.MODEL_CALL_RETRY,
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    summary=f"turn {turn}: {self.req.model.label()}",
+                )
+            except ActivityError as err:
+                if isinstance(err.cause, CancelledError):
+                    raise asyncio.CancelledError from err
+                self.announce = announce + self.announce
+                return _failure(err)
+            # The user turns are in the transcript now.
+            self.c.pending_user = []
+            self.c.steer = [t for t in self.c.steer if t not in append]
+            self.c.unanswered_reason = SKIPPED_FOR_STEER
+            self.c.usage = self.c.usage.record(result.usage)
+            self.c.last_entry_id = result.entry_id
+            self.c.reply_preview = result.reply_preview
+            has_tool_calls = bool(result.tool_calls)
+            if has_tool_calls:
+                self.phase = RunPhase.TOOLS
+                for call in result.tool_calls:
+                    if call.rejected:
+                        continue
+                    if self.c.steer:
+                        # Steering: remaining calls are answered as skipped by the next model
+                        # call, which then sees the user's new message.
+                        break
+                    failure = await self._run_tool(turn, result.entry_id, call.id, call.name,
+                                                   call.summary)
+                    if failure is not None:
+                        return failure
+            self._emit(EventKind.TURN_END, turn, has_tool_calls=has_tool_calls)
+            self.c.turn_index += 1
+            if not has_tool_calls:
+                if self.c.steer:
+                    continue  # a steering message arrived during the last call: answer it
+                return LoopEnd(TerminationReason.NO_TOOL_CALLS)
+
+    async def _run_tool(
+        self, turn: int, entry_id: str, call_id: str, name: str, summary: str
+    ) -> LoopEnd | None:
+        exec_timeout = 120
+        try:
+            await workflow.execute_activity(
+                tool_activity_name(name),
+                ToolCallInput(
+                    session_key=self.req.session_key,
+                    run_id=self.req.run_id,
+                    turn_index=turn,
+                    workspace=self.req.workspace,
+                    assistant_entry_id=entry_id,
+                    tool_call_id=call_id,
+                    tool_name=name,
+                    exec_timeout_seconds=exec_timeout,
+                ),
+                result_type=ToolCallOutcome,
+                task_queue=tool_task_queue(workflow.info().task_queue),
+                start_to_close_timeout=opts.tool_start_to_close(name, exec_timeout),
+                heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+                retry_policy=opts.TOOL_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=summary,
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise asyncio.CancelledError from err
+            return _failure(err)
+        self.c.tool_calls += 1
+        return None
+
+    async def _finish(self, end: LoopEnd) -> ExecutionResult:
+        self.phase = RunPhase.FINISHING
+        reason = end.reason or TerminationReason.ERROR
+        status = {
+            TerminationReason.NO_TOOL_CALLS: ExecutionStatus.SUCCESS,
+            TerminationReason.ABORT_SIGNAL: ExecutionStatus.ABORTED,
+        }.get(reason, ExecutionStatus.ERROR)
+        if reason == TerminationReason.ABORT_SIGNAL and end.error is None:
+            end.error = ExecutionError(
+                kind=ExecutionErrorKind.ABORTED, message=self.abort_reason or "aborted"
+            )
+        self._emit(
+            EventKind.AGENT_END,
+            termination_reason=reason.value,
+            data={
+                "total_turns": self.c.turn_index,
+                "total_tokens": self.c.usage.accumulated.total,
+                "duration_ms": int((workflow.now() - self.c.started_at).total_seconds() * 1000),
+                "status": status.value,
+            },
+        )
+        if end.error is not None and status == ExecutionStatus.ERROR:
+            self._emit(
+                EventKind.ERROR,
+                text=end.error.message,
+                recoverable=end.error.kind == ExecutionErrorKind.TIMEOUT,
+                data={"code": end.error.kind.value},
+            )
+        result = ExecutionResult(
+            session_key=self.req.session_key,
+            run_id=self.req.run_id,
+            status=status,
+            termination_reason=reason,
+            reply=self.c.reply_preview,
+            turns=self.c.turn_index,
+            tool_calls=self.c.tool_calls,
+            usage=self.c.usage,
+            started_at=self.c.started_at,
+            ended_at=workflow.now(),
+            error=end.error,
+            last_entry_id=self.c.last_entry_id,
+        )
+        try:
+            finished = await workflow.execute_activity(
+                FINISH_RUN,
+                FinishRunInput(
+                    result=result,
+                    unanswered_reason=ABORTED_BEFORE_RUN,
+                    announce=self._take_announce(),
+                ),
+                result_type=FinishRunResult,
+                task_queue=tool_task_queue(workflow.info().task_queue),
+                start_to_close_timeout=opts.FINISH_START_TO_CLOSE,
+                retry_policy=opts.FINISH_RETRY,
+                summary=f"finish: {reason.value}",
+            )
+            if finished.reply:
+                result.reply = finished.reply
+        except ActivityError as err:
+            workflow.logger.warning("finish_run failed: %s", err)
+        # Steering that arrived after the last model call goes back to the session's queue.
+        result.unconsumed = list(self.c.steer)
+        return result
