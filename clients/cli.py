@@ -1,0 +1,234 @@
+"""`agentlane` command line: send messages, watch, status, abort, list, transcript; run the
+worker; start and stop the embedded dev server; run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+from agentlane.ids import InvalidSessionKey
+from agentlane.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def load_devserver() -> ModuleType:
+    """temporal-dev/ is a folder of scripts, not a package; load its module by path."""
+    path = REPO / "temporal-dev" / "devserver.py"
+    spec = importlib.util.spec_from_file_location("agentlane_devserver", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def ui_link(settings: Settings, workflow_id: str) -> str:
+    from urllib.parse import quote
+
+    port = int(os.environ.get("AGENTLANE_UI_PORT", "8233"))
+    return (
+        f"http://localhost:{port}/namespaces/{settings.namespace}/workflows/"
+        f"{quote(workflow_id, safe='')}"
+    )
+
+
+async def _send(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient, SendRejected
+    from clients.render import TerminalRenderer
+
+    client = await AgentlaneClient.connect()
+    text = " ".join(args.text)
+    offset = 0
+    if args.watch:
+        try:
+            offset = await client.events_offset(args.session)
+        except Exception:
+            offset = 0
+    try:
+        receipt = await client.send(
+            args.session, text, mode=args.mode, workspace=args.workspace, model=args.model,
+            message_id=args.message_id,
+        )
+    except SendRejected as err:
+        print(f"rejected: {err}", file=sys.stderr)
+        return 2
+    print(f"{receipt.disposition.value}: message #{receipt.message_seq} "
+          f"({receipt.mode.value}) run={receipt.run_id or '-'} queue={receipt.queue_length}"
+          + (f" — {receipt.note}" if receipt.note else ""), file=sys.stderr)
+    if args.watch and receipt.run_id and receipt.disposition.value in ("started", "interrupted"):
+        renderer = TerminalRenderer()
+        async for item in client.watch(args.session, offset, until_run=receipt.run_id):
+            renderer.render(item.event)
+        result = await client.wait_for_run(receipt.run_id)
+        print(f"\nrun {result.run_id}: {result.status.value} "
+              f"({result.termination_reason.value}), {result.turns} turns, "
+              f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
+              file=sys.stderr)
+    return 0
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient
+    from clients.render import TerminalRenderer
+
+    client = await AgentlaneClient.connect()
+    renderer = TerminalRenderer()
+    async for item in client.watch(args.session, args.from_offset):
+        if args.json:
+            print(json.dumps({"offset": item.offset, **item.event.model_dump(mode="json")}),
+                  flush=True)
+        else:
+            renderer.render(item.event)
+    return 0
+
+
+async def _status(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient
+
+    client = await AgentlaneClient.connect()
+    status = await client.status(args.session)
+    print(status.model_dump_json(indent=2, exclude_none=True))
+    return 0
+
+
+async def _abort(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient
+
+    client = await AgentlaneClient.connect()
+    await client.abort(args.session, args.reason)
+    print(f"abort sent to session {args.session}")
+    return 0
+
+
+async def _sessions(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient
+
+    client = await AgentlaneClient.connect()
+    for row in await client.list_sessions():
+        print(f"{row['key']}\t{row['status']}\t{row['started']}")
+    return 0
+
+
+async def _transcript(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient
+
+    client = await AgentlaneClient.connect()
+    for entry in client.transcript(args.session):
+        if args.json:
+            print(entry.model_dump_json(exclude_defaults=True))
+            continue
+        head = f"[{entry.role.value}]"
+        if entry.tool_call_id:
+            head += f" ({entry.tool_name} {entry.tool_call_id}{' error' if entry.is_error else ''})"
+        print(head)
+        if entry.text:
+            print(entry.text)
+        for call in entry.tool_calls:
+            print(f"  → {call.name}({json.dumps(call.arguments)[:200]}) [{call.id}]")
+    return 0
+
+
+def _server(args: argparse.Namespace) -> int:
+    devserver = load_devserver()
+    return int(devserver.main([args.action]))
+
+
+def _worker(_: argparse.Namespace) -> int:
+    from workers.main import main as worker_main
+
+    worker_main([])
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from clients.demo import run_demo
+
+    return run_demo(args.session)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentlane", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("send", help="send a message to a session (created if new)")
+    p.add_argument("session")
+    p.add_argument("text", nargs="+")
+    p.add_argument("--mode", help="steer, followup, collect, queue, steer-backlog, interrupt")
+    p.add_argument("--workspace", help="workspace folder (used when the session is created)")
+    p.add_argument("--model", help="provider/model, e.g. offline/planner")
+    p.add_argument("--message-id", help="provider message id, for dedupe")
+    p.add_argument("--no-watch", dest="watch", action="store_false",
+                   help="return once the session accepted the message")
+    p.set_defaults(func=_send)
+
+    p = sub.add_parser("watch", help="follow a session's events live")
+    p.add_argument("session")
+    p.add_argument("--from", dest="from_offset", type=int, default=0, help="stream offset")
+    p.add_argument("--json", action="store_true", help="one JSON event per line")
+    p.set_defaults(func=_watch)
+
+    p = sub.add_parser("status", help="idle / running / streaming / compacting, run, usage")
+    p.add_argument("session")
+    p.set_defaults(func=_status)
+
+    p = sub.add_parser("abort", help="abort the session's current run")
+    p.add_argument("session")
+    p.add_argument("--reason", default="user abort")
+    p.set_defaults(func=_abort)
+
+    p = sub.add_parser("sessions", help="list running sessions")
+    p.set_defaults(func=_sessions)
+
+    p = sub.add_parser("transcript", help="print a session's transcript")
+    p.add_argument("session")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_transcript)
+
+    p = sub.add_parser("server", help="the embedded Temporal dev server")
+    p.add_argument("action", choices=["start", "stop", "status", "restart"])
+    p.set_defaults(func=_server, sync=True)
+
+    p = sub.add_parser("worker", help="run a worker process")
+    p.set_defaults(func=_worker, sync=True)
+
+    p = sub.add_parser("demo", help="start everything and run one agent session end to end")
+    p.add_argument("--session", default="demo")
+    p.set_defaults(func=_demo, sync=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        if getattr(args, "sync", False):
+            code = args.func(args)
+        else:
+            code = asyncio.run(args.func(args))
+    except InvalidSessionKey as err:
+        print(f"error: {err}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as err:  # a CLI prints a clear line, not a traceback
+        if os.environ.get("AGENTLANE_DEBUG"):
+            raise
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The SDK's runtime can crash at interpreter exit in short-lived scripts (sdk-python#300).
+    os._exit(code)
+
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The end-to-end demo: dev server + worker + one agent session streamed to the terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agentlane.ids import session_workflow_id
+from agentlane.settings import Settings
+
+NOTES = """Meeting notes, 21 November
+- Ship the durable agent runner this week.
+- Every run must survive a worker crash.
+- Watch runs live in the Temporal UI.
+"""
+
+INSTRUCTION = (
+    "read notes.txt then summarize notes.txt into summary.txt then "
+    "run `wc -w notes.txt summary.txt` then say The demo is complete: the summary is in "
+    "summary.txt."
+)
+
+
+def _start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ)
+    # Stream slowly enough to watch; the offline model is otherwise instant.
+    env.setdefault("AGENTLANE_OFFLINE_TOKEN_MS", "25")
+    env["AGENTLANE_DATA_DIR"] = str(settings.data_dir)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "workers.main"], stdout=out, stderr=subprocess.STDOUT,
+            env=env, start_new_session=True,
+        )
+
+
+async def _run_session(settings: Settings, session: str, workspace: Path) -> int:
+    from clients.api import AgentlaneClient
+    from clients.render import TerminalRenderer
+
+    client = await AgentlaneClient.connect(settings)
+    offset = 0
+    if await client.session_exists(session):
+        offset = await client.events_offset(session)
+    receipt = await client.send(session, INSTRUCTION, workspace=str(workspace))
+    print(f"you › {INSTRUCTION}\n")
+    renderer = TerminalRenderer()
+    async for item in client.watch(session, offset, until_run=receipt.run_id):
+        renderer.render(item.event)
+    result = await client.wait_for_run(receipt.run_id or "")
+    print(f"\nrun finished: {result.status.value} ({result.termination_reason.value}), "
+          f"{result.turns} turns, {result.tool_calls} tool calls, {result.duration_ms} ms")
+    print(f"summary.txt now says: {(workspace / 'summary.txt').read_text().strip()}")
+    return 0 if result.status.value == "success" else 1
+
+
+def run_demo(session: str = "demo") -> int:
+    from clients.cli import load_devserver, ui_link
+
+    settings = Settings.from_env()
+    devserver = load_devserver()
+    server = devserver.from_env(str(settings.data_dir))
+    started_here = not server.running()
+    print(f"• Temporal dev server: {'starting' if started_here else 'already running'} "
+          f"({server.address}, SQLite at {server.data_dir / server.db_name})")
+    server.start()
+    workspace = settings.workspaces_dir / "demo"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "notes.txt").write_text(NOTES)
+    log = settings.data_dir / "worker.log"
+    worker = _start_worker(settings, log)
+    print(f"• worker started (pid {worker.pid}, log {log})")
+    print("• model: built-in offline model (a deterministic stand-in, not a language model)\n")
+    try:
+        time.sleep(1.0)
+        code = asyncio.run(_run_session(settings, session, workspace))
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    print("\nWatch it in the Temporal UI:")
+    print(f"  session: {ui_link(settings, session_workflow_id(session))}")
+    print(f"  runs:    http://localhost:{server.ui_port}/namespaces/{settings.namespace}/workflows")
+    print("The dev server keeps running for the UI; stop it with: .venv/bin/agentlane server stop")
+    return code

@@ -1,0 +1,75 @@
+"""Renders a session's events on a terminal: text as it streams, one line per tool call."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from agentlane.events import AgentEvent, EventKind
+from clients.api import MessageView
+
+DIM = "\033[2m"
+RESET = "\033[0m"
+
+
+class TerminalRenderer:
+    def __init__(self, out: TextIO = sys.stdout, color: bool | None = None) -> None:
+        self.out = out
+        self.color = out.isatty() if color is None else color
+        self.view = MessageView()
+        self.at_line_start = True
+
+    def _dim(self, text: str) -> str:
+        return f"{DIM}{text}{RESET}" if self.color else text
+
+    def _line(self, text: str) -> None:
+        if not self.at_line_start:
+            self.out.write("\n")
+        self.out.write(self._dim(text) + "\n")
+        self.at_line_start = True
+
+    def render(self, event: AgentEvent) -> None:
+        kind = event.kind
+        if kind == EventKind.TEXT_DELTA:
+            fresh = self.view.apply(event)
+            if fresh:
+                self.out.write(fresh)
+                self.at_line_start = fresh.endswith("\n")
+        elif kind == EventKind.MESSAGE_RESET:
+            self.view.apply(event)
+            self._line(f"↻ model call retried (attempt {event.attempt}); its reply restarts:")
+        elif kind == EventKind.AGENT_START:
+            self.view.apply(event)
+            self._line(f"▶ {event.run_id} started ({event.data.get('model', '')})")
+        elif kind == EventKind.TOOL_EXECUTION_START:
+            if event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                self._line(f"⚙ {event.tool_name} {_input_line(event)}")
+        elif kind == EventKind.TOOL_EXECUTION_END:
+            if event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                mark = "✓" if event.success else "✗"
+                took = f" ({event.duration_ms} ms)" if event.duration_ms is not None else ""
+                self._line(f"  {mark} {event.summary or ''}{took}")
+        elif kind == EventKind.AGENT_END:
+            if event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                self._line(
+                    f"■ {event.run_id} ended: {event.termination_reason} "
+                    f"({event.data.get('total_turns', 0)} turns, "
+                    f"{event.data.get('duration_ms', 0)} ms)"
+                )
+        elif kind == EventKind.ERROR:
+            if event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                self._line(f"! error: {event.text}")
+        self.out.flush()
+
+
+def _input_line(event: AgentEvent) -> str:
+    data = event.data.get("input", {})
+    if not isinstance(data, dict):
+        return ""
+    detail = data.get("command") or data.get("path") or ""
+    text = " ".join(str(detail).split())
+    return text if len(text) < 100 else text[:97] + "…"

@@ -1,0 +1,69 @@
+"""Fixtures: a real Temporal dev server for the test session, worker processes per deployment,
+and a client. Nothing about Temporal is mocked."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from agentlane.settings import Settings
+from clients.api import AgentlaneClient
+from tests.harness import Deployment, devserver
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    data = tmp_path_factory.mktemp("temporal")
+    srv = devserver.DevServer(data_dir=data, port=devserver.free_port(), ui_port=None)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def make_deployment(server: object, root: Path, **extra_env: str) -> Deployment:
+    return Deployment(
+        data_dir=root, server=server, task_queue=f"tq-{uuid.uuid4().hex[:8]}",
+        extra_env=dict(extra_env),
+    )
+
+
+@pytest.fixture(scope="session")
+def shared(server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """One worker process shared by the tests that do not kill anything."""
+    dep = make_deployment(server, tmp_path_factory.mktemp("shared"))
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+def settings_for(dep: Deployment) -> Settings:
+    saved = dict(os.environ)
+    try:
+        os.environ.update(dep.settings_env())
+        return Settings.from_env()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest_asyncio.fixture(scope="session")
+async def client(shared: Deployment) -> AsyncIterator[AgentlaneClient]:
+    yield await AgentlaneClient.connect(settings_for(shared))
+
+
+@pytest.fixture
+def workspace(shared: Deployment) -> Path:
+    path = shared.data_dir / "ws" / uuid.uuid4().hex[:8]
+    path.mkdir(parents=True)
+    (path / "notes.txt").write_text("alpha line\nbeta line\ngamma\n")
+    return path
+
+
+@pytest.fixture
+def session_key() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"

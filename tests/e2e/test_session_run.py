@@ -1,0 +1,68 @@
+"""End to end on a real dev server and a real worker process: a multi-step run with tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentlane.events import EventKind
+from agentlane.messages import SendDisposition
+from agentlane.run import ExecutionStatus, TerminationReason
+from agentlane.session import SessionPhase
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.e2e.support import assert_transcript_valid, collect, lifecycle_ok
+
+
+async def test_multi_step_run_with_tools(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    receipt = await client.send(
+        session_key,
+        "read notes.txt then summarize notes.txt into summary.txt then "
+        "edit summary.txt replacing alpha with ALPHA then run `wc -l notes.txt` then say all done",
+        workspace=str(workspace),
+    )
+    assert receipt.disposition == SendDisposition.STARTED
+    assert receipt.run_id == f"session:{session_key}:run:1"
+    got = await collect(client, session_key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+
+    assert result.status == ExecutionStatus.SUCCESS
+    assert result.termination_reason == TerminationReason.NO_TOOL_CALLS
+    assert result.tool_calls == 5 and result.turns == 6
+    assert result.reply.startswith("all done")
+    assert "- edit: ok: Edited summary.txt" in result.reply
+    summary = (workspace / "summary.txt").read_text()
+    assert summary.startswith("Summary of notes.txt: 3 non-empty lines, 5 words.")
+    assert "First line: ALPHA line" in summary
+
+    lifecycle_ok(got.events, receipt.run_id)
+    tool_ends = [e for e in got.events if e.kind == EventKind.TOOL_EXECUTION_END]
+    assert [e.tool_name for e in tool_ends] == ["read", "read", "write", "edit", "exec"]
+    assert all(e.success for e in tool_ends)
+    assert got.visible == result.reply  # streamed text is exactly the final reply
+
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    assert entries[0].role == Role.USER and entries[0].text.startswith("read notes.txt")
+    assert entries[-1].role == Role.ASSISTANT and entries[-1].text == result.reply
+
+    status = await client.status(session_key)
+    assert status.phase == SessionPhase.IDLE
+    assert status.turns == 6 and status.runs == 1
+    assert status.usage.output > 0
+
+
+async def test_second_message_continues_the_same_session(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send(session_key, "write a.txt with one", workspace=str(workspace))
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    second = await client.send(session_key, "read a.txt")
+    assert second.run_id == f"session:{session_key}:run:2"
+    result = await client.wait_for_run(second.run_id)
+    assert "read: ok: one" in result.reply
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    assert [e.text for e in entries if e.role == Role.USER] == ["write a.txt with one", "read a.txt"]
