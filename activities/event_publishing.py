@@ -51,6 +51,7 @@ class StreamPublisher:
         self._pending: _PendingText | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        self._closing = False
         self.failed = False
 
     async def __aenter__(self) -> StreamPublisher:
@@ -62,28 +63,35 @@ class StreamPublisher:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._ticker:
-            self._ticker.cancel()
-            try:
-                await self._ticker
-            except asyncio.CancelledError:
-                pass
+            # Stop the ticker by flag, not only by cancel: on Python 3.11 a cancel that races
+            # with a finishing wait can be swallowed, and the loop would run forever.
+            self._closing = True
+            self._wake.set()
+            done, _ = await asyncio.wait({self._ticker}, timeout=5)
+            if not done:
+                self._ticker.cancel()
         self._move_pending_text()
         try:
-            await asyncio.wait_for(self.flush(), timeout=10)
+            async with asyncio.timeout(10):
+                await self.flush()
         except Exception as err:  # events are best effort; the transcript is the record
             log.warning("could not flush events: %s", err)
         try:
-            await asyncio.wait_for(self._stream.__aexit__(None, None, None), timeout=5)
+            async with asyncio.timeout(5):
+                await self._stream.__aexit__(None, None, None)
         except Exception as err:
             log.warning("could not close event stream: %s", err)
 
     async def _tick(self) -> None:
-        while True:
+        while not self._closing:
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
+                async with asyncio.timeout(self._interval):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
             self._wake.clear()
+            if self._closing:
+                return
             try:
                 await self.flush()
             except Exception as err:

@@ -70,7 +70,8 @@ async def with_idle_limit(
     iterator = aiter(events)
     while True:
         try:
-            event = await asyncio.wait_for(anext(iterator), timeout=idle_seconds)
+            async with asyncio.timeout(idle_seconds):
+                event = await anext(iterator)
         except StopAsyncIteration:
             return
         except TimeoutError as err:
@@ -178,11 +179,12 @@ class ModelCallActivity:
     async def call_model(self, inp: ModelCallInput) -> ModelCallResult:
         info = activity.info()
         self._check_workspace(inp)
-        await asyncio.to_thread(self._prepare_transcript, inp)
         existing = await asyncio.to_thread(self.store.get, inp.session_key, inp.assistant_entry_id)
         if existing is not None:
-            # An earlier attempt finished the call but died before reporting it.
+            # An earlier attempt finished the call but died before reporting it. Checked before
+            # preparing the transcript: this call's own tool calls are not "unanswered".
             return self._result_from_entry(existing, info.attempt, set(inp.tools))
+        await asyncio.to_thread(self._prepare_transcript, inp)
         try:
             resolved = self.resolver.resolve(inp.model)
         except UnknownProvider as err:

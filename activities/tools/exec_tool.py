@@ -59,7 +59,8 @@ async def run_exec(
     pump_task = asyncio.create_task(pump())
     timed_out = False
     try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
+        async with asyncio.timeout(timeout):
+            await proc.wait()
     except TimeoutError:
         timed_out = True
         _kill_group(proc)

@@ -1,0 +1,137 @@
+"""Steer, interrupt, abort and queued messages while a run is busy (real server, real worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from agentlane.events import EventKind
+from agentlane.messages import QueueMode, SendDisposition
+from agentlane.run import ExecutionStatus, TerminationReason
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.e2e.support import assert_transcript_valid, collect
+
+
+async def wait_for_event(client: AgentlaneClient, key: str, run_id: str, kind: EventKind) -> None:
+    async def go() -> None:
+        async for item in client.watch(key, 0):
+            if item.event.run_id == run_id and item.event.kind == kind:
+                return
+
+    await asyncio.wait_for(go(), 30)
+
+
+async def test_steer_reaches_the_running_run(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send(
+        session_key, "count slowly to 60 then run `sleep 1` then say not steered",
+        workspace=str(workspace),
+    )
+    assert first.run_id
+    await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
+    steer = await client.send(session_key, "say steered ok", mode="steer")
+    assert steer.disposition == SendDisposition.STEERED
+    assert steer.run_id == first.run_id
+    result = await client.wait_for_run(first.run_id)
+    assert result.status == ExecutionStatus.SUCCESS
+    assert result.reply == "steered ok"
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    users = [e for e in entries if e.role == Role.USER]
+    assert [u.run_id for u in users] == [first.run_id, first.run_id]
+    skipped = [e for e in entries if e.role == Role.TOOL]
+    assert len(skipped) == 1 and skipped[0].is_error and "Skipped" in skipped[0].text
+    assert not (await client.status(session_key)).queue_length
+
+
+async def test_interrupt_stops_the_run_and_starts_a_new_one(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send(session_key, "count slowly to 400", workspace=str(workspace))
+    assert first.run_id
+    await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
+    started = time.monotonic()
+    second = await client.send(session_key, "say interrupted you", mode="interrupt")
+    assert second.disposition == SendDisposition.INTERRUPTED
+    assert second.run_id == f"session:{session_key}:run:2"
+    assert time.monotonic() - started < 10
+    aborted = await client.wait_for_run(first.run_id)
+    assert aborted.status == ExecutionStatus.ABORTED
+    assert aborted.termination_reason == TerminationReason.ABORT_SIGNAL
+    result = await client.wait_for_run(second.run_id)
+    assert result.reply == "interrupted you"
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    partial = [e for e in entries if e.role == Role.ASSISTANT and e.run_id == first.run_id]
+    assert partial and partial[0].stop_reason == "aborted" and partial[0].text.startswith("1 2")
+
+
+async def test_abort_kills_a_running_tool_and_the_session_stays_usable(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send(
+        session_key, "run `sleep 30; touch late.txt`", workspace=str(workspace)
+    )
+    assert first.run_id
+    await wait_for_event(client, session_key, first.run_id, EventKind.TOOL_EXECUTION_START)
+    asked = time.monotonic()
+    await client.abort(session_key, "changed my mind")
+    result = await client.wait_for_run(first.run_id)
+    assert time.monotonic() - asked < 8
+    assert result.status == ExecutionStatus.ABORTED
+    assert result.error is not None and result.error.message == "changed my mind"
+    got = await collect(client, session_key, first.run_id)
+    end = [e for e in got.events if e.kind == EventKind.AGENT_END]
+    assert end and end[0].termination_reason == "abort_signal"
+    await asyncio.sleep(1)
+    assert not (workspace / "late.txt").exists()
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    tool = [e for e in entries if e.role == Role.TOOL][0]
+    assert tool.is_error and "cancelled" in tool.text
+
+    again = await client.send(session_key, "say still here")
+    assert again.run_id
+    assert (await client.wait_for_run(again.run_id)).reply == "still here"
+
+
+async def test_messages_sent_while_busy_are_queued_and_run_after(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send(session_key, "count slowly to 40", workspace=str(workspace))
+    assert first.run_id
+    queued = [
+        await client.send(session_key, "say first follow-up"),
+        await client.send(session_key, "say second follow-up"),
+        await client.send(session_key, "say a plain follow-up", mode="followup"),
+    ]
+    assert all(r.disposition == SendDisposition.QUEUED for r in queued)
+    assert queued[0].mode == QueueMode.COLLECT
+    status = await client.status(session_key)
+    assert status.queue_length == 3
+    await client.wait_for_run(first.run_id)
+    collected = await client.wait_for_run(f"session:{session_key}:run:2")
+    followup = await client.wait_for_run(f"session:{session_key}:run:3")
+    users = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
+    # Collect mode merges what queued up into one prompt; the follow-up runs on its own.
+    assert users[1].startswith("[Queued messages while agent was busy]")
+    assert "Queued #1\nsay first follow-up" in users[1]
+    assert "Queued #2\nsay second follow-up" in users[1]
+    assert users[2] == "say a plain follow-up"
+    assert collected.status == followup.status == ExecutionStatus.SUCCESS
+    assert followup.reply == "a plain follow-up"
+
+
+async def test_duplicate_message_id_is_not_run_twice(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send(session_key, "say once", message_id="m-1",
+                              workspace=str(workspace))
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    again = await client.send(session_key, "say once", message_id="m-1")
+    assert again.disposition == SendDisposition.DUPLICATE
+    assert (await client.status(session_key)).runs == 1
