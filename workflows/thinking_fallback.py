@@ -16,7 +16,8 @@ __all__ = ["normalize_thinking_level", "pick_fallback_thinking_level", "supporte
 _SUPPORTED_VALUES = re.compile(r"supported values(?:\s+are)?\s*:\s*([^\n.]*)")
 _QUOTED_VALUE = re.compile(r"[\"'`]([^\"'`]+)[\"'`]")
 _LIST_SEPARATOR = re.compile(r",|\band\b")
-_EDGE_NON_LETTERS = re.compile(r"^[^a-z]+|[^a-z]+$")
+# From the first letter to the last: trims quotes, brackets and punctuation around a value.
+_LETTER_SPAN = re.compile(r"[a-z](?:.*[a-z])?", re.DOTALL)
 
 
 def supported_thinking_values(message: str) -> list[str]:
@@ -26,7 +27,7 @@ def supported_thinking_values(message: str) -> list[str]:
         return []
     listed = found.group(1)
     quoted = _QUOTED_VALUE.findall(listed)
-    words = quoted if quoted else [_EDGE_NON_LETTERS.sub("", part) for part in _split(listed)]
+    words = quoted if quoted else [_letters_only(part) for part in _split(listed)]
     levels = (normalize_thinking_level(word) for word in words)
     return [level for level in levels if level is not None]
 
@@ -57,6 +58,11 @@ def _off_if_level_unsupported(message: str, tried: set[str]) -> str | None:
 
 def _split(listed: str) -> list[str]:
     return [part for part in _LIST_SEPARATOR.split(listed) if part.strip()]
+
+
+def _letters_only(part: str) -> str:
+    found = _LETTER_SPAN.search(part)
+    return found.group(0) if found else ""
 
 
 def _normalized(levels: Iterable[str]) -> set[str]:

@@ -448,7 +448,7 @@ def _field(source: object, name: str) -> object:
 
 
 def _error_layers(source: object) -> Iterator[object]:
-    """The object itself, then what it carries in `.error` (attribute or key), depth-first."""
+    """The object itself, then what it carries in `.error` (attribute or key), and so on."""
     seen: set[int] = set()
     current: object = source
     while current is not None and id(current) not in seen:
@@ -562,7 +562,8 @@ def _api_error_payload(text: str) -> tuple[str | None, str | None]:
         return None, None
     try:
         payload, _end = json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
+    # Formatting an error must never raise; deeply nested junk exhausts the decoder's recursion.
+    except (ValueError, RecursionError):
         return None, None
     layers = list(_error_layers(payload)) if isinstance(payload, Mapping) else []
     error_type = next(

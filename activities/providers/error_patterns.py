@@ -17,13 +17,34 @@ from typing import Final
 
 from agentlane.errors import FailoverReason
 
+# Short alias: the tables below name a reason on nearly every line.
 R = FailoverReason
 
 # --------------------------------------------------------------------------------------------
 # Rule machinery
 # --------------------------------------------------------------------------------------------
 
-Needle = str | re.Pattern[str]
+
+@dataclass(frozen=True)
+class InOrder:
+    """Regex parts that must occur one after another, anything in between."""
+
+    parts: tuple[re.Pattern[str], ...]
+
+    def found_in(self, text: str) -> bool:
+        # The first occurrence of each part (after the previous one) leaves the most room for the
+        # rest, so one forward scan decides; a backtracking `a.*b.*c` regex is quadratic on the
+        # 100 KB HTML pages some gateways return.
+        position = 0
+        for part in self.parts:
+            found = part.search(text, position)
+            if found is None:
+                return False
+            position = found.end()
+        return True
+
+
+Needle = str | re.Pattern[str] | InOrder
 # A tuple term is satisfied by any one of its needles.
 Term = Needle | tuple[Needle, ...]
 
@@ -60,6 +81,8 @@ def _flatten(terms: tuple[Term, ...]) -> list[Needle]:
 def _needle_found(needle: Needle, text: str) -> bool:
     if isinstance(needle, str):
         return needle in text
+    if isinstance(needle, InOrder):
+        return needle.found_in(text)
     return needle.search(text) is not None
 
 
@@ -96,14 +119,8 @@ def pattern(name: str, regex: str, flags: int = 0) -> Rule:
 
 
 def in_order(name: str, *parts: str) -> Rule:
-    """Regex parts that must appear in this order, anything in between.
-
-    Each gap is an atomic group, so a long payload cannot make the search backtrack
-    quadratically: the first occurrence of the next part is the only one tried.
-    """
-    head, *rest = parts
-    regex = f"(?:{head})" + "".join(f"(?>.*?(?:{part}))" for part in rest)
-    return Rule(name, (re.compile(regex, re.DOTALL),))
+    """Regex parts that must appear in this order, anything in between ("context … overflow")."""
+    return Rule(name, (InOrder(tuple(re.compile(part) for part in parts)),))
 
 
 def combo(name: str, *all_of: Term, unless: tuple[Needle, ...] = ()) -> Rule:
@@ -160,13 +177,12 @@ RATE_LIMIT: Final[Family] = (
     word("tpm"),
 )
 
-# §5.2 Periodic usage limit: "daily limit", "weekly usage limits exceeded", "daily/weekly limit".
+# §5.2 Periodic usage limit: "daily limit", "weekly usage limits exceeded". Combinations such as
+# "daily/weekly limit" need no pattern of their own: their last period word matches by itself
+# (and spelling out the repetition made the search quadratic on "daily/daily/daily/...").
 _PERIOD = r"(?:daily|weekly|monthly)"
 PERIODIC_USAGE_LIMIT: Final[Family] = (
-    pattern(
-        "periodic usage limit",
-        rf"\b{_PERIOD}(?:\s*/\s*{_PERIOD})*\s+(?:usage\s+)?limits?\b",
-    ),
+    pattern("periodic usage limit", rf"\b{_PERIOD}\s+(?:usage\s+)?limits?\b"),
 )
 
 # §5.2 Overloaded
@@ -242,7 +258,8 @@ HARD_402_MARKERS: Final[Family] = (
     pattern("http 402", r"\bhttp\s*402\b"),
     pattern("error (code) 402", r"\berror\s*(?:code\s*)?:?\s*402\b"),
     pattern("got/returned/received 402", r"\b(?:got|returned|received)\s+(?:an?\s+)?402\b"),
-    pattern("line starting 402 payment", r"^\s*402\s+payment", re.MULTILINE),
+    # Horizontal space only: `\s*` after `^` would rescan runs of blank lines from every line start.
+    pattern("line starting 402 payment", r"^[ \t]*402\s+payment", re.MULTILINE),
 )
 ZAI_BILLING_CODE: Final[Family] = (pattern('z.ai "code": 1311', r"\"code\"\s*:\s*\"?1311\b"),)
 # Longer texts are usually assistant prose that merely talks about billing.
@@ -338,7 +355,8 @@ MODEL_NOT_FOUND: Final[Family] = (
     pattern("model not found", r"model[\s_-]not[\s_-]found"),
     combo("404 + not found", regex(r"\b404\b"), "not found"),
     combo("model: <id> + not found", regex(r"\bmodel:\s*\S"), "not found"),
-    pattern("models/<x> is not found", r"models/\S+\s+is not found"),
+    # The id may not run into another "models/", so each character is scanned from one start only.
+    pattern("models/<x> is not found", r"models/(?:(?!models/)\S)+\s+is not found"),
     combo("model + does not exist", "model", "does not exist"),
     combo(
         "model deprecated + upgrade/transition", "model", "deprecated", ("upgrade", "transition to")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -89,9 +90,7 @@ def label(text: str, provider: str | None = None) -> str:
         pytest.param("LLM error: service unavailable", "timeout", id="T03-service-unavailable"),
         pytest.param("503 Internal Database Error", "timeout", id="T03-503"),
         pytest.param("529 API is busy", "overloaded", id="T03-529"),
-        pytest.param(
-            "service unavailable due to capacity limits", "overloaded", id="T03-capacity"
-        ),
+        pytest.param("service unavailable due to capacity limits", "overloaded", id="T03-capacity"),
         pytest.param(
             "This model is currently experiencing high demand. Please try again later.",
             "overloaded",
@@ -124,9 +123,7 @@ def label(text: str, provider: str | None = None) -> str:
         pytest.param(
             "Unhandled stop reason: MALFORMED_RESPONSE", "timeout", id="T08-malformed-response"
         ),
-        pytest.param(
-            "request ended without sending any chunks", "timeout", id="T08-no-chunks"
-        ),
+        pytest.param("request ended without sending any chunks", "timeout", id="T08-no-chunks"),
         pytest.param(
             "Unhandled stop reason: MALFORMED_FUNCTION_CALL", "none", id="T08-malformed-call"
         ),
@@ -154,7 +151,9 @@ def test_t08_malformed_function_call_is_not_a_failover_message() -> None:
     [
         pytest.param("An unknown error occurred", "anthropic", "timeout", id="T06-anthropic"),
         pytest.param("An unknown error occurred", None, "none", id="T06-unknown-no-provider"),
-        pytest.param("An unknown error occurred", "openrouter", "none", id="T06-unknown-openrouter"),
+        pytest.param(
+            "An unknown error occurred", "openrouter", "none", id="T06-unknown-openrouter"
+        ),
         pytest.param("Provider returned error", "openrouter", "timeout", id="T06-openrouter"),
         pytest.param("Key limit exceeded", "openrouter", "billing", id="T06-key-limit"),
         pytest.param("Key limit exceeded", None, "none", id="T06-key-limit-no-provider"),
@@ -654,6 +653,8 @@ def test_json_api_error_transient(text: str, expected: str) -> None:
         pytest.param(
             "You exceeded your current quota (insufficient_quota)", "rate_limit", id="rate>bill"
         ),
+        # Step 9 before 10: a rate limit that mentions overload is still a rate limit.
+        pytest.param("rate limit hit: servers overloaded", "rate_limit", id="rate>overloaded"),
         # Step 10 before 11: "503 ... overloaded" is overloaded.
         pytest.param("503 model overloaded", "overloaded", id="overloaded>transient"),
         # Step 11 before 14: a leading 502 wins over "unauthorized".
@@ -691,7 +692,9 @@ def test_message_classifier_order(text: str, expected: str) -> None:
     ("status", "message", "expected"),
     [
         pytest.param(402, "", "billing", id="402-empty"),
-        pytest.param(402, "daily usage limit, try again tomorrow", "rate_limit", id="402-transient"),
+        pytest.param(
+            402, "daily usage limit, try again tomorrow", "rate_limit", id="402-transient"
+        ),
         pytest.param(429, "", "rate_limit", id="429"),
         pytest.param(429, "invalid api key", "rate_limit", id="429-beats-message"),
         pytest.param(401, "", "auth", id="401"),
@@ -884,10 +887,12 @@ ANTHROPIC_PERMISSION = (
     '{"type":"error","error":{"type":"permission_error",'
     '"message":"Your API key does not have permission to use the specified resource."}}'
 )
-ANTHROPIC_NOT_FOUND = '{"type":"error","error":{"type":"not_found_error","message":"model: claude-9"}}'
+ANTHROPIC_NOT_FOUND = (
+    '{"type":"error","error":{"type":"not_found_error","message":"model: claude-9"}}'
+)
 ANTHROPIC_CREDIT = (
     '{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is '
-    'too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase '
+    "too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase "
     'credits."}}'
 )
 ANTHROPIC_API_ERROR = (
@@ -1036,10 +1041,20 @@ DEEPSEEK_BALANCE = '{"error":{"message":"Insufficient Balance","type":"unknown_e
         pytest.param("Unauthorized", 401, None, "mistral", "auth", id="mistral-401"),
         pytest.param("socket hang up", None, "ECONNRESET", "openai", "timeout", id="node-reset"),
         pytest.param(
-            '{"error":{"code":"1113","message":"余额不足"}}', None, None, "zai", "auth", id="zai-1113"
+            '{"error":{"code":"1113","message":"余额不足"}}',
+            None,
+            None,
+            "zai",
+            "auth",
+            id="zai-1113",
         ),
         pytest.param(
-            '{"error":{"code":"1311","message":"plan"}}', None, None, "zai", "billing", id="zai-1311"
+            '{"error":{"code":"1311","message":"plan"}}',
+            None,
+            None,
+            "zai",
+            "billing",
+            id="zai-1311",
         ),
     ],
 )
@@ -1187,7 +1202,10 @@ def test_tpm_413_is_not_overflow() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        *[pytest.param(f"{s} upstream", True, id=str(s)) for s in sorted(p.TRANSIENT_HTTP_STATUSES)],
+        *[
+            pytest.param(f"{s} upstream", True, id=str(s))
+            for s in sorted(p.TRANSIENT_HTTP_STATUSES)
+        ],
         pytest.param("HTTP 503 Service Unavailable", True, id="http-prefix"),
         pytest.param("  http 529: overloaded", True, id="lowercase-indented"),
         pytest.param("400 bad request", False, id="400"),
@@ -1237,7 +1255,14 @@ def test_failover_status(reason: FailoverReason | None, status: int | None) -> N
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(429, 429), ("429", 429), (" 503 ", 503), ("RESOURCE_EXHAUSTED", None), (True, None), (None, None)],
+    [
+        (429, 429),
+        ("429", 429),
+        (" 503 ", 503),
+        ("RESOURCE_EXHAUSTED", None),
+        (True, None),
+        (None, None),
+    ],
 )
 def test_parse_status(value: object, expected: int | None) -> None:
     assert parse_status(value) == expected
@@ -1308,8 +1333,9 @@ def test_single_family_helpers() -> None:
         pytest.param(ANTHROPIC_OVERLOADED, 529, OVERLOADED_TEXT, id="overloaded"),
         pytest.param("TypeError: fetch failed", None, TRANSPORT_TEXT, id="transport"),
         pytest.param("Request timed out.", None, TIMEOUT_TEXT, id="timeout"),
-        pytest.param(ANTHROPIC_CREDIT.replace("invalid_request_error", "x"), 400, BILLING_TEXT,
-                     id="billing"),
+        pytest.param(
+            ANTHROPIC_CREDIT.replace("invalid_request_error", "x"), 400, BILLING_TEXT, id="billing"
+        ),
         pytest.param("Insufficient Balance", 402, BILLING_TEXT, id="billing-402"),
         pytest.param(
             ANTHROPIC_API_ERROR,
@@ -1347,6 +1373,11 @@ def test_format_truncates_raw_text_to_600_chars() -> None:
     assert text == "z" * 600 + "…"
 
 
+def test_format_survives_pathological_json() -> None:
+    nested = "{" * 100_000
+    assert format_user_error_text(nested) == nested[:600] + "…"
+
+
 def test_format_keeps_600_char_text_whole() -> None:
     raw = "q" * 600
     assert format_user_error_text(raw) == raw
@@ -1355,6 +1386,17 @@ def test_format_keeps_600_char_text_whole() -> None:
 # =============================================================================================
 # Data and types
 # =============================================================================================
+
+
+@pytest.mark.parametrize("unit", ["daily/ ", "prompt ", "models/", "\n", "request context "])
+def test_large_bodies_classify_in_linear_time(unit: str) -> None:
+    """Gateways return 100 KB HTML pages; these inputs once took 50-90 s (quadratic regexes)."""
+    body = unit * (200_000 // len(unit))
+    started = time.perf_counter()
+    classify_error(body, 400, None, "openrouter")
+    is_likely_context_overflow_error(body)
+    format_user_error_text(body)
+    assert time.perf_counter() - started < 5
 
 
 def test_rules_reject_uppercase_literals() -> None:
@@ -1372,14 +1414,37 @@ def test_classification_is_reason_or_overflow_never_both() -> None:
 
 def test_status_table_covers_spec_rows() -> None:
     assert set(p.HTTP_STATUS_TABLE) == {
-        400, 401, 402, 403, 404, 408, 410, 422, 429, 499, 500, 502, 503, 504, 529
+        400,
+        401,
+        402,
+        403,
+        404,
+        408,
+        410,
+        422,
+        429,
+        499,
+        500,
+        502,
+        503,
+        504,
+        529,
     }
 
 
 def test_family_names_are_unique() -> None:
     families = [
-        p.RATE_LIMIT, p.OVERLOADED, p.SERVER_ERROR, p.TIMEOUT, p.BILLING, p.AUTH_PERMANENT,
-        p.AUTH, p.FORMAT, p.MODEL_NOT_FOUND, p.SESSION_EXPIRED, p.CONTEXT_OVERFLOW,
+        p.RATE_LIMIT,
+        p.OVERLOADED,
+        p.SERVER_ERROR,
+        p.TIMEOUT,
+        p.BILLING,
+        p.AUTH_PERMANENT,
+        p.AUTH,
+        p.FORMAT,
+        p.MODEL_NOT_FOUND,
+        p.SESSION_EXPIRED,
+        p.CONTEXT_OVERFLOW,
     ]
     for family in families:
         names = [rule.name for rule in family]

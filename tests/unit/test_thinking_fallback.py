@@ -112,9 +112,7 @@ REASONING_MANDATORY = "400 Reasoning is mandatory for this endpoint and cannot b
         pytest.param(
             'Supported values are: "low". Also "high" works', {"low"}, None, id="step3-period-ends"
         ),
-        pytest.param(
-            'Supported values are: "low"\n"high"', {"low"}, None, id="step3-newline-ends"
-        ),
+        pytest.param('Supported values are: "low"\n"high"', {"low"}, None, id="step3-newline-ends"),
         pytest.param(
             "thinking budget not supported", set(), "off", id="step4-not-supported-means-off"
         ),
