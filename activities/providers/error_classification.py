@@ -510,12 +510,21 @@ def classify_exception(error: BaseException, provider: str | None = None) -> Cla
     only "context overflow"), a wrapped cause that names a reason wins: an overflow-looking
     wrapper around RESOURCE_EXHAUSTED is a rate limit. Timeout-shaped errors are timeouts last.
     """
+    return _classify_exception(error, provider, seen=set())
+
+
+def _classify_exception(
+    error: BaseException, provider: str | None, seen: set[int]
+) -> Classification:
+    seen.add(id(error))
     kept = getattr(error, "failover_reason", None)
     if isinstance(kept, FailoverReason):
         return _of(kept)
     result = _classify_own_fields(error, provider)
-    if result.reason is None and error.__cause__ is not None:
-        from_cause = classify_exception(error.__cause__, provider)
+    cause = error.__cause__
+    # A cause chain can loop (a.__cause__ = b; b.__cause__ = a); each error is read once.
+    if result.reason is None and cause is not None and id(cause) not in seen:
+        from_cause = _classify_exception(cause, provider, seen)
         if from_cause.reason is not None:
             return from_cause
     if result.unclassified and (

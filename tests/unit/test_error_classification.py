@@ -1148,6 +1148,12 @@ def test_abort_with_timeout_cause_is_timeout() -> None:
     assert classify_exception(abort).reason is R.TIMEOUT
 
 
+def test_cause_cycle_terminates() -> None:
+    first, second = ValueError("one"), ValueError("two")
+    first.__cause__, second.__cause__ = second, first
+    assert classify_exception(first) == UNCLASSIFIED
+
+
 def test_overflow_without_classifying_cause_stays_overflow() -> None:
     error = RuntimeError("prompt is too long: 300000 tokens > 200000 maximum")
     error.__cause__ = ValueError("nothing useful")
