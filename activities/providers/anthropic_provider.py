@@ -101,13 +101,14 @@ class AnthropicProvider:
         client = self._client(credentials)
         try:
             try:
-                events = await client.messages.create(**body, stream=True)
                 state = _StreamState()
-                async for event in events:
-                    for out in _translate(event, state):
-                        yield out
-                    if state.finished:
-                        break
+                events = await client.messages.create(**body, stream=True)
+                async with events:
+                    async for event in events:
+                        for out in _translate(event, state):
+                            yield out
+                        if state.finished:
+                            break
             except anthropic.APIStatusError as err:
                 raise _status_error(err, provider=self.name, model=model, secret=secret) from None
             except anthropic.APIConnectionError as err:

@@ -21,7 +21,7 @@ from activities.providers.base import ProviderError
 
 REDACTED = "<redacted>"
 # A token that contains a run of asterisks: how APIs echo a masked key.
-_MASKED_KEY = re.compile(r"[^\s'\"`,;:()]*\*{3,}[^\s'\"`,;:()]*")
+_MASKED_KEY = re.compile(r"[^\s'\"`,;:()]*\*{3,}[^\s'\"`,;:().]*")
 _SECRET_MIN_LENGTH = 4
 
 
@@ -102,16 +102,27 @@ def is_transport_failure(err: BaseException) -> bool:
 
 
 def _describe(err: BaseException) -> str:
-    parts = [str(err) or type(err).__name__]
+    """The SDK's own words ("Connection error.", "Request timed out.") and then the causes.
+
+    Errors of the HTTP layer that the SDK let through unwrapped get the same words first, so a
+    cut stream reads the same from either SDK.
+    """
+    if isinstance(err, httpx2.TimeoutException):
+        parts = ["Request timed out.", f"{type(err).__name__}: {err}"]
+    elif isinstance(err, httpx2.TransportError):
+        parts = ["Connection error.", f"{type(err).__name__}: {err}"]
+    else:
+        parts = [str(err) or type(err).__name__]
     cause = err.__cause__ or err.__context__
-    seen = 0
-    while cause is not None and seen < 3:
+    for _ in range(3):
+        if cause is None:
+            break
         detail = str(cause)
-        parts.append(f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__)
+        text = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
+        # httpx re-raises one failure under several names; say each thing once.
+        if not any(detail and detail in part for part in parts):
+            parts.append(text)
         cause = cause.__cause__ or cause.__context__
-        seen += 1
-    if isinstance(err, httpx2.TimeoutException) and "timed out" not in parts[0].lower():
-        parts.insert(0, "Request timed out")
     return " <- ".join(parts)
 
 
