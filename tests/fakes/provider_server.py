@@ -364,6 +364,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             return True
+        if fault.kind == "truncate":
+            self._end_chunks()
+            return True
         if fault.kind == "stream_error":
             _, kind = fault.resolved()
             self._chunks(renderer.stream_error(kind, fault))

@@ -61,10 +61,11 @@ _KIND_STATUS: dict[str, int] = {
 
 class Fault(BaseModel):
     """`http`: an error response instead of a reply. `stall`: stop sending for `seconds` after
-    `after_deltas` deltas. `drop`: close the connection mid-stream. `stream_error`: an error event
-    inside a 200 stream."""
+    `after_deltas` deltas. `drop`: close the connection mid-stream. `truncate`: end the body
+    cleanly mid-stream, without the final events. `stream_error`: an error event inside a 200
+    stream."""
 
-    kind: Literal["http", "stall", "drop", "stream_error"] = "http"
+    kind: Literal["http", "stall", "drop", "truncate", "stream_error"] = "http"
     status: int | None = None
     error: ErrorKind | None = None
     message: str | None = None
@@ -98,6 +99,10 @@ class Fault(BaseModel):
     @classmethod
     def drop(cls, after_deltas: int = 1) -> Fault:
         return cls(kind="drop", after_deltas=after_deltas)
+
+    @classmethod
+    def truncate(cls, after_deltas: int = 1) -> Fault:
+        return cls(kind="truncate", after_deltas=after_deltas)
 
     @classmethod
     def stream_error(cls, error: ErrorKind = "overloaded", after_deltas: int = 1) -> Fault:
