@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Protocol
 
 from tests.fakes import wire_anthropic, wire_openai
@@ -400,6 +401,9 @@ class _Handler(BaseHTTPRequestHandler):
             if kind == "rate_limit":
                 headers["anthropic-ratelimit-input-tokens-remaining"] = "0"
         else:
+            if key is None:
+                bearer = self.headers.get("authorization", "")
+                key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
             effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
             payload = wire_openai.error_body(
                 kind, fault, model=model, api=api, key=key, effort=effort
@@ -483,10 +487,12 @@ def spawn(
     port: int = 0, *, extra_args: Sequence[str] = (), timeout: float = 15.0
 ) -> tuple[subprocess.Popen[str], str]:
     """Start the server as a child process; returns it and its base URL once it is ready."""
+    repo_root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.fakes.provider_server", "--port", str(port), *extra_args],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=repo_root,
     )
     assert process.stdout is not None
     deadline = time.monotonic() + timeout

@@ -148,7 +148,12 @@ async def test_transcript_mapping_on_the_wire(server: FakeProviderServer) -> Non
     assert roles == ["user", "assistant", "user"]
     assistant = body["messages"][1]["content"]
     assert assistant[0] == {"type": "text", "text": "Reading both."}
-    assert assistant[1] == {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}}
+    assert assistant[1] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "read",
+        "input": {"path": "a"},
+    }
     assert assistant[2]["input"] == {}
     results = body["messages"][2]["content"]
     assert results[0] == {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A content"}

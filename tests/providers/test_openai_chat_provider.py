@@ -47,7 +47,12 @@ async def test_streams_text_and_usage(server: FakeProviderServer) -> None:
     finish = finish_of(events)
     assert finish.stop_reason == "end_turn"
     # prompt_tokens (1000) includes the cached 960: input is the uncached rest.
-    assert finish.usage.model_dump() == {"input": 40, "output": 6, "cache_read": 960, "cache_write": 0}
+    assert finish.usage.model_dump() == {
+        "input": 40,
+        "output": 6,
+        "cache_read": 960,
+        "cache_write": 0,
+    }
     body = server.requests("openai-chat")[-1].body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["max_completion_tokens"] == 32_768 and "max_tokens" not in body
@@ -124,7 +129,11 @@ async def test_transcript_mapping_on_the_wire(server: FakeProviderServer) -> Non
     assert messages[1] == {"role": "user", "content": "go"}
     assert messages[2]["role"] == "assistant" and messages[2]["content"] is None
     assert messages[2]["tool_calls"] == [
-        {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a"}'}}
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "read", "arguments": '{"path": "a"}'},
+        }
     ]
     assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": "content"}
 
