@@ -96,7 +96,9 @@ class AnthropicProvider:
             )
         secret = credentials.api_key
         body = build_messages_body(
-            request, max_tokens=request.max_output_tokens or self.entry.max_output_tokens
+            request,
+            max_tokens=request.max_output_tokens or self.entry.max_output_tokens,
+            tools=self.entry.capabilities.tools,
         )
         client = self._client(credentials)
         try:
@@ -113,6 +115,12 @@ class AnthropicProvider:
                 raise _status_error(err, provider=self.name, model=model, secret=secret) from None
             except anthropic.APIConnectionError as err:
                 raise sdk_errors.transport_error(
+                    err, provider=self.name, model=model, secret=secret
+                ) from None
+            except ProviderError:
+                raise
+            except ValueError as err:  # invalid JSON or an event that fails validation
+                raise sdk_errors.malformed_stream_error(
                     err, provider=self.name, model=model, secret=secret
                 ) from None
             except Exception as err:

@@ -25,8 +25,11 @@ THINKING_META_KEY = "anthropic_thinking"
 _CACHE = {"type": "ephemeral"}
 
 
-def build_messages_body(request: ModelRequest, *, max_tokens: int) -> dict[str, Any]:
-    """Keyword arguments for `messages.create` (without `stream`)."""
+def build_messages_body(
+    request: ModelRequest, *, max_tokens: int, tools: bool = True
+) -> dict[str, Any]:
+    """Keyword arguments for `messages.create` (without `stream`); `tools=False` for a model
+    that takes no tools."""
     system_parts = [request.system] if request.system.strip() else []
     system_parts += [e.text for e in request.entries if e.role == Role.SYSTEM and e.text.strip()]
     thinking, max_tokens = anthropic_thinking(request.thinking, max_tokens)
@@ -40,7 +43,7 @@ def build_messages_body(request: ModelRequest, *, max_tokens: int) -> dict[str, 
         if request.options.get("prompt_cache", True):
             block["cache_control"] = dict(_CACHE)
         body["system"] = [block]
-    if request.tools:
+    if request.tools and tools:
         body["tools"] = [to_tool(tool) for tool in request.tools]
     if thinking is not None:
         body["thinking"] = thinking

@@ -100,6 +100,7 @@ class _OpenAIBase:
             thinking_levels=self.entry.capabilities.thinking_levels,
             strict_tools=self.entry.capabilities.strict_tools,
             official=self.official,
+            tools=self.entry.capabilities.tools,
         )
 
     def _prepare(self, request: ModelRequest, credentials: Credentials | None) -> str | None:
@@ -136,6 +137,10 @@ class _OpenAIBase:
         if isinstance(err, openai.APIError):
             # An error event inside a 200 stream: no HTTP status of its own.
             return _api_error(err, None, provider=self.name, model=model, secret=secret)
+        if isinstance(err, ValueError):  # invalid JSON or an event that fails validation
+            return sdk_errors.malformed_stream_error(
+                err, provider=self.name, model=model, secret=secret
+            )
         return err
 
     def _tool_arguments(self, request: ModelRequest, call: _Call, arguments: str) -> str:

@@ -31,6 +31,8 @@ class OpenAIOptions:
     strict_tools: bool = False
     # False for OpenAI-compatible servers: older parameter names, no strict schemas.
     official: bool = True
+    # False for a model that takes no tools: the request's tools are not sent.
+    tools: bool = True
 
 
 def build_chat_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, Any]:
@@ -44,7 +46,7 @@ def build_chat_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, 
         messages.extend(_chat_messages(entry))
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     body["max_completion_tokens" if options.official else "max_tokens"] = options.max_tokens
-    if request.tools:
+    if request.tools and options.tools:
         body["tools"] = [_chat_tool(tool, strict) for tool in request.tools]
     effort = openai_reasoning_effort(request.thinking, options.thinking_levels)
     if effort is not None:
@@ -68,7 +70,7 @@ def build_responses_body(request: ModelRequest, options: OpenAIOptions) -> dict[
     system = _system_text(request)
     if system:
         body["instructions"] = system
-    if request.tools:
+    if request.tools and options.tools:
         body["tools"] = [_responses_tool(tool, strict) for tool in request.tools]
     effort = openai_reasoning_effort(request.thinking, options.thinking_levels)
     if effort is not None:

@@ -87,6 +87,21 @@ def stream_incomplete_error(
     )
 
 
+def malformed_stream_error(
+    err: BaseException, *, provider: str, model: str, secret: str | None
+) -> ProviderError:
+    """An event the SDK could not parse: treated like a cut stream, so it may be retried."""
+    return ProviderError(
+        redact(
+            f"malformed_response: unreadable event in the stream ({type(err).__name__})", secret
+        ),
+        provider=provider,
+        model=model,
+        code="malformed_response",
+        transport=True,
+    )
+
+
 def missing_key_error(*, provider: str, model: str, profile_id: str | None) -> ProviderError:
     where = f" (auth profile {profile_id})" if profile_id else ""
     return ProviderError(

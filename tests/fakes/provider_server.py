@@ -365,6 +365,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             return True
+        if fault.kind == "garbage":
+            # Named like a real event so every SDK tries to parse it.
+            self._chunks([b"event: content_block_delta\ndata: {not json\n\n"])
+            self._end_chunks()
+            return True
         if fault.kind == "truncate":
             self._end_chunks()
             return True

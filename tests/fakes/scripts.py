@@ -62,10 +62,10 @@ _KIND_STATUS: dict[str, int] = {
 class Fault(BaseModel):
     """`http`: an error response instead of a reply. `stall`: stop sending for `seconds` after
     `after_deltas` deltas. `drop`: close the connection mid-stream. `truncate`: end the body
-    cleanly mid-stream, without the final events. `stream_error`: an error event inside a 200
-    stream."""
+    cleanly mid-stream, without the final events. `garbage`: an event that is not JSON.
+    `stream_error`: an error event inside a 200 stream."""
 
-    kind: Literal["http", "stall", "drop", "truncate", "stream_error"] = "http"
+    kind: Literal["http", "stall", "drop", "truncate", "garbage", "stream_error"] = "http"
     status: int | None = None
     error: ErrorKind | None = None
     message: str | None = None
@@ -103,6 +103,10 @@ class Fault(BaseModel):
     @classmethod
     def truncate(cls, after_deltas: int = 1) -> Fault:
         return cls(kind="truncate", after_deltas=after_deltas)
+
+    @classmethod
+    def garbage(cls, after_deltas: int = 1) -> Fault:
+        return cls(kind="garbage", after_deltas=after_deltas)
 
     @classmethod
     def stream_error(cls, error: ErrorKind = "overloaded", after_deltas: int = 1) -> Fault:

@@ -9,15 +9,16 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from activities.providers.base import TextDelta, ToolCallComplete
+from activities.providers.base import ProviderError, TextDelta, ToolCallComplete
 from tests.fakes.provider_server import FakeProviderClient, FakeProviderServer, spawn
-from tests.fakes.scripts import Reply, ScriptedToolCall
+from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.providers.conftest import (
     ANTHROPIC_KEY,
     OPENAI_KEY,
     collect,
     entry_for,
     finish_of,
+    provider_for,
     request_for,
 )
 
@@ -167,3 +168,29 @@ async def test_out_of_process_server_drives_real_sdks(
     recorded = control.requests()
     assert [r["api"] for r in recorded] == ["anthropic", "openai-chat"]
     assert recorded[1]["body"]["stream"] is True
+
+
+@pytest.mark.parametrize(
+    ("ref", "key"),
+    [
+        ("anthropic/claude-haiku-4-5", ANTHROPIC_KEY),
+        ("openai/gpt-4.1", OPENAI_KEY),
+        ("openai/gpt-5", OPENAI_KEY),
+    ],
+)
+async def test_malformed_event_is_a_transport_error(
+    server: FakeProviderServer, ref: str, key: str
+) -> None:
+    server.script(Reply(text="fine so far", fault=Fault.garbage(1)))
+    with pytest.raises(ProviderError) as caught:
+        await collect(provider_for(server, ref), request_for(ref.split("/")[1]), key)
+    assert caught.value.transport and caught.value.code == "malformed_response"
+
+
+async def test_model_without_tool_support_gets_no_tools(server: FakeProviderServer) -> None:
+    from agentlane.config import ModelCapabilities
+    from tests.providers.conftest import READ_TOOL
+
+    provider = provider_for(server, "openai/gpt-4.1", capabilities=ModelCapabilities(tools=False))
+    await collect(provider, request_for("gpt-4.1", tools=[READ_TOOL]), OPENAI_KEY)
+    assert "tools" not in server.requests("openai-chat")[-1].body
