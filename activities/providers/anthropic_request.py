@@ -1,0 +1,113 @@
+"""A neutral `ModelRequest` as the body of an Anthropic Messages API call (pure, no I/O).
+
+* user entries -> user messages; assistant entries -> assistant messages with text and
+  `tool_use` blocks; tool entries -> `tool_result` blocks (`is_error` kept). Consecutive entries
+  that land on the same role are merged into one message, so several tool results (and a user
+  message right after them) form a single user turn, as the API requires alternating roles.
+* Empty text is left out: the API rejects empty text blocks.
+* Signed thinking blocks are replayed when an assistant entry carries them in
+  `meta["anthropic_thinking"]` (a list of `thinking` / `redacted_thinking` blocks): the API
+  needs them back during a tool-use turn with thinking on.
+* The system prompt is sent as one cached text block, so a long prompt is billed as a cache read
+  on the next call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities.providers.base import ModelRequest, ToolSpec
+from activities.providers.thinking_params import anthropic_thinking
+from activities.providers.tool_schemas import normalize_tool_schema
+from agentlane.transcript import Role, TranscriptEntry
+
+THINKING_META_KEY = "anthropic_thinking"
+_CACHE = {"type": "ephemeral"}
+
+
+def build_messages_body(
+    request: ModelRequest, *, max_tokens: int, tools: bool = True
+) -> dict[str, Any]:
+    """Keyword arguments for `messages.create` (without `stream`); `tools=False` for a model
+    that takes no tools."""
+    system_parts = [request.system] if request.system.strip() else []
+    system_parts += [e.text for e in request.entries if e.role == Role.SYSTEM and e.text.strip()]
+    thinking, max_tokens = anthropic_thinking(request.thinking, max_tokens)
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": max_tokens,
+        "messages": to_messages(request.entries),
+    }
+    if system_parts:
+        block: dict[str, Any] = {"type": "text", "text": "\n\n".join(system_parts)}
+        if request.options.get("prompt_cache", True):
+            block["cache_control"] = dict(_CACHE)
+        body["system"] = [block]
+    if request.tools and tools:
+        body["tools"] = [to_tool(tool) for tool in request.tools]
+    if thinking is not None:
+        body["thinking"] = thinking
+    return body
+
+
+def to_tool(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": normalize_tool_schema(tool.parameters, "anthropic"),
+    }
+
+
+def to_messages(entries: list[TranscriptEntry]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for entry in entries:
+        role, blocks = _blocks(entry)
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    return messages
+
+
+def _blocks(entry: TranscriptEntry) -> tuple[str, list[dict[str, Any]]]:
+    if entry.role == Role.USER:
+        return "user", _text(entry.text)
+    if entry.role == Role.TOOL:
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": entry.tool_call_id or ""}
+        if entry.text:
+            result["content"] = entry.text
+        if entry.is_error:
+            result["is_error"] = True
+        return "user", [result]
+    if entry.role == Role.ASSISTANT:
+        blocks = list(_signed_thinking(entry)) if entry.tool_calls else []
+        blocks += _text(entry.text)
+        blocks += [
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                # A call whose arguments were not a JSON object still needs an object here.
+                "input": call.arguments if call.raw_arguments is None else {},
+            }
+            for call in entry.tool_calls
+        ]
+        return "assistant", blocks
+    return "system", []  # system entries went into the system prompt
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}] if text.strip() else []
+
+
+def _signed_thinking(entry: TranscriptEntry) -> list[dict[str, Any]]:
+    stored = entry.meta.get(THINKING_META_KEY)
+    if not isinstance(stored, list):
+        return []
+    return [
+        dict(block)
+        for block in stored
+        if isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking")
+    ]

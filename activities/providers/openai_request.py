@@ -1,0 +1,162 @@
+"""A neutral `ModelRequest` as the body of an OpenAI Chat Completions or Responses call (pure).
+
+Chat Completions: system prompt first, user / assistant (with `tool_calls`) / `tool` messages in
+transcript order. Official OpenAI takes `max_completion_tokens`; OpenAI-compatible servers (vLLM,
+Ollama, llama.cpp) are sent the older `max_tokens`, which they all understand, and never strict
+schemas, which few of them enforce.
+
+Responses: the system prompt is `instructions`; the transcript becomes input items (messages,
+`function_call`, `function_call_output`); nothing is stored server-side (`store: false`).
+
+Tool results have no error flag in either API; the tool's text already says what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from activities.providers.base import ModelRequest, ToolSpec
+from activities.providers.thinking_params import openai_reasoning_effort
+from activities.providers.tool_schemas import normalize_tool_schema
+from agentlane.transcript import Role, ToolCall, TranscriptEntry
+
+
+@dataclass(frozen=True)
+class OpenAIOptions:
+    max_tokens: int
+    thinking_levels: Sequence[str]
+    strict_tools: bool = False
+    # False for OpenAI-compatible servers: older parameter names, no strict schemas.
+    official: bool = True
+    # False for a model that takes no tools: the request's tools are not sent.
+    tools: bool = True
+
+
+def build_chat_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, Any]:
+    """Keyword arguments for `chat.completions.create` (without `stream`)."""
+    strict = options.strict_tools and options.official
+    messages: list[dict[str, Any]] = []
+    system = _system_text(request)
+    if system:
+        messages.append({"role": "system", "content": system})
+    for entry in request.entries:
+        messages.extend(_chat_messages(entry))
+    body: dict[str, Any] = {"model": request.model, "messages": messages}
+    body["max_completion_tokens" if options.official else "max_tokens"] = options.max_tokens
+    if request.tools and options.tools:
+        body["tools"] = [_chat_tool(tool, strict) for tool in request.tools]
+    effort = openai_reasoning_effort(request.thinking, options.thinking_levels)
+    if effort is not None:
+        body["reasoning_effort"] = effort
+    body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def build_responses_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, Any]:
+    """Keyword arguments for `responses.create` (without `stream`)."""
+    strict = options.strict_tools and options.official
+    items: list[dict[str, Any]] = []
+    for entry in request.entries:
+        items.extend(_response_items(entry))
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": items,
+        "max_output_tokens": options.max_tokens,
+        "store": False,
+    }
+    system = _system_text(request)
+    if system:
+        body["instructions"] = system
+    if request.tools and options.tools:
+        body["tools"] = [_responses_tool(tool, strict) for tool in request.tools]
+    effort = openai_reasoning_effort(request.thinking, options.thinking_levels)
+    if effort is not None:
+        reasoning: dict[str, Any] = {"effort": effort}
+        if effort != "none":
+            reasoning["summary"] = "auto"
+        body["reasoning"] = reasoning
+    return body
+
+
+def arguments_text(call: ToolCall) -> str:
+    return call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
+
+
+def _system_text(request: ModelRequest) -> str:
+    parts = [request.system] if request.system.strip() else []
+    parts += [e.text for e in request.entries if e.role == Role.SYSTEM and e.text.strip()]
+    return "\n\n".join(parts)
+
+
+def _chat_tool(tool: ToolSpec, strict: bool) -> dict[str, Any]:
+    function: dict[str, Any] = {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": normalize_tool_schema(tool.parameters, "openai", strict=strict),
+    }
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _responses_tool(tool: ToolSpec, strict: bool) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": normalize_tool_schema(tool.parameters, "openai", strict=strict),
+        "strict": strict,
+    }
+
+
+def _chat_messages(entry: TranscriptEntry) -> list[dict[str, Any]]:
+    if entry.role == Role.USER:
+        return [{"role": "user", "content": entry.text}] if entry.text.strip() else []
+    if entry.role == Role.TOOL:
+        return [{"role": "tool", "tool_call_id": entry.tool_call_id or "", "content": entry.text}]
+    if entry.role == Role.ASSISTANT:
+        if not entry.text.strip() and not entry.tool_calls:
+            return []
+        message: dict[str, Any] = {"role": "assistant", "content": entry.text or None}
+        if entry.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments_text(call)},
+                }
+                for call in entry.tool_calls
+            ]
+        return [message]
+    return []
+
+
+def _response_items(entry: TranscriptEntry) -> list[dict[str, Any]]:
+    if entry.role == Role.USER:
+        return [{"role": "user", "content": entry.text}] if entry.text.strip() else []
+    if entry.role == Role.TOOL:
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": entry.tool_call_id or "",
+                "output": entry.text,
+            }
+        ]
+    if entry.role == Role.ASSISTANT:
+        items: list[dict[str, Any]] = []
+        if entry.text.strip():
+            items.append({"role": "assistant", "content": entry.text})
+        items += [
+            {
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": arguments_text(call),
+            }
+            for call in entry.tool_calls
+        ]
+        return items
+    return []

@@ -1,0 +1,154 @@
+"""Shared pieces for turning SDK failures into `ProviderError` (raw facts, no classification).
+
+Message texts follow the shape OpenClaw's classifier patterns were written against (the official
+TypeScript SDKs): a leading HTTP status, then the provider's own error text or JSON body. Any
+secret the caller knows is scrubbed from every text, and so are masked key fragments some APIs
+echo back ("Incorrect API key provided: sk-ab***wxyz").
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx2
+
+from activities.providers.base import ProviderError
+
+REDACTED = "<redacted>"
+# A token that contains a run of asterisks: how APIs echo a masked key.
+_MASKED_KEY = re.compile(r"[^\s'\"`,;:()]*\*{3,}[^\s'\"`,;:().]*")
+_SECRET_MIN_LENGTH = 4
+
+
+def redact(text: str, secret: str | None) -> str:
+    if secret and len(secret) >= _SECRET_MIN_LENGTH:
+        text = text.replace(secret, REDACTED)
+    return _MASKED_KEY.sub(REDACTED, text)
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str] | None, *, now: float | None = None
+) -> float | None:
+    """`retry-after-ms`, else `retry-after` (seconds or an HTTP date), else None."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def transport_error(
+    err: BaseException, *, provider: str, model: str, secret: str | None
+) -> ProviderError:
+    """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way."""
+    text = _describe(err)
+    return ProviderError(
+        redact(text, secret),
+        provider=provider,
+        model=model,
+        code=_transport_code(err),
+        transport=True,
+    )
+
+
+def stream_incomplete_error(
+    *, provider: str, model: str, missing: str, secret: str | None = None
+) -> ProviderError:
+    return ProviderError(
+        redact(f"stream closed before the response completed (no {missing} event)", secret),
+        provider=provider,
+        model=model,
+        code="stream_incomplete",
+        transport=True,
+    )
+
+
+def malformed_stream_error(
+    err: BaseException, *, provider: str, model: str, secret: str | None
+) -> ProviderError:
+    """An event the SDK could not parse: treated like a cut stream, so it may be retried."""
+    return ProviderError(
+        redact(
+            f"malformed_response: unreadable event in the stream ({type(err).__name__})", secret
+        ),
+        provider=provider,
+        model=model,
+        code="malformed_response",
+        transport=True,
+    )
+
+
+def missing_key_error(*, provider: str, model: str, profile_id: str | None) -> ProviderError:
+    where = f" (auth profile {profile_id})" if profile_id else ""
+    return ProviderError(
+        f"No API key found for provider {provider}{where}.",
+        provider=provider,
+        model=model,
+        code="missing_api_key",
+    )
+
+
+def is_transport_failure(err: BaseException) -> bool:
+    return isinstance(err, httpx2.TransportError)
+
+
+def _describe(err: BaseException) -> str:
+    """The SDK's own words ("Connection error.", "Request timed out.") and then the causes.
+
+    Errors of the HTTP layer that the SDK let through unwrapped get the same words first, so a
+    cut stream reads the same from either SDK.
+    """
+    if isinstance(err, httpx2.TimeoutException):
+        parts = ["Request timed out.", f"{type(err).__name__}: {err}"]
+    elif isinstance(err, httpx2.TransportError):
+        parts = ["Connection error.", f"{type(err).__name__}: {err}"]
+    else:
+        parts = [str(err) or type(err).__name__]
+    cause = err.__cause__ or err.__context__
+    for _ in range(3):
+        if cause is None:
+            break
+        detail = str(cause)
+        text = f"{type(cause).__name__}: {detail}" if detail else type(cause).__name__
+        # httpx re-raises one failure under several names; say each thing once.
+        if not any(detail and detail in part for part in parts):
+            parts.append(text)
+        cause = cause.__cause__ or cause.__context__
+    return " <- ".join(parts)
+
+
+def _transport_code(err: BaseException) -> str:
+    chain: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and len(chain) < 5:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    if any(isinstance(e, (httpx2.TimeoutException, TimeoutError)) for e in chain):
+        return "ETIMEDOUT"
+    if any(isinstance(e, httpx2.ConnectError | ConnectionRefusedError) for e in chain):
+        return "ECONNREFUSED"
+    return "ECONNRESET"

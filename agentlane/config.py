@@ -1,0 +1,295 @@
+"""Model registry, agents and auth-profile routing: the configuration every role can read.
+
+No secrets here: keys live in the auth store (`activities/auth_store.py`), read by activities only.
+A config names auth profiles by id; an `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` in the environment
+implies the env-backed profile `anthropic:env` / `openai:env`.
+
+Sources, later ones winning: the built-in catalogue (`agentlane.model_catalog`), a TOML or JSON
+file (`AGENTLANE_CONFIG`, else `<data_dir>/config.toml` or `config.json` if present), then the
+environment (`AGENTLANE_MODEL` picks the default model). A file entry for a model the catalogue
+already knows is merged field by field over it, so `context_window = 32000` alone is enough.
+
+File shape (TOML)::
+
+    default_model = "anthropic/claude-sonnet-4-5"
+
+    [[models]]
+    provider = "ollama"
+    id = "qwen3:8b"
+    api = "openai-compatible"
+    base_url = "http://127.0.0.1:11434/v1"
+    context_window = 40960
+
+    [agents.main]
+    model = "anthropic/claude-sonnet-4-5"
+    fallbacks = ["openai/gpt-4.1"]
+    thinking = "low"
+
+    [auth.profiles."anthropic:work"]
+    provider = "anthropic"
+    type = "api_key"
+
+    [auth.order]
+    anthropic = ["anthropic:work", "anthropic:env"]
+
+The loader reads files and the environment only when called; importing this module does no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+# SPEC §9: the window when nothing says otherwise, and the guard's thresholds.
+DEFAULT_CONTEXT_WINDOW = 200_000
+CONTEXT_WINDOW_WARN_BELOW = 32_000
+CONTEXT_WINDOW_BLOCK_BELOW = 16_000
+DEFAULT_MAX_OUTPUT_TOKENS = 8_192
+DEFAULT_MODEL_REF = "offline/planner"
+
+# Providers whose key, when found in the environment, implies a profile `<provider>:env`.
+ENV_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+ENV_PROFILE_SUFFIX = "env"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be read or does not make sense."""
+
+
+class UnknownModelError(ConfigError):
+    def __init__(self, ref: str, known: list[str]) -> None:
+        self.ref = ref
+        self.known = known
+        super().__init__(
+            f"unknown model {ref!r}; known models: {', '.join(known)}. "
+            "Add it under [[models]] in the config file."
+        )
+
+
+class UnknownAgentError(ConfigError):
+    pass
+
+
+class ApiKind(StrEnum):
+    ANTHROPIC = "anthropic"
+    OPENAI_CHAT = "openai-chat"
+    OPENAI_RESPONSES = "openai-responses"
+    OPENAI_COMPATIBLE = "openai-compatible"
+    OFFLINE = "offline"
+
+
+class ModelPrices(BaseModel):
+    """US dollars per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+class ModelCapabilities(BaseModel):
+    tools: bool = True
+    images: bool = False
+    thinking_levels: list[str] = Field(default_factory=lambda: ["off"])
+    # OpenAI strict function schemas (see activities/providers/tool_schemas.py).
+    strict_tools: bool = False
+
+
+class ModelEntry(BaseModel):
+    provider: str
+    id: str
+    api: ApiKind
+    base_url: str | None = None
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    capabilities: ModelCapabilities = ModelCapabilities()
+    prices: ModelPrices = ModelPrices()
+    # None: a key is needed except for the offline model and OpenAI-compatible servers
+    # (a local vLLM, Ollama or llama.cpp usually takes none).
+    key_required: bool | None = None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.provider}/{self.id}"
+
+    @property
+    def needs_key(self) -> bool:
+        if self.key_required is not None:
+            return self.key_required
+        return self.api not in (ApiKind.OFFLINE, ApiKind.OPENAI_COMPATIBLE)
+
+
+class AuthProfile(BaseModel):
+    id: str
+    provider: str
+    type: Literal["oauth", "token", "api_key"] = "api_key"
+
+
+class AgentConfig(BaseModel):
+    id: str
+    model: str = DEFAULT_MODEL_REF
+    fallbacks: list[str] = Field(default_factory=list)
+    thinking: str = "off"
+    tools_allow: list[str] | None = None
+    tools_deny: list[str] = Field(default_factory=list)
+    # Caps the model's window when smaller (SPEC §9, agents.defaults.contextTokens).
+    context_tokens: int | None = None
+
+
+class AgentlaneConfig(BaseModel):
+    default_model: str = DEFAULT_MODEL_REF
+    models: dict[str, ModelEntry] = Field(default_factory=dict)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    auth_profiles: dict[str, AuthProfile] = Field(default_factory=dict)
+    auth_order: dict[str, list[str]] = Field(default_factory=dict)
+
+    def model(self, ref: str) -> ModelEntry:
+        entry = self.models.get(ref)
+        if entry is None:
+            raise UnknownModelError(ref, sorted(self.models))
+        return entry
+
+    def agent(self, agent_id: str = "main") -> AgentConfig:
+        agent = self.agents.get(agent_id)
+        if agent is not None:
+            return agent
+        if agent_id == "main":
+            return AgentConfig(id="main", model=self.default_model)
+        raise UnknownAgentError(f"unknown agent {agent_id!r}; known agents: {sorted(self.agents)}")
+
+    def profiles_for(self, provider: str) -> list[AuthProfile]:
+        """Profiles of `provider`: the configured order first, then the rest by id."""
+        mine = {pid: p for pid, p in self.auth_profiles.items() if p.provider == provider}
+        ordered = [mine[pid] for pid in self.auth_order.get(provider, []) if pid in mine]
+        rest = [mine[pid] for pid in sorted(mine) if mine[pid] not in ordered]
+        return ordered + rest
+
+    def context_window(self, ref: str, agent_id: str | None = None) -> int:
+        window = self.model(ref).context_window or DEFAULT_CONTEXT_WINDOW
+        if agent_id is not None:
+            cap = self.agent(agent_id).context_tokens
+            if cap is not None and 0 < cap < window:
+                return cap
+        return window
+
+
+def load_config(
+    data_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    path: Path | None = None,
+) -> AgentlaneConfig:
+    """Catalogue + config file + environment. `path` overrides `AGENTLANE_CONFIG`."""
+    env = os.environ if env is None else env
+    file_path = path or _config_path(data_dir, env)
+    raw = _read_file(file_path) if file_path is not None else {}
+    return build_config(raw, env, source=str(file_path) if file_path else "<defaults>")
+
+
+def build_config(
+    raw: Mapping[str, Any], env: Mapping[str, str], *, source: str = "<config>"
+) -> AgentlaneConfig:
+    from agentlane.model_catalog import builtin_models
+
+    try:
+        models = {m.ref: m for m in builtin_models()}
+        for item in _model_items(raw.get("models")):
+            ref = f"{item.get('provider')}/{item.get('id')}"
+            base = models[ref].model_dump() if ref in models else {}
+            models[ref] = ModelEntry.model_validate(_merge(base, item))
+        agents = {
+            agent_id: AgentConfig.model_validate({"id": agent_id, **dict(spec)})
+            for agent_id, spec in dict(raw.get("agents") or {}).items()
+        }
+        auth = dict(raw.get("auth") or {})
+        profiles = {
+            pid: AuthProfile.model_validate({"id": pid, **dict(spec)})
+            for pid, spec in dict(auth.get("profiles") or {}).items()
+        }
+        order = {p: list(ids) for p, ids in dict(auth.get("order") or {}).items()}
+    except (ValidationError, TypeError, ValueError) as err:
+        raise ConfigError(f"invalid configuration in {source}: {err}") from err
+
+    for provider, variable in ENV_KEY_VARIABLES.items():
+        pid = f"{provider}:{ENV_PROFILE_SUFFIX}"
+        if env.get(variable) and pid not in profiles:
+            profiles[pid] = AuthProfile(id=pid, provider=provider, type="api_key")
+
+    default_model = env.get("AGENTLANE_MODEL") or str(raw.get("default_model") or DEFAULT_MODEL_REF)
+    config = AgentlaneConfig(
+        default_model=default_model,
+        models=models,
+        agents=agents,
+        auth_profiles=profiles,
+        auth_order=order,
+    )
+    _check_refs(config)
+    return config
+
+
+def _config_path(data_dir: Path | None, env: Mapping[str, str]) -> Path | None:
+    explicit = env.get("AGENTLANE_CONFIG")
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"AGENTLANE_CONFIG points to {path}, which is not a file")
+        return path
+    if data_dir is None:
+        data_dir = Path(env.get("AGENTLANE_DATA_DIR", str(Path.cwd() / "data")))
+    for name in ("config.toml", "config.json"):
+        candidate = data_dir / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        if path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            with path.open("rb") as handle:
+                data = tomllib.load(handle)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read config file {path}: {err}") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a table/object at the top")
+    return data
+
+
+def _model_items(models: Any) -> list[dict[str, Any]]:
+    """`[[models]]` as a list, or `[models."provider/id"]` tables keyed by reference."""
+    if models is None:
+        return []
+    if isinstance(models, list):
+        return [dict(m) for m in models]
+    if isinstance(models, dict):
+        items = []
+        for ref, spec in models.items():
+            provider, _, model_id = str(ref).partition("/")
+            items.append({"provider": provider, "id": model_id, **dict(spec)})
+        return items
+    raise TypeError("models must be a list of tables or a table keyed by provider/model")
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _check_refs(config: AgentlaneConfig) -> None:
+    config.model(config.default_model)
+    for agent in config.agents.values():
+        for ref in (agent.model, *agent.fallbacks):
+            config.model(ref)

@@ -1,0 +1,544 @@
+"""A local HTTP server that speaks the Anthropic and OpenAI wire protocols, for tests.
+
+Endpoints (what the official SDKs call):
+
+* `POST /v1/messages`            Anthropic Messages (SSE when `"stream": true`)
+* `POST /v1/chat/completions`    OpenAI Chat Completions (SSE when `"stream": true`)
+* `POST /v1/responses`           OpenAI Responses (SSE when `"stream": true`)
+
+Auth is checked like the real APIs: Anthropic wants `anthropic-version` and the key in
+`x-api-key` (or `Authorization: Bearer`, which is how the anthropic SDK 2.x sends an API key);
+OpenAI wants `Authorization: Bearer`. A wrong or missing key gets the provider's real 401 body.
+An empty key list for a family turns its check off (a keyless OpenAI-compatible server).
+
+Each request takes the next scripted `Reply` from a FIFO (the default short text when empty);
+see `tests/fakes/scripts.py` for replies and faults. Control API (no auth):
+
+* `POST /_control/script`   `{"replies": [Reply...], "replace": false}`
+* `POST /_control/reset`    clear the script and the recorded requests
+* `GET  /_control/requests` `{"requests": [{"api", "path", "headers", "body"}...]}`
+* `POST /_control/keys`     `{"anthropic": [...], "openai": [...]}`
+* `GET  /_control/health`
+
+In-process::
+
+    with FakeProviderServer() as server:
+        server.script(Reply(text="hi"))
+        ...  # point an SDK at server.anthropic_base_url / server.openai_base_url
+
+Out of process::
+
+    python -m tests.fakes.provider_server --port 0   # prints "FAKE_PROVIDER_READY <url>"
+    FakeProviderClient(url).script(Reply(text="hi"))
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol
+
+from tests.fakes import wire_anthropic, wire_openai
+from tests.fakes.scripts import Api, ErrorKind, Fault, Ids, Part, Reply, default_reply
+
+READY_LINE = "FAKE_PROVIDER_READY"
+DEFAULT_ANTHROPIC_KEY = "test-anthropic-key"
+DEFAULT_OPENAI_KEY = "test-openai-key"
+
+_PATHS: dict[str, Api] = {
+    "/v1/messages": "anthropic",
+    "/v1/chat/completions": "openai-chat",
+    "/v1/responses": "openai-responses",
+}
+
+
+class Renderer(Protocol):
+    def start(self) -> list[bytes]: ...
+    def part(self, part: Part) -> list[bytes]: ...
+    def finish(self) -> list[bytes]: ...
+    def stream_error(self, kind: ErrorKind, fault: Fault) -> list[bytes]: ...
+    def message(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class RecordedRequest:
+    api: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"api": self.api, "path": self.path, "headers": self.headers, "body": self.body}
+
+
+class _State:
+    def __init__(self, anthropic_keys: Sequence[str], openai_keys: Sequence[str]) -> None:
+        self.lock = threading.Lock()
+        self.replies: deque[Reply] = deque()
+        self.requests: list[RecordedRequest] = []
+        self.keys: dict[str, set[str]] = {
+            "anthropic": set(anthropic_keys),
+            "openai": set(openai_keys),
+        }
+        self.ids = Ids()
+        # Set on stop/reset so stalled handlers wake up instead of holding the server.
+        self.wake = threading.Event()
+
+    def take(self, api: Api) -> Reply:
+        with self.lock:
+            for reply in self.replies:
+                if reply.api is None or reply.api == api:
+                    self.replies.remove(reply)
+                    return reply
+        return default_reply()
+
+
+class FakeProviderServer:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        anthropic_keys: Sequence[str] = (DEFAULT_ANTHROPIC_KEY,),
+        openai_keys: Sequence[str] = (DEFAULT_OPENAI_KEY,),
+    ) -> None:
+        self.state = _State(anthropic_keys, openai_keys)
+        handler = type("BoundHandler", (_Handler,), {"state": self.state})
+        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.base_url  # the SDK appends /v1/messages
+
+    @property
+    def openai_base_url(self) -> str:
+        return self.base_url + "/v1"  # the SDK appends /chat/completions, /responses
+
+    def start(self) -> FakeProviderServer:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, name="fake-provider", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.state.wake.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever()
+
+    def __enter__(self) -> FakeProviderServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- scripting -------------------------------------------------------------------------
+
+    def script(self, *replies: Reply, replace: bool = False) -> None:
+        with self.state.lock:
+            if replace:
+                self.state.replies.clear()
+            self.state.replies.extend(replies)
+
+    def reset(self) -> None:
+        with self.state.lock:
+            self.state.replies.clear()
+            self.state.requests.clear()
+        # Wake stalled handlers of the previous test, then re-arm.
+        self.state.wake.set()
+        self.state.wake = threading.Event()
+
+    def requests(self, api: str | None = None) -> list[RecordedRequest]:
+        with self.state.lock:
+            return [r for r in self.state.requests if api is None or r.api == api]
+
+    def pending(self) -> int:
+        with self.state.lock:
+            return len(self.state.replies)
+
+    def set_keys(
+        self, *, anthropic: Iterable[str] | None = None, openai: Iterable[str] | None = None
+    ) -> None:
+        with self.state.lock:
+            if anthropic is not None:
+                self.state.keys["anthropic"] = set(anthropic)
+            if openai is not None:
+                self.state.keys["openai"] = set(openai)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: _State
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-provider/1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    # --- routing ---------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        if self.path == "/_control/requests":
+            with self.state.lock:
+                body = {"requests": [r.to_dict() for r in self.state.requests]}
+            self._json(200, body)
+        elif self.path == "/_control/health":
+            self._json(200, {"ok": True})
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        if self.path.startswith("/_control/"):
+            self._control(raw)
+            return
+        api = _PATHS.get(self.path.split("?", 1)[0])
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw else {}
+        except ValueError:
+            body = None
+        if api is None:
+            self._json(404, {"error": {"message": f"Invalid URL (POST {self.path})"}})
+            return
+        with self.state.lock:
+            self.state.requests.append(
+                RecordedRequest(
+                    api, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
+            )
+        if not isinstance(body, dict):
+            self._api_error(api, Fault.named("bad_request", message="request body is not JSON"), {})
+            return
+        if not self._authorized(api, body):
+            return
+        self._reply(api, body, self.state.take(api))
+
+    def _control(self, raw: bytes) -> None:
+        data = json.loads(raw.decode("utf-8")) if raw else {}
+        if self.path == "/_control/script":
+            replies = [Reply.model_validate(r) for r in data.get("replies", [])]
+            with self.state.lock:
+                if data.get("replace"):
+                    self.state.replies.clear()
+                self.state.replies.extend(replies)
+            self._json(200, {"queued": len(replies)})
+        elif self.path == "/_control/reset":
+            with self.state.lock:
+                self.state.replies.clear()
+                self.state.requests.clear()
+            self.state.wake.set()
+            self.state.wake = threading.Event()
+            self._json(200, {"ok": True})
+        elif self.path == "/_control/keys":
+            with self.state.lock:
+                for family in ("anthropic", "openai"):
+                    if family in data:
+                        self.state.keys[family] = set(data[family])
+            self._json(200, {"ok": True})
+        else:
+            self._json(404, {"error": {"message": f"no control route {self.path}"}})
+
+    # --- auth ------------------------------------------------------------------------------
+
+    def _authorized(self, api: Api, body: dict[str, Any]) -> bool:
+        family = "anthropic" if api == "anthropic" else "openai"
+        with self.state.lock:
+            valid = set(self.state.keys[family])
+        bearer = self.headers.get("authorization", "")
+        bearer_key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
+        if family == "anthropic":
+            if not self.headers.get("anthropic-version"):
+                fault = Fault.named("bad_request", message="anthropic-version: header is required")
+                self._api_error(api, fault, body)
+                return False
+            key = self.headers.get("x-api-key") or bearer_key
+            if valid and key is None:
+                self._api_error(
+                    api, Fault.named("auth", message="x-api-key header is required"), body
+                )
+                return False
+        else:
+            key = bearer_key
+        if valid and key not in valid:
+            self._api_error(api, Fault.named("auth"), body, key=key)
+            return False
+        return True
+
+    # --- replies ---------------------------------------------------------------------------
+
+    def _reply(self, api: Api, body: dict[str, Any], reply: Reply) -> None:
+        fault = reply.fault
+        if fault is not None and fault.kind == "http":
+            self._api_error(api, fault, body)
+            return
+        renderer = self._renderer(api, body, reply)
+        if not body.get("stream"):
+            if reply.ttft:
+                self.state.wake.wait(reply.ttft)
+            self._json(200, renderer.message(), self._request_id_headers(api))
+            return
+        self._stream(renderer, reply)
+
+    def _renderer(self, api: Api, body: dict[str, Any], reply: Reply) -> Renderer:
+        model = str(body.get("model", "fake-model"))
+        input_tokens = max(1, len(json.dumps(body)) // 4)
+        ids = self.state.ids
+        if api == "anthropic":
+            return wire_anthropic.AnthropicRenderer(
+                reply, model=model, input_tokens=input_tokens, ids=ids
+            )
+        if api == "openai-chat":
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return wire_openai.ChatRenderer(
+                reply, model=model, input_tokens=input_tokens, ids=ids, include_usage=include_usage
+            )
+        return wire_openai.ResponsesRenderer(reply, model=model, input_tokens=input_tokens, ids=ids)
+
+    def _stream(self, renderer: Renderer, reply: Reply) -> None:
+        fault = reply.fault
+        wake = self.state.wake
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            self._chunks(renderer.start())
+            sent = 0
+            first = True
+            for part in reply.parts():
+                if part.is_delta:
+                    if fault is not None and sent == fault.after_deltas:
+                        if self._strike(fault, renderer, wake):
+                            return
+                        fault = None
+                    wait = reply.ttft if first else reply.delay
+                    if wait:
+                        wake.wait(wait)
+                    first = False
+                    sent += 1
+                self._chunks(renderer.part(part))
+            if fault is not None and self._strike(fault, renderer, wake):
+                return
+            self._chunks(renderer.finish())
+            self._end_chunks()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True
+
+    def _strike(self, fault: Fault, renderer: Renderer, wake: threading.Event) -> bool:
+        """Apply a mid-stream fault; True when the stream is over."""
+        if fault.kind == "stall":
+            wake.wait(fault.seconds)
+            return False
+        if fault.kind == "drop":
+            self.close_connection = True
+            # No terminating chunk: the client sees an incomplete chunked body.
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return True
+        if fault.kind == "garbage":
+            # Named like a real event so every SDK tries to parse it.
+            self._chunks([b"event: content_block_delta\ndata: {not json\n\n"])
+            self._end_chunks()
+            return True
+        if fault.kind == "truncate":
+            self._end_chunks()
+            return True
+        if fault.kind == "stream_error":
+            _, kind = fault.resolved()
+            self._chunks(renderer.stream_error(kind, fault))
+            self._end_chunks()
+            return True
+        return False
+
+    def _chunks(self, events: list[bytes]) -> None:
+        for data in events:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    # --- errors ----------------------------------------------------------------------------
+
+    def _api_error(
+        self, api: Api, fault: Fault, body: dict[str, Any], *, key: str | None = None
+    ) -> None:
+        status, kind = fault.resolved()
+        model = str(body.get("model", "fake-model"))
+        headers = self._request_id_headers(api)
+        if fault.retry_after is not None:
+            headers["retry-after"] = _number(fault.retry_after)
+        if api == "anthropic":
+            payload = wire_anthropic.error_body(
+                kind, fault, model=model, request_id=headers["request-id"]
+            )
+            if kind == "rate_limit":
+                headers["anthropic-ratelimit-input-tokens-remaining"] = "0"
+        else:
+            if key is None:
+                bearer = self.headers.get("authorization", "")
+                key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
+            effort = body.get("reasoning_effort") or (body.get("reasoning") or {}).get("effort")
+            payload = wire_openai.error_body(
+                kind, fault, model=model, api=api, key=key, effort=effort
+            )
+            if kind == "rate_limit":
+                headers["x-ratelimit-remaining-tokens"] = "0"
+        self._json(status, payload, headers)
+
+    def _request_id_headers(self, api: Api) -> dict[str, str]:
+        rid = self.state.ids.next("req_fake")
+        return {"request-id": rid} if api == "anthropic" else {"x-request-id": rid}
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+class FakeProviderClient:
+    """Drives a fake server in another process through its control API."""
+
+    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def script(self, *replies: Reply, replace: bool = False) -> int:
+        payload = {"replies": [r.model_dump(mode="json") for r in replies], "replace": replace}
+        return int(self._call("POST", "/_control/script", payload)["queued"])
+
+    def reset(self) -> None:
+        self._call("POST", "/_control/reset", {})
+
+    def requests(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/_control/requests")["requests"])
+
+    def set_keys(
+        self, *, anthropic: Iterable[str] | None = None, openai: Iterable[str] | None = None
+    ) -> None:
+        payload: dict[str, list[str]] = {}
+        if anthropic is not None:
+            payload["anthropic"] = list(anthropic)
+        if openai is not None:
+            payload["openai"] = list(openai)
+        self._call("POST", "/_control/keys", payload)
+
+    def healthy(self) -> bool:
+        try:
+            return bool(self._call("GET", "/_control/health").get("ok"))
+        except OSError:
+            return False
+
+    def _call(self, method: str, path: str, payload: Any = None) -> Any:
+        data = json.dumps(payload).encode() if payload is not None else None
+        request = urllib.request.Request(
+            self.base_url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            return json.loads(response.read().decode("utf-8"))
+
+
+def spawn(
+    port: int = 0, *, extra_args: Sequence[str] = (), timeout: float = 15.0
+) -> tuple[subprocess.Popen[str], str]:
+    """Start the server as a child process; returns it and its base URL once it is ready."""
+    repo_root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.provider_server", "--port", str(port), *extra_args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=repo_root,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if line.startswith(READY_LINE):
+            return process, line.split()[1]
+        if not line and process.poll() is not None:
+            break
+    process.kill()
+    raise RuntimeError("fake provider server did not start")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Fake Anthropic/OpenAI server for tests")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--anthropic-key", action="append", dest="anthropic_keys")
+    parser.add_argument("--openai-key", action="append", dest="openai_keys")
+    parser.add_argument("--no-auth", action="store_true", help="accept any key or none")
+    args = parser.parse_args(argv)
+    anthropic_keys = [] if args.no_auth else (args.anthropic_keys or [DEFAULT_ANTHROPIC_KEY])
+    openai_keys = [] if args.no_auth else (args.openai_keys or [DEFAULT_OPENAI_KEY])
+    server = FakeProviderServer(
+        args.host, args.port, anthropic_keys=anthropic_keys, openai_keys=openai_keys
+    )
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
+    print(f"{READY_LINE} http://{args.host}:{server.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.state.wake.set()
+        server._httpd.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
