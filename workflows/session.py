@@ -105,7 +105,8 @@ class SessionWorkflow:
             return self._receipt(seq, SendDisposition.QUEUED, mode,
                                  note="the run could not take steering; queued instead")
         self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
-        return self._receipt(seq, SendDisposition.QUEUED, mode, run_id=self.current_run_id)
+        return self._receipt(seq, SendDisposition.QUEUED, mode,
+                             note=f"runs after {self.current_run_id}")
 
     @send.validator
     def validate_send(self, msg: InboundMessage) -> None:

@@ -66,3 +66,17 @@ def lifecycle_ok(events: list[AgentEvent], run_id: str) -> None:
     starts = [e.turn_index for e in unique.values() if e.kind == EventKind.TURN_START]
     ends = [e.turn_index for e in unique.values() if e.kind == EventKind.TURN_END]
     assert starts == ends == list(range(len(starts)))
+
+
+async def wait_idle(client: AgentlaneClient, key: str, runs: int, timeout: float = 60) -> None:
+    """Until the session has finished `runs` runs and has nothing queued."""
+    from agentlane.session import SessionPhase
+
+    async def go() -> None:
+        while True:
+            status = await client.status(key)
+            if status.runs >= runs and status.phase == SessionPhase.IDLE and not status.queue_length:
+                return
+            await asyncio.sleep(0.2)
+
+    await asyncio.wait_for(go(), timeout)

@@ -11,7 +11,7 @@ from agentlane.messages import QueueMode, SendDisposition
 from agentlane.run import ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
-from tests.e2e.support import assert_transcript_valid, collect
+from tests.e2e.support import assert_transcript_valid, collect, wait_idle
 
 
 async def wait_for_event(client: AgentlaneClient, key: str, run_id: str, kind: EventKind) -> None:
@@ -113,6 +113,7 @@ async def test_messages_sent_while_busy_are_queued_and_run_after(
     status = await client.status(session_key)
     assert status.queue_length == 3
     await client.wait_for_run(first.run_id)
+    await wait_idle(client, session_key, runs=3)
     collected = await client.wait_for_run(f"session:{session_key}:run:2")
     followup = await client.wait_for_run(f"session:{session_key}:run:3")
     users = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
