@@ -35,6 +35,7 @@ class SessionSettings(BaseModel):
     idle_timeout_seconds: int = 120
     continue_as_new_after_events: int | None = None
     run_continue_as_new_after_events: int | None = None
+    events_continue_as_new_after_events: int | None = None
 
 
 class SessionState(BaseModel):

@@ -194,8 +194,20 @@ class AgentlaneClient:
             return None
 
     async def wait_for_run(self, run_id: str) -> ExecutionResult:
+        """The run's result, once the session has also recorded its end (so a message sent next
+        starts a new run at once instead of queueing behind the finished one)."""
         handle = self.client.get_workflow_handle(run_id, result_type=ExecutionResult)
-        return await handle.result()
+        result = await handle.result()
+        session = self.client.get_workflow_handle(session_workflow_id(result.session_key))
+        for _ in range(100):
+            try:
+                status: SessionStatus = await session.query(SessionWorkflow.status)
+            except RPCError:
+                break
+            if status.current_run_id != run_id:
+                break
+            await asyncio.sleep(0.05)
+        return result
 
     async def events_offset(self, session_key: str) -> int:
         stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))

@@ -212,7 +212,12 @@ class SessionWorkflow:
         try:
             await workflow.start_child_workflow(
                 SessionEventsWorkflow.run,
-                EventsInput(session_key=self.s.key),
+                EventsInput(
+                    session_key=self.s.key,
+                    continue_as_new_after_events=(
+                        self.s.settings.events_continue_as_new_after_events
+                    ),
+                ),
                 id=events_workflow_id(self.s.key),
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"event stream of session {self.s.key}",
