@@ -10,6 +10,7 @@ import time
 from temporalio import activity
 
 from activities.event_publishing import StreamPublisher
+from activities.model_output.normalization import normalize_text
 from activities.transcript_store import TranscriptStore
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 from agentlane.settings import Settings
@@ -41,7 +42,8 @@ class RunFinishActivity:
         reply = ""
         if result.last_entry_id:
             last = self.store.get(result.session_key, result.last_entry_id)
-            reply = last.text if last is not None else ""
+            # The user-facing reply: a silent reply or a bare heartbeat delivers nothing.
+            reply = normalize_text(last.text) or "" if last is not None else ""
         runs = self.store.session_dir(result.session_key) / "runs.jsonl"
         if not (runs.exists() and f'"run_id":"{result.run_id}"' in runs.read_text()):
             with runs.open("a") as fh:

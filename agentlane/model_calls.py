@@ -32,6 +32,7 @@ class ModelCallInput(BaseModel):
     # Lifecycle events decided by the workflow, published ahead of this call's own events.
     announce: list[AgentEvent] = Field(default_factory=list)
     idle_timeout_seconds: int = 120
+    reasoning_mode: str = "off"
 
 
 class ToolCallRef(BaseModel):
@@ -51,3 +52,24 @@ class ModelCallResult(BaseModel):
     text_chars: int = 0
     reply_preview: str = ""
     attempt: int = 1
+
+
+class ModelFailure(BaseModel):
+    """Details of a classified provider failure (ApplicationError details[0]).
+
+    `reason` is a failover reason of SPEC §5.1, or context_overflow, thinking_unsupported,
+    role_ordering, image_size. The workflow decides what to do with it; no key is ever here.
+    """
+
+    reason: str
+    message: str
+    provider: str
+    model: str
+    profile_id: str | None = None
+    status: int | None = None
+    code: str | None = None
+    retry_after_seconds: float | None = None
+    transport: bool = False
+    # The provider's own words (keys scrubbed), for decisions such as the thinking fallback.
+    raw_message: str = ""
+    thinking: str = "off"

@@ -68,6 +68,7 @@ class ExecutionRequest(BaseModel):
     create_workspace: bool = False
     model: ModelRef = ModelRef()
     thinking: str = "off"
+    reasoning_mode: str = "off"
     budget_seconds: int = RUN_BUDGET_SECONDS
     idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
     tools: list[str] = Field(default_factory=lambda: ["read", "write", "edit", "exec"])

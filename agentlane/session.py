@@ -28,6 +28,7 @@ class SessionSettings(BaseModel):
     agent_id: str = "main"
     model: ModelRef = ModelRef()
     thinking: str = "off"
+    reasoning_mode: str = "off"
     default_mode: QueueMode = QueueMode.COLLECT
     debounce_ms: int = 1000
     queue_cap: int = 100

@@ -37,7 +37,7 @@ WORKFLOWS: Sequence[type] = (SessionWorkflow, AgentRunWorkflow, SessionEventsWor
 
 def build_workers(client: Client, settings: Settings) -> list[Worker]:
     store = TranscriptStore(settings.transcripts_dir)
-    model = ModelCallActivity(store, ProviderResolver(), settings)
+    model = ModelCallActivity(store, ProviderResolver(settings), settings)
     tools = ToolActivities(store, settings)
     finish = RunFinishActivity(store, settings)
     common = dict(

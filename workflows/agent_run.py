@@ -240,6 +240,7 @@ class AgentRunWorkflow:
                         assistant_entry_id=f"{self.req.run_id}:t{turn}",
                         announce=announce,
                         idle_timeout_seconds=self.req.idle_timeout_seconds,
+                        reasoning_mode=self.req.reasoning_mode,
                     ),
                     result_type=ModelCallResult,
                     task_queue=model_task_queue(workflow.info().task_queue),

@@ -267,6 +267,7 @@ class SessionWorkflow:
             create_workspace=settings.create_workspace,
             model=settings.model,
             thinking=settings.thinking,
+            reasoning_mode=settings.reasoning_mode,
             budget_seconds=settings.run_budget_seconds,
             idle_timeout_seconds=settings.idle_timeout_seconds,
             parent_entry_id=self.s.last_entry_id,
