@@ -55,13 +55,13 @@ from agentlane.errors import (
     MODEL_IDLE_TIMEOUT,
     MODEL_PROVIDER_ERROR,
     WORKSPACE_MISSING,
+    ModelFailure,
 )
 from agentlane.events import AgentEvent, EventKind
 from agentlane.model_calls import (
     CALL_MODEL,
     ModelCallInput,
     ModelCallResult,
-    ModelFailure,
     ToolCallRef,
 )
 from agentlane.settings import Settings
@@ -110,6 +110,7 @@ class _Accumulated:
     tool_calls: list[ToolCallComplete] = field(default_factory=list)
     stop_reason: str = "end_turn"
     usage: Usage = field(default_factory=Usage)
+    reply: str = ""
 
 
 def _reasoning_mode(raw: str) -> ReasoningMode:
@@ -314,7 +315,7 @@ class ModelCallActivity:
             tool_calls=refs,
             usage=acc.usage,
             text_chars=len(acc.text),
-            reply_preview=acc.text[:200],
+            reply_preview=acc.reply[:200],
             attempt=info.attempt,
         )
 
@@ -423,12 +424,17 @@ class ModelCallActivity:
             )
             raise
         except ProviderError as err:
-            await self._record_partial(inp, pipeline, "error")
-            raise typed_failure(err, resolved, inp.thinking) from err
+            failure = typed_failure(err, resolved, inp.thinking)
+            if failure.non_retryable:
+                # Only a final failure keeps the partial text: a retried attempt must not find
+                # an entry under this message's id and take it for a finished call.
+                await self._record_partial(inp, pipeline, "error")
+            raise failure from err
         finally:
             beats.cancel()
         acc.text = pipeline.stripped
         acc.reasoning = pipeline.reasoning
+        acc.reply = pipeline.final_text
         return acc
 
     async def _record_partial(

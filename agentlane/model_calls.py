@@ -53,23 +53,3 @@ class ModelCallResult(BaseModel):
     reply_preview: str = ""
     attempt: int = 1
 
-
-class ModelFailure(BaseModel):
-    """Details of a classified provider failure (ApplicationError details[0]).
-
-    `reason` is a failover reason of SPEC §5.1, or context_overflow, thinking_unsupported,
-    role_ordering, image_size. The workflow decides what to do with it; no key is ever here.
-    """
-
-    reason: str
-    message: str
-    provider: str
-    model: str
-    profile_id: str | None = None
-    status: int | None = None
-    code: str | None = None
-    retry_after_seconds: float | None = None
-    transport: bool = False
-    # The provider's own words (keys scrubbed), for decisions such as the thinking fallback.
-    raw_message: str = ""
-    thinking: str = "off"

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from agentlane.errors import ExecutionErrorKind
+from agentlane.errors import ExecutionErrorKind, ModelFailure
 from agentlane.events import AgentEvent
 from agentlane.messages import Routing
 from agentlane.usage import RunUsage
@@ -82,6 +82,8 @@ class ExecutionError(BaseModel):
     kind: ExecutionErrorKind
     message: str
     detail: str = ""
+    # Set when a model provider failed: the classified reason, status, provider, model, profile.
+    failure: ModelFailure | None = None
 
 
 class ExecutionResult(BaseModel):

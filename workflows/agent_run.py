@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         MODEL_PROVIDER_ERROR,
         WORKSPACE_MISSING,
         ExecutionErrorKind,
+        ModelFailure,
     )
     from agentlane.events import AgentEvent, EventKind, lifecycle_event_id
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
@@ -66,6 +67,17 @@ def _failure(err: ActivityError) -> LoopEnd:
                     "Please try again.",
                     detail=cause.message,
                 ),
+            )
+        if cause.type == MODEL_PROVIDER_ERROR and cause.details:
+            failure = ModelFailure.model_validate(cause.details[0])
+            kind = (
+                ExecutionErrorKind.QUOTA_EXCEEDED
+                if failure.reason in ("rate_limit", "billing")
+                else ExecutionErrorKind.RUNTIME_ERROR
+            )
+            return LoopEnd(
+                TerminationReason.ERROR,
+                ExecutionError(kind=kind, message=failure.message, failure=failure),
             )
         kind = {
             WORKSPACE_MISSING: ExecutionErrorKind.VALIDATION_FAILED,
@@ -326,6 +338,15 @@ class AgentRunWorkflow:
             end.error = ExecutionError(
                 kind=ExecutionErrorKind.ABORTED, message=self.abort_reason or "aborted"
             )
+        # The error (if any) comes first: agent_end is always a run's last event, where
+        # watchers stop.
+        if end.error is not None and status == ExecutionStatus.ERROR:
+            self._emit(
+                EventKind.ERROR,
+                text=end.error.message,
+                recoverable=end.error.kind == ExecutionErrorKind.TIMEOUT,
+                data={"code": end.error.kind.value},
+            )
         self._emit(
             EventKind.AGENT_END,
             termination_reason=reason.value,
@@ -336,13 +357,6 @@ class AgentRunWorkflow:
                 "status": status.value,
             },
         )
-        if end.error is not None and status == ExecutionStatus.ERROR:
-            self._emit(
-                EventKind.ERROR,
-                text=end.error.message,
-                recoverable=end.error.kind == ExecutionErrorKind.TIMEOUT,
-                data={"code": end.error.kind.value},
-            )
         result = ExecutionResult(
             session_key=self.req.session_key,
             run_id=self.req.run_id,
@@ -371,8 +385,7 @@ class AgentRunWorkflow:
                 retry_policy=opts.FINISH_RETRY,
                 summary=f"finish: {reason.value}",
             )
-            if finished.reply:
-                result.reply = finished.reply
+            result.reply = finished.reply
         except ActivityError as err:
             workflow.logger.warning("finish_run failed: %s", err)
         # Steering that arrived after the last model call goes back to the session's queue.
