@@ -67,7 +67,6 @@ from agentlane.model_calls import (
 from agentlane.settings import Settings
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 from agentlane.usage import Usage
-from workflows.thinking_fallback import pick_fallback_thinking_level
 
 log = logging.getLogger(__name__)
 
@@ -352,7 +351,11 @@ class ModelCallActivity:
             inp.session_key, inp.run_id, inp.assistant_entry_id, inp.turn_index, attempt
         )
         reasoning_template = text_delta_template(
-            inp.session_key, inp.run_id, inp.assistant_entry_id, inp.turn_index, attempt,
+            inp.session_key,
+            inp.run_id,
+            inp.assistant_entry_id,
+            inp.turn_index,
+            attempt,
             EventKind.REASONING_DELTA,
         )
 
@@ -519,4 +522,3 @@ class ModelCallActivity:
             model=inp.model.label(),
         )
         return entry, rejected_results, refs
-

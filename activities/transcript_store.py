@@ -106,7 +106,8 @@ class TranscriptStore:
             if tool_call_id not in parsed.answered:
                 return None
             return next(
-                e for e in reversed(parsed.entries)
+                e
+                for e in reversed(parsed.entries)
                 if e.role == Role.TOOL and e.tool_call_id == tool_call_id
             )
 
@@ -169,8 +170,13 @@ class TranscriptStore:
             for entry in entries:
                 if entry.id in parsed.ids or entry.id in batch_ids:
                     continue
-                if entry.role == Role.TOOL and entry.tool_call_id and (
-                    entry.tool_call_id in parsed.answered or entry.tool_call_id in batch_answered
+                if (
+                    entry.role == Role.TOOL
+                    and entry.tool_call_id
+                    and (
+                        entry.tool_call_id in parsed.answered
+                        or entry.tool_call_id in batch_answered
+                    )
                 ):
                     continue
                 if entry.parent_id is None:

@@ -52,4 +52,3 @@ class ModelCallResult(BaseModel):
     text_chars: int = 0
     reply_preview: str = ""
     attempt: int = 1
-

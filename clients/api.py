@@ -118,7 +118,7 @@ class AgentlaneClient:
             workspace=str(Path(ws).resolve()) if not create else ws,
             create_workspace=create,
             model=ModelRef(provider=provider, model=name or "default"),
-            **overrides,  # type: ignore[arg-type]
+            **overrides,
         )
         return SessionState(key=key, settings=settings)
 
@@ -137,11 +137,15 @@ class AgentlaneClient:
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet."""
         key = check_session_key(session_key)
-        if workspace is not None and not Path(workspace).is_dir():
+        if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
         message = InboundMessage(
-            text=text, mode=mode, message_id=message_id, routing=routing or Routing(),
-            sender=sender, workspace=workspace,
+            text=text,
+            mode=mode,
+            message_id=message_id,
+            routing=routing or Routing(),
+            sender=sender,
+            workspace=workspace,
         )
         state = self._new_session_state(key, workspace, model, session_overrides or {})
         start = WithStartWorkflowOperation(
@@ -160,13 +164,17 @@ class AgentlaneClient:
             raise SendRejected(_failure_text(err)) from err
 
     async def abort(self, session_key: str, reason: str = "user abort") -> None:
-        handle = self.client.get_workflow_handle(session_workflow_id(check_session_key(session_key)))
+        handle = self.client.get_workflow_handle(
+            session_workflow_id(check_session_key(session_key))
+        )
         await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))
 
     # -- observing --------------------------------------------------------------------------
 
     async def status(self, session_key: str) -> SessionStatus:
-        handle = self.client.get_workflow_handle(session_workflow_id(check_session_key(session_key)))
+        handle = self.client.get_workflow_handle(
+            session_workflow_id(check_session_key(session_key))
+        )
         status: SessionStatus = await handle.query(SessionWorkflow.status)
         if status.current_run_id:
             progress = await self.run_progress(status.current_run_id)
@@ -197,7 +205,7 @@ class AgentlaneClient:
         """The run's result, once the session has also recorded its end (so a message sent next
         starts a new run at once instead of queueing behind the finished one)."""
         handle = self.client.get_workflow_handle(run_id, result_type=ExecutionResult)
-        result = await handle.result()
+        result: ExecutionResult = await handle.result()
         session = self.client.get_workflow_handle(session_workflow_id(result.session_key))
         for _ in range(100):
             try:
@@ -231,7 +239,9 @@ class AgentlaneClient:
             stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
             try:
                 async for item in stream.subscribe(
-                    [EVENTS_TOPIC], from_offset=offset, result_type=AgentEvent,
+                    [EVENTS_TOPIC],
+                    from_offset=offset,
+                    result_type=AgentEvent,
                     poll_cooldown=timedelta(milliseconds=poll_cooldown_ms),
                 ):
                     offset = item.offset + 1

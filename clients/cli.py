@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-
 from agentlane.ids import InvalidSessionKey
 from agentlane.settings import Settings
 
@@ -55,24 +54,33 @@ async def _send(args: argparse.Namespace) -> int:
             offset = 0
     try:
         receipt = await client.send(
-            args.session, text, mode=args.mode, workspace=args.workspace, model=args.model,
+            args.session,
+            text,
+            mode=args.mode,
+            workspace=args.workspace,
+            model=args.model,
             message_id=args.message_id,
         )
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
         return 2
-    print(f"{receipt.disposition.value}: message #{receipt.message_seq} "
-          f"({receipt.mode.value}) run={receipt.run_id or '-'} queue={receipt.queue_length}"
-          + (f" — {receipt.note}" if receipt.note else ""), file=sys.stderr)
+    print(
+        f"{receipt.disposition.value}: message #{receipt.message_seq} "
+        f"({receipt.mode.value}) run={receipt.run_id or '-'} queue={receipt.queue_length}"
+        + (f" — {receipt.note}" if receipt.note else ""),
+        file=sys.stderr,
+    )
     if args.watch and receipt.run_id and receipt.disposition.value in ("started", "interrupted"):
         renderer = TerminalRenderer()
         async for item in client.watch(args.session, offset, until_run=receipt.run_id):
             renderer.render(item.event)
         result = await client.wait_for_run(receipt.run_id)
-        print(f"\nrun {result.run_id}: {result.status.value} "
-              f"({result.termination_reason.value}), {result.turns} turns, "
-              f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
-              file=sys.stderr)
+        print(
+            f"\nrun {result.run_id}: {result.status.value} "
+            f"({result.termination_reason.value}), {result.turns} turns, "
+            f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -84,8 +92,10 @@ async def _watch(args: argparse.Namespace) -> int:
     renderer = TerminalRenderer()
     async for item in client.watch(args.session, args.from_offset):
         if args.json:
-            print(json.dumps({"offset": item.offset, **item.event.model_dump(mode="json")}),
-                  flush=True)
+            print(
+                json.dumps({"offset": item.offset, **item.event.model_dump(mode="json")}),
+                flush=True,
+            )
         else:
             renderer.render(item.event)
     return 0
@@ -166,8 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", help="workspace folder (used when the session is created)")
     p.add_argument("--model", help="provider/model, e.g. offline/planner")
     p.add_argument("--message-id", help="provider message id, for dedupe")
-    p.add_argument("--no-watch", dest="watch", action="store_false",
-                   help="return once the session accepted the message")
+    p.add_argument(
+        "--no-watch",
+        dest="watch",
+        action="store_false",
+        help="return once the session accepted the message",
+    )
     p.set_defaults(func=_send)
 
     p = sub.add_parser("watch", help="follow a session's events live")
@@ -209,10 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
-        if getattr(args, "sync", False):
-            code = args.func(args)
-        else:
-            code = asyncio.run(args.func(args))
+        code = args.func(args) if getattr(args, "sync", False) else asyncio.run(args.func(args))
     except InvalidSessionKey as err:
         print(f"error: {err}", file=sys.stderr)
         code = 2
@@ -227,7 +238,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.stderr.flush()
     # The SDK's runtime can crash at interpreter exit in short-lived scripts (sdk-python#300).
     os._exit(code)
-
 
 
 if __name__ == "__main__":

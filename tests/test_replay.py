@@ -22,8 +22,13 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
 
 def test_histories_are_present() -> None:
     scenarios = {p.parent.name for p in HISTORIES}
-    assert {"tools", "steer_and_queue", "interrupt_and_abort", "continue_as_new",
-            "workspace_error"} <= scenarios
+    assert {
+        "tools",
+        "steer_and_queue",
+        "interrupt_and_abort",
+        "continue_as_new",
+        "workspace_error",
+    } <= scenarios
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: f"{p.parent.name}/{p.stem}")

@@ -11,6 +11,7 @@ disconnects changes nothing.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -149,7 +150,7 @@ class AgentRunWorkflow:
                 run_id=self.req.run_id,
                 ts=workflow.now().timestamp(),
                 turn_index=turn_index,
-                **fields,  # type: ignore[arg-type]
+                **fields,
             )
         )
 
@@ -177,7 +178,7 @@ class AgentRunWorkflow:
         end: LoopEnd
         try:
             if remaining <= 0:
-                raise asyncio.TimeoutError
+                raise builtins.TimeoutError
             await workflow.wait_condition(
                 lambda: loop.done() or self.abort_reason is not None,
                 timeout=remaining,
@@ -188,7 +189,7 @@ class AgentRunWorkflow:
             else:
                 await self._stop(loop)
                 end = LoopEnd(TerminationReason.ABORT_SIGNAL)
-        except asyncio.TimeoutError:
+        except builtins.TimeoutError:
             await self._stop(loop)
             end = LoopEnd(
                 TerminationReason.TIMEOUT_48H,
@@ -284,8 +285,9 @@ class AgentRunWorkflow:
                         # Steering: remaining calls are answered as skipped by the next model
                         # call, which then sees the user's new message.
                         break
-                    failure = await self._run_tool(turn, result.entry_id, call.id, call.name,
-                                                   call.summary)
+                    failure = await self._run_tool(
+                        turn, result.entry_id, call.id, call.name, call.summary
+                    )
                     if failure is not None:
                         return failure
             self._emit(EventKind.TURN_END, turn, has_tool_calls=has_tool_calls)

@@ -10,11 +10,10 @@ only its compact state.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -49,7 +48,14 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
     )
     from workflows.agent_run import AgentRunWorkflow
-    from workflows.queue_policy import Action, Batch, debounce_remaining_ms, decide, next_batch, remove
+    from workflows.queue_policy import (
+        Action,
+        Batch,
+        debounce_remaining_ms,
+        decide,
+        next_batch,
+        remove,
+    )
     from workflows.session_events import SessionEventsWorkflow
 
 RECENT_MESSAGE_IDS = 500
@@ -77,8 +83,9 @@ class SessionWorkflow:
         seq = self.s.message_seq
         if msg.message_id:
             if msg.message_id in self.s.recent_message_ids:
-                return self._receipt(seq, SendDisposition.DUPLICATE, mode,
-                                     note="already received (same message id)")
+                return self._receipt(
+                    seq, SendDisposition.DUPLICATE, mode, note="already received (same message id)"
+                )
             self.s.recent_message_ids = (self.s.recent_message_ids + [msg.message_id])[
                 -RECENT_MESSAGE_IDS:
             ]
@@ -100,13 +107,17 @@ class SessionWorkflow:
             if action == Action.STEER_AND_QUEUE or not steered:
                 self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
             if steered:
-                return self._receipt(seq, SendDisposition.STEERED, mode,
-                                     run_id=self.current_run_id)
-            return self._receipt(seq, SendDisposition.QUEUED, mode,
-                                 note="the run could not take steering; queued instead")
+                return self._receipt(seq, SendDisposition.STEERED, mode, run_id=self.current_run_id)
+            return self._receipt(
+                seq,
+                SendDisposition.QUEUED,
+                mode,
+                note="the run could not take steering; queued instead",
+            )
         self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
-        return self._receipt(seq, SendDisposition.QUEUED, mode,
-                             note=f"runs after {self.current_run_id}")
+        return self._receipt(
+            seq, SendDisposition.QUEUED, mode, note=f"runs after {self.current_run_id}"
+        )
 
     @send.validator
     def validate_send(self, msg: InboundMessage) -> None:
@@ -131,8 +142,12 @@ class SessionWorkflow:
             )
 
     def _receipt(
-        self, seq: int, disposition: SendDisposition, mode: QueueMode,
-        run_id: str | None = None, note: str = "",
+        self,
+        seq: int,
+        disposition: SendDisposition,
+        mode: QueueMode,
+        run_id: str | None = None,
+        note: str = "",
     ) -> SendReceipt:
         return SendReceipt(
             session_key=self.s.key,
@@ -145,12 +160,21 @@ class SessionWorkflow:
         )
 
     def _enqueue(
-        self, seq: int, mode: QueueMode, turn: UserTurn, message_id: str | None,
-        debounce: bool, front: bool = False,
+        self,
+        seq: int,
+        mode: QueueMode,
+        turn: UserTurn,
+        message_id: str | None,
+        debounce: bool,
+        front: bool = False,
     ) -> None:
         item = QueuedMessage(
-            seq=seq, mode=mode, turn=turn, enqueued_at=workflow.time(),
-            message_id=message_id, debounce=debounce,
+            seq=seq,
+            mode=mode,
+            turn=turn,
+            enqueued_at=workflow.time(),
+            message_id=message_id,
+            debounce=debounce,
         )
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         if debounce:
@@ -297,10 +321,12 @@ class SessionWorkflow:
         self._record(result)
         for turn in reversed(result.unconsumed):
             self.s.message_seq += 1
-            self._enqueue(self.s.message_seq, QueueMode.FOLLOWUP, turn, None,
-                          debounce=False, front=True)
+            self._enqueue(
+                self.s.message_seq, QueueMode.FOLLOWUP, turn, None, debounce=False, front=True
+            )
         workflow.set_current_details(
-            f"idle; last run **{run_id}**: {result.status.value} ({result.termination_reason.value})"
+            f"idle; last run **{run_id}**: "
+            f"{result.status.value} ({result.termination_reason.value})"
         )
 
     def _failed_result(self, request: ExecutionRequest, err: ChildWorkflowError) -> ExecutionResult:
@@ -322,6 +348,6 @@ class SessionWorkflow:
         self.s.usage = self.s.usage.plus(result.usage.accumulated)
         self.s.last_entry_id = result.last_entry_id or self.s.last_entry_id
         # Keep the carried state small: the reply is in the transcript.
-        self.s.last_result = result.model_copy(update={"reply": result.reply[:500], "unconsumed": []})
-
-
+        self.s.last_result = result.model_copy(
+            update={"reply": result.reply[:500], "unconsumed": []}
+        )

@@ -55,7 +55,9 @@ class ProviderResolver:
         if entry.api != ApiKind.OFFLINE:
             try:
                 credentials = resolve_credentials(
-                    profile_id, entry.provider, data_dir=self.settings.data_dir,
+                    profile_id,
+                    entry.provider,
+                    data_dir=self.settings.data_dir,
                     order=config.auth_order.get(entry.provider),
                 )
             except AuthStoreError as err:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
-import sys
 import signal
+import sys
 from collections.abc import Callable
 
 from activities.tools.results import ToolResult, clip

@@ -26,7 +26,9 @@ async def test_run_session_and_stream_continue_as_new(
     }
     steps = " then ".join(f"write f{i}.txt with {i}" for i in range(8))
     receipt = await client.send(
-        session_key, steps + " then count to 20", workspace=str(workspace),
+        session_key,
+        steps + " then count to 20",
+        workspace=str(workspace),
         session_overrides=overrides,
     )
     assert receipt.run_id

@@ -90,7 +90,8 @@ async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
     workspace.mkdir()
     key = "crash-tool"
     receipt = await client.send(
-        key, "run `sleep 3; echo ran >> count.txt` then write after.txt with done",
+        key,
+        "run `sleep 3; echo ran >> count.txt` then write after.txt with done",
         workspace=str(workspace),
     )
     assert receipt.run_id
@@ -111,8 +112,9 @@ async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
 
 
 async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
-    own = devserver.DevServer(data_dir=tmp_path / "temporal", port=devserver.free_port(),
-                              ui_port=None)
+    own = devserver.DevServer(
+        data_dir=tmp_path / "temporal", port=devserver.free_port(), ui_port=None
+    )
     own.start()
     dep = make_deployment(own, tmp_path / "data")
     dep.data_dir.mkdir()
@@ -122,7 +124,8 @@ async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
         workspace = dep.data_dir / "ws"
         workspace.mkdir()
         receipt = await client.send(
-            "restart", "count slowly to 80 then run `echo hi` then say survived",
+            "restart",
+            "count slowly to 80 then run `echo hi` then say survived",
             workspace=str(workspace),
         )
         assert receipt.run_id

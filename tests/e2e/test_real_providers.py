@@ -64,7 +64,10 @@ def deployment(
     root = tmp_path_factory.mktemp("providers")
     (root / "config.toml").write_text(config_toml(fake))
     dep = make_deployment(
-        server, root, ANTHROPIC_API_KEY=ANTHROPIC_KEY, OPENAI_API_KEY=OPENAI_KEY,
+        server,
+        root,
+        ANTHROPIC_API_KEY=ANTHROPIC_KEY,
+        OPENAI_API_KEY=OPENAI_KEY,
         AGENTLANE_LOG_LEVEL="DEBUG",
     )
     dep.start_worker()
@@ -87,10 +90,14 @@ async def test_tool_loop_through_real_sdk(
     client = await AgentlaneClient.connect(settings_for(deployment))
     fake.reset()
     fake.script(
-        Reply(text="Let me look.", tool_calls=[ScriptedToolCall(name="read",
-                                                                arguments={"path": "notes.txt"})]),
-        Reply(text="<think>the user wants the first line</think>The notes start with alpha.",
-              delay=0.01),
+        Reply(
+            text="Let me look.",
+            tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})],
+        ),
+        Reply(
+            text="<think>the user wants the first line</think>The notes start with alpha.",
+            delay=0.01,
+        ),
     )
     key = f"p-{uuid.uuid4().hex[:8]}"
     receipt = await client.send(key, "what do my notes say?", workspace=str(ws), model=model)
@@ -134,8 +141,7 @@ async def test_provider_failures_are_typed(
         fake.reset()
         fake.script(Reply.error(fault))
         key = f"f-{uuid.uuid4().hex[:8]}"
-        receipt = await client.send(key, "hello", workspace=str(ws),
-                                    model="anthropic/fake-claude")
+        receipt = await client.send(key, "hello", workspace=str(ws), model="anthropic/fake-claude")
         assert receipt.run_id
         got = await collect(client, key, receipt.run_id)
         result = await client.wait_for_run(receipt.run_id)
@@ -180,8 +186,13 @@ async def test_model_silence_hits_the_idle_limit(
     fake.reset()
     fake.script(Reply(text="Thinking about it", fault=Fault.stall(30, after_deltas=1)))
     key = f"i-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(key, "hello", workspace=str(ws), model="anthropic/fake-claude",
-                                session_overrides={"idle_timeout_seconds": 2})
+    receipt = await client.send(
+        key,
+        "hello",
+        workspace=str(ws),
+        model="anthropic/fake-claude",
+        session_overrides={"idle_timeout_seconds": 2},
+    )
     assert receipt.run_id
     result = await client.wait_for_run(receipt.run_id)
     assert result.termination_reason == TerminationReason.IDLE_TIMEOUT_120S

@@ -34,9 +34,13 @@ async def _until(client: AgentlaneClient, key: str, run_id: str, kind: EventKind
 
 
 async def tools(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send("tools", "read notes.txt then summarize notes.txt into s.txt then "
-                          "edit s.txt replacing alpha with ALPHA then run `wc -l notes.txt` then "
-                          "read ../escape.txt then say done", workspace=str(ws))
+    r = await client.send(
+        "tools",
+        "read notes.txt then summarize notes.txt into s.txt then "
+        "edit s.txt replacing alpha with ALPHA then run `wc -l notes.txt` then "
+        "read ../escape.txt then say done",
+        workspace=str(ws),
+    )
     await client.wait_for_run(r.run_id or "")
 
 
@@ -104,8 +108,9 @@ async def export_all(client: AgentlaneClient, target: Path) -> int:
 
 async def record(name: str, scenario: Callable[[AgentlaneClient, Path], Awaitable[None]]) -> None:
     root = Path(tempfile.mkdtemp(prefix=f"record-{name}-"))
-    server = devserver.DevServer(data_dir=root / "temporal", port=devserver.free_port(),
-                                 ui_port=None)
+    server = devserver.DevServer(
+        data_dir=root / "temporal", port=devserver.free_port(), ui_port=None
+    )
     server.start()
     dep = make_deployment(server, root / "data")
     dep.data_dir.mkdir()
