@@ -130,19 +130,33 @@ async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
         )
         assert receipt.run_id
 
-        async def first_delta() -> None:
-            async for item in client.watch("restart", 0):
-                if item.event.kind == EventKind.TEXT_DELTA:
-                    return
+        # One watcher stays subscribed through the restart and resumes from its offset.
+        view = MessageView()
+        seen: list[str] = []
+        offsets: list[int] = []
+        first = asyncio.Event()
 
-        await asyncio.wait_for(first_delta(), 30)
+        async def watch_through() -> None:
+            async for item in client.watch("restart", 0, until_run=receipt.run_id):
+                offsets.append(item.offset)
+                fresh = view.apply(item.event)
+                if fresh:
+                    seen.append(fresh)
+                    first.set()
+
+        watcher = asyncio.create_task(watch_through())
+        await asyncio.wait_for(first.wait(), 30)
         own.stop()
         await asyncio.sleep(2)
         own.start()
-        client = await AgentlaneClient.connect(settings_for(dep))
-        result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+        fresh_client = await AgentlaneClient.connect(settings_for(dep))
+        result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
+        await asyncio.wait_for(watcher, 60)
         assert result.status == ExecutionStatus.SUCCESS
         assert result.reply.startswith("survived")
+        assert offsets == sorted(set(offsets)), "the watcher skipped back or repeated items"
+        counted = " ".join(str(i) for i in range(1, 81))
+        assert "".join(seen).startswith(counted + "survived")  # two messages
         entries = client.transcript("restart")
         assert_transcript_valid(entries)
         assert sum(1 for e in entries if e.role == Role.TOOL) == 1

@@ -245,3 +245,86 @@ async def test_no_key_in_any_history_stream_or_log(
             content = path.read_text(errors="replace")
             for needle in needles:
                 assert needle not in content, f"key material in {path}"
+
+
+LONG_REPLY = (
+    "Here is the plan.\n\n"
+    + "\n\n".join(f"Paragraph {i}: " + "words " * 60 for i in range(6))
+    + "\n\n```python\n"
+    + "\n".join(f"print({i})  # a line of code that is long enough to matter" for i in range(40))
+    + "\n```\n\nThat is all."
+)
+
+
+async def test_block_replies_respect_fences_and_sizes(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text=LONG_REPLY, chunk_size=40))
+    key = f"b-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(key, "explain", workspace=str(ws), model="anthropic/fake-claude")
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    blocks = [e.text or "" for e in got.events if e.kind == EventKind.BLOCK_REPLY]
+    assert len(blocks) >= 3
+    for block in blocks:
+        assert block.count("```") % 2 == 0, f"a block breaks a code fence: {block[-80:]!r}"
+        assert len(block) <= 1200 + 20  # a re-opened or closed fence line may be added
+    def words(text: str) -> str:
+        return "".join(text.replace("```python", "").replace("```", "").split())
+
+    # Nothing lost or repeated (cuts may drop whitespace and add fence lines).
+    assert words("".join(blocks)) == words(LONG_REPLY)
+    assert got.visible == LONG_REPLY
+
+
+@pytest.mark.parametrize("mode", ["off", "on", "stream"])
+async def test_reasoning_modes(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, mode: str
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(thinking="First, check the notes.\nThen answer.", text="The answer."))
+    key = f"r-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(
+        key, "think", workspace=str(ws), model="anthropic/fake-claude",
+        session_overrides={"reasoning_mode": mode, "thinking": "low"},
+    )
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.reply == "The answer." and got.visible == "The answer."
+    reasoning = "".join(e.text or "" for e in got.events if e.kind == EventKind.REASONING_DELTA)
+    blocks = [e.text for e in got.events if e.kind == EventKind.BLOCK_REPLY]
+    if mode == "stream":
+        assert reasoning == "First, check the notes.\nThen answer."
+    else:
+        assert reasoning == ""
+    if mode == "on":
+        assert blocks[0] == "Reasoning:\n_First, check the notes._\n_Then answer._"
+        assert blocks[-1] == "The answer."
+    else:
+        assert blocks == ["The answer."]
+    request = fake.requests("anthropic")[-1].body
+    assert request["thinking"]["type"] == "enabled"
+
+
+async def test_unsupported_thinking_level_is_a_typed_failure(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    key = f"t-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(
+        key, "think hard", workspace=str(ws), model="anthropic/fake-claude",
+        session_overrides={"thinking": "xhigh"},
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.error is not None and result.error.failure is not None
+    failure = result.error.failure
+    assert failure.reason == "thinking_unsupported"
+    assert failure.thinking == "xhigh"
+    assert "supported values are" in failure.raw_message.lower()
+    assert fake.requests("anthropic") == [], "rejected before anything was sent"
