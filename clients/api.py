@@ -13,6 +13,7 @@ events into what a user should see (it drops text a retried model attempt repeat
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.transcript_store import TranscriptStore
+from agentlane.config import AgentlaneConfig, ConfigError, load_config
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
     check_session_key,
@@ -100,6 +102,7 @@ class AgentlaneClient:
     def __init__(self, client: Client, settings: Settings) -> None:
         self.client = client
         self.settings = settings
+        self._loaded_config: AgentlaneConfig | None = None
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> AgentlaneClient:
@@ -108,12 +111,28 @@ class AgentlaneClient:
 
     # -- sending ----------------------------------------------------------------------------
 
+    def _config(self) -> AgentlaneConfig:
+        if self._loaded_config is None:
+            self._loaded_config = load_config(self.settings.data_dir)
+        return self._loaded_config
+
+    def _default_model(self) -> str:
+        """AGENTLANE_MODEL, else the config file's default_model, else the offline model."""
+        if os.environ.get("AGENTLANE_MODEL"):
+            return self.settings.default_model
+        return self._config().default_model
+
     def _new_session_state(
         self, key: str, workspace: str | None, model: str | None, overrides: dict[str, object]
     ) -> SessionState:
         create = workspace is None
         ws = workspace or str(self.settings.workspaces_dir / key.replace(":", "_"))
-        provider, _, name = (model or self.settings.default_model).partition("/")
+        ref = model or self._default_model()
+        try:
+            self._config().model(ref)
+        except ConfigError as err:
+            raise SendRejected(str(err)) from err
+        provider, _, name = ref.partition("/")
         settings = SessionSettings(
             workspace=str(Path(ws).resolve()) if not create else ws,
             create_workspace=create,

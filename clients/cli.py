@@ -147,6 +147,51 @@ async def _transcript(args: argparse.Namespace) -> int:
     return 0
 
 
+def _auth(args: argparse.Namespace) -> int:
+    """Keys go into the 0600 auth store; they are read from a prompt or stdin, never argv."""
+    import getpass
+
+    from activities.auth_store import AuthStore
+
+    store = AuthStore.for_data_dir(Settings.from_env().data_dir)
+    if args.action == "set":
+        if not args.profile or not args.provider:
+            print("usage: agentlane auth set PROFILE --provider PROVIDER", file=sys.stderr)
+            return 2
+        key = (
+            sys.stdin.readline().strip()
+            if not sys.stdin.isatty()
+            else getpass.getpass(f"key for {args.profile}: ").strip()
+        )
+        if not key:
+            print("no key given; nothing stored", file=sys.stderr)
+            return 2
+        path = store.set_key(args.profile, args.provider, key, base_url=args.base_url)
+        print(f"stored key for profile {args.profile} ({args.provider}) in {path}")
+        return 0
+    if args.action == "remove":
+        removed = store.remove(args.profile or "")
+        print("removed" if removed else f"no profile {args.profile}")
+        return 0 if removed else 1
+    for profile in store.profiles().values():
+        state = "key set" if profile.key else "no key"
+        print(f"{profile.id}\t{profile.provider}\t{profile.type}\t{state}\t{profile.source}")
+    return 0
+
+
+def _models(_: argparse.Namespace) -> int:
+    from agentlane.config import load_config
+
+    config = load_config(Settings.from_env().data_dir)
+    for ref, entry in sorted(config.models.items()):
+        marker = "*" if ref == config.default_model else " "
+        print(
+            f"{marker} {ref}\t{entry.api.value}\tcontext {entry.context_window}\t"
+            f"thinking {','.join(entry.capabilities.thinking_levels)}"
+        )
+    return 0
+
+
 def _server(args: argparse.Namespace) -> int:
     devserver = load_devserver()
     return int(devserver.main([args.action]))
@@ -206,6 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_transcript)
+
+    p = sub.add_parser("auth", help="provider keys in the auth store (never in history)")
+    p.add_argument("action", choices=["set", "list", "remove"])
+    p.add_argument("profile", nargs="?", help="profile id, e.g. anthropic:work")
+    p.add_argument("--provider", help="anthropic, openai, or a compatible server's name")
+    p.add_argument("--base-url", help="for an OpenAI-compatible server")
+    p.set_defaults(func=_auth, sync=True)
+
+    p = sub.add_parser("models", help="the model registry (built-in catalogue + config)")
+    p.set_defaults(func=_models, sync=True)
 
     p = sub.add_parser("server", help="the embedded Temporal dev server")
     p.add_argument("action", choices=["start", "stop", "status", "restart"])
