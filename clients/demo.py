@@ -19,9 +19,8 @@ NOTES = """Meeting notes, 21 November
 """
 
 INSTRUCTION = (
-    "read notes.txt then summarize notes.txt into summary.txt then "
-    "run `wc -w notes.txt summary.txt` then say The demo is complete: the summary is in "
-    "summary.txt."
+    "summarize notes.txt into summary.txt then run `wc -w notes.txt summary.txt` then "
+    "say The demo is complete, the summary is in summary.txt"
 )
 
 
