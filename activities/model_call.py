@@ -49,7 +49,7 @@ from activities.providers.error_classification import (
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.system_prompt import build_system_prompt
 from activities.tools.specs import tool_specs
-from activities.transcript_store import TranscriptStore
+from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import (
     CONFIG_ERROR,
     MODEL_IDLE_TIMEOUT,
@@ -179,20 +179,8 @@ class ModelCallActivity:
 
     def _prepare_transcript(self, inp: ModelCallInput) -> None:
         key = inp.session_key
+        self.store.answer_unanswered(key, inp.run_id, inp.unanswered_reason)
         now = time.time()
-        closures = [
-            TranscriptEntry(
-                id=f"{call.id}:result",
-                role=Role.TOOL,
-                ts=now,
-                run_id=inp.run_id,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                text=inp.unanswered_reason,
-                is_error=True,
-            )
-            for call in self.store.unanswered_tool_calls(key)
-        ]
         users = [
             TranscriptEntry(
                 id=turn.entry_id,
@@ -204,7 +192,7 @@ class ModelCallActivity:
             )
             for turn in inp.append_user
         ]
-        self.store.append(key, closures + users)
+        self.store.append(key, users)
 
     @staticmethod
     def _check_workspace(inp: ModelCallInput) -> None:
@@ -498,15 +486,13 @@ class ModelCallActivity:
             )
             if problem is not None:
                 rejected_results.append(
-                    TranscriptEntry(
-                        id=f"{complete.id}:result",
-                        role=Role.TOOL,
-                        ts=now,
-                        run_id=inp.run_id,
-                        tool_call_id=complete.id,
-                        tool_name=complete.name,
-                        text=f"Error: {problem}",
+                    tool_result_entry(
+                        complete.id,
+                        complete.name,
+                        f"Error: {problem}",
+                        inp.run_id,
                         is_error=True,
+                        ts=now,
                     )
                 )
         entry = TranscriptEntry(

@@ -32,12 +32,12 @@ from activities.tools.specs import (
     parse_args,
 )
 from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
-from activities.transcript_store import TranscriptStore
+from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT
 from agentlane.events import AgentEvent, EventKind
 from agentlane.settings import Settings
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
-from agentlane.transcript import Role, ToolCall, TranscriptEntry
+from agentlane.transcript import ToolCall, TranscriptEntry
 
 INTERRUPTED_EXEC = (
     "The command was interrupted (the worker running it stopped) and was not run again, because "
@@ -159,14 +159,11 @@ class ToolActivities:
     async def _record(
         self, inp: ToolCallInput, result: ToolResult, started: float
     ) -> TranscriptEntry:
-        entry = TranscriptEntry(
-            id=f"{inp.tool_call_id}:result",
-            role=Role.TOOL,
-            ts=time.time(),
-            run_id=inp.run_id,
-            tool_call_id=inp.tool_call_id,
-            tool_name=inp.tool_name,
-            text=result.text,
+        entry = tool_result_entry(
+            inp.tool_call_id,
+            inp.tool_name,
+            result.text,
+            inp.run_id,
             is_error=result.is_error,
             meta={
                 "summary": result.summary,

@@ -271,6 +271,7 @@ async def test_block_replies_respect_fences_and_sizes(
     for block in blocks:
         assert block.count("```") % 2 == 0, f"a block breaks a code fence: {block[-80:]!r}"
         assert len(block) <= 1200 + 20  # a re-opened or closed fence line may be added
+
     def words(text: str) -> str:
         return "".join(text.replace("```python", "").replace("```", "").split())
 
@@ -288,7 +289,10 @@ async def test_reasoning_modes(
     fake.script(Reply(thinking="First, check the notes.\nThen answer.", text="The answer."))
     key = f"r-{uuid.uuid4().hex[:8]}"
     receipt = await client.send(
-        key, "think", workspace=str(ws), model="anthropic/fake-claude",
+        key,
+        "think",
+        workspace=str(ws),
+        model="anthropic/fake-claude",
         session_overrides={"reasoning_mode": mode, "thinking": "low"},
     )
     assert receipt.run_id
@@ -317,7 +321,10 @@ async def test_unsupported_thinking_level_is_a_typed_failure(
     fake.reset()
     key = f"t-{uuid.uuid4().hex[:8]}"
     receipt = await client.send(
-        key, "think hard", workspace=str(ws), model="anthropic/fake-claude",
+        key,
+        "think hard",
+        workspace=str(ws),
+        model="anthropic/fake-claude",
         session_overrides={"thinking": "xhigh"},
     )
     assert receipt.run_id
