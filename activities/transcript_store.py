@@ -93,16 +93,20 @@ class TranscriptStore:
             # A line without its newline is an append still in progress (or torn by a crash,
             # in which case the next append repairs it): leave it for later.
             complete = chunk[: chunk.rfind(b"\n") + 1]
+            # Parse the whole new part before indexing any of it: a corrupt line must leave the
+            # cache as it was, or a later read would index the lines before it twice.
+            new_entries: list[TranscriptEntry] = []
             for lineno, line in enumerate(complete.splitlines(), start=1):
                 if not line.strip():
                     continue
                 try:
-                    entry = TranscriptEntry.model_validate_json(line)
+                    new_entries.append(TranscriptEntry.model_validate_json(line))
                 except ValueError as err:
                     raise TranscriptCorrupt(
                         f"{path}: unreadable entry after byte {parsed.offset} (line {lineno} "
                         f"of the new part): {err}"
                     ) from err
+            for entry in new_entries:
                 self._index(parsed, entry)
             parsed.offset += len(complete)
         self._cache[key] = parsed

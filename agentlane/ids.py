@@ -13,7 +13,7 @@ class InvalidSessionKey(ValueError):
 
 def check_session_key(key: str) -> str:
     """Return the key if it is usable in workflow ids and file names, else raise."""
-    if not SESSION_KEY_PATTERN.match(key) or ".." in key:
+    if not SESSION_KEY_PATTERN.fullmatch(key) or ".." in key:
         raise InvalidSessionKey(
             f"invalid session key {key!r}: use 1-128 characters from letters, digits and ._@:- "
             "starting with a letter or digit"

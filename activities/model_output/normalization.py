@@ -44,6 +44,7 @@ _HTML_TAG_RE = re.compile(r"</?[A-Za-z][^<>]*>")
 _TRAILING_MARKUP_CHARS: Final = "*_~`.!"
 _EMPHASIS_CHARS: Final = "*_~`"
 _GLUED_CLOSING_MARKUP_RE = re.compile(r"(?:[*_~`]|</[A-Za-z][^<>]*>)*")
+_GLUED_OPENING_MARKUP_RE = re.compile(r"(?:[*_~`]|<[A-Za-z][^<>]*>)*")
 _CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufeff]")
 _BLANK_LINE_RUN_RE = re.compile(r"\n(?:[ \t]*\n){2,}")
 # Characters that carry no message on their own: markup and bare punctuation around a token.
@@ -196,6 +197,39 @@ def normalize_text(
     return token_result or None
 
 
+def _hold_back_partial_token(text: str, options: NormalizationOptions) -> str:
+    """Drop a last word that may still grow into a token ("Done. NO_RE", "Done. **HEART").
+
+    Shown now, it could not be taken back once the token completes and is stripped. A last
+    word that is only emphasis markup, or ends in an unfinished HTML tag, is held too: it may
+    open an emphasised token.
+    """
+    tokens = [
+        token
+        for token, enabled in (
+            (options.silent_token, options.strip_silent),
+            (options.heartbeat_token, options.strip_heartbeat),
+        )
+        if enabled
+    ]
+    start = len(text)
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    word = text[start:]
+    if not word or not tokens:
+        return text
+    lead = _GLUED_OPENING_MARKUP_RE.match(word)
+    core = word[lead.end() if lead else 0 :]
+    partial_tag = core.startswith("<") and ">" not in core
+    if (
+        not core
+        or partial_tag
+        or any(len(core) < len(token) and token.startswith(core) for token in tokens)
+    ):
+        return text[:start]
+    return text
+
+
 def normalize_streaming_text(
     text: str | None, options: NormalizationOptions = DEFAULT_NORMALIZATION
 ) -> str | None:
@@ -219,6 +253,9 @@ def normalize_streaming_text(
         return None
     if options.strip_heartbeat and is_token_prefix(result, options.heartbeat_token):
         return None
+    result = _hold_back_partial_token(result, options)
+    if not result.strip():
+        return None
     trailing = result[len(result.rstrip()) :]
     token_result = _apply_token_rules(result.rstrip(), options)
     if token_result is None:
@@ -226,7 +263,11 @@ def normalize_streaming_text(
     if options.normalize_whitespace:
         token_result = collapse_blank_lines(token_result)
     token_result = token_result.lstrip()
-    return token_result + trailing if token_result.strip() else None
+    if not token_result.strip():
+        return None
+    # Again after the token rules: stripping a token can leave an unfinished tag at the end.
+    shown = _hold_back_partial_token(token_result + trailing, options)
+    return shown if shown.strip() else None
 
 
 def _is_fence_delimiter(line: str) -> bool:

@@ -7,6 +7,7 @@ reasoning mode, and block replies are cut by the fence-aware chunker.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from activities.model_output.block_chunker import BlockChunker, BlockChunkingConfig
@@ -66,22 +67,38 @@ class OutputPipeline:
                 out.reasoning = reasoning
         self.stripped += text
         normalised = (normalize_text if final else normalize_streaming_text)(self.stripped) or ""
-        if normalised.startswith(self.visible):
-            out.visible = normalised[len(self.visible) :]
+        shown = self.visible
+        if normalised.startswith(shown):
+            out.visible = normalised[len(shown) :]
             self.visible = normalised
-        elif not self.visible.startswith(normalised):
+        elif not shown.startswith(normalised) or (final and shown[len(normalised) :].strip()):
+            # Diverged, or the final text lacks more than whitespace that was shown (a token
+            # in HTML emphasis is only recognised once complete): show the final text instead.
             out.reset_visible = True
             out.visible = normalised
             self.visible = normalised
         # (A final text that is only a trimmed version of what was shown changes nothing.)
         if out.visible or final:
             self._reasoning_block(out)
-        if out.visible and not out.reset_visible:
+        if out.reset_visible:
+            self._rechunk(shown, normalised)
+            out.blocks += self._chunker.drain()
+        elif out.visible:
             self._chunker.append(out.visible)
             out.blocks += self._chunker.drain()
         if final:
             out.blocks += self._chunker.drain(force=True)
         return out
+
+    def _rechunk(self, shown: str, replacement: str) -> None:
+        """Swap what was shown for its replacement in the text not yet cut into blocks."""
+        common = len(os.path.commonprefix([shown, replacement]))
+        dropped = shown[common:]
+        buffered = self._chunker.buffered_text
+        if dropped and buffered.endswith(dropped):
+            self._chunker.reset()
+            self._chunker.append(buffered[: len(buffered) - len(dropped)])
+        self._chunker.append(replacement[common:])
 
     def _reasoning_block(self, out: Emission) -> None:
         # Mode `on`: reasoning arrives as its own block before the answer's first block.

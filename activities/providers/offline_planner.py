@@ -101,8 +101,11 @@ def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
         return [
             PlannedTool("write", {"path": _unquote(m.group(1)), "content": _unquote(m.group(2))})
         ]
+    # A quoted old string may itself contain " with ": try the quoted form first.
     if m := re.match(
-        r"edit\s+(\S+)\s+(?:replacing|replace)\s+(.+?)\s+with\s+(.+)$", c, re.IGNORECASE | re.S
+        r"edit\s+(\S+)\s+(?:replacing|replace)\s+(\"[^\"]*\"|'[^']*'|`[^`]*`|.+?)\s+with\s+(.+)$",
+        c,
+        re.IGNORECASE | re.S,
     ):
         return [
             PlannedTool(

@@ -1,0 +1,243 @@
+"""The model-call activity's pure helpers: tool-call summaries, the idle limit on a provider
+stream, and typed failures from provider errors (SPEC §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities.model_call import IdleTimeout, tool_call_summary, typed_failure, with_idle_limit
+from activities.providers.base import (
+    Credentials,
+    Finish,
+    ProviderError,
+    StreamEvent,
+    TextDelta,
+)
+from activities.providers.offline import OfflineProvider
+from activities.providers.resolve import ResolvedModel
+from agentlane.config import ApiKind, ModelEntry
+from agentlane.errors import MODEL_PROVIDER_ERROR, ModelFailure
+from agentlane.usage import Usage
+
+# --- tool_call_summary ---------------------------------------------------------------------------
+
+
+def test_summary_uses_the_path_or_the_command() -> None:
+    assert tool_call_summary("read", {"path": "notes.md"}) == "read notes.md"
+    assert tool_call_summary("write", {"path": "a/b.txt", "content": "x" * 500}) == "write a/b.txt"
+    assert tool_call_summary("exec", {"command": "ls -la"}) == "exec ls -la"
+
+
+def test_summary_collapses_whitespace() -> None:
+    assert tool_call_summary("exec", {"command": "echo a\n\n  echo   b\t"}) == "exec echo a echo b"
+
+
+def test_summary_without_the_expected_argument() -> None:
+    assert tool_call_summary("read", {}) == "read"
+    assert tool_call_summary("exec", {"path": "ignored"}) == "exec"
+    assert tool_call_summary("custom", {"path": 42}) == "custom 42"
+
+
+def test_long_summary_is_cut_to_120_characters() -> None:
+    line = tool_call_summary("exec", {"command": "x" * 300})
+    assert len(line) <= 120
+    assert line.startswith("exec xxx")
+    assert line.endswith("…")
+    exact = tool_call_summary("exec", {"command": "y" * 115})  # "exec " + 115 = 120
+    assert exact == "exec " + "y" * 115
+
+
+# --- with_idle_limit -----------------------------------------------------------------------------
+
+
+async def events(gaps: list[float]) -> AsyncIterator[StreamEvent]:
+    for n, gap in enumerate(gaps):
+        await asyncio.sleep(gap)
+        yield TextDelta(str(n))
+    yield Finish(stop_reason="end_turn", usage=Usage(input=1, output=2))
+
+
+async def test_fast_stream_passes_through() -> None:
+    got = [e async for e in with_idle_limit(events([0.0, 0.01, 0.0, 0.01]), 1.0)]
+    assert got == [
+        TextDelta("0"),
+        TextDelta("1"),
+        TextDelta("2"),
+        TextDelta("3"),
+        Finish(stop_reason="end_turn", usage=Usage(input=1, output=2)),
+    ]
+
+
+async def test_limit_is_per_gap_not_for_the_whole_stream() -> None:
+    # Ten gaps of 0.05 s: 0.5 s in all, each well under the 0.2 s limit.
+    got = [e async for e in with_idle_limit(events([0.05] * 10), 0.2)]
+    assert len(got) == 11
+
+
+async def test_stalled_stream_times_out_after_the_limit() -> None:
+    received: list[StreamEvent] = []
+    started = time.monotonic()
+    with pytest.raises(IdleTimeout, match="LLM idle timeout") as info:
+        async for event in with_idle_limit(events([0.0, 0.0, 30.0]), 0.2):
+            received.append(event)
+    elapsed = time.monotonic() - started
+    assert received == [TextDelta("0"), TextDelta("1")]
+    assert 0.15 <= elapsed < 2.0
+    assert "no response from model" in str(info.value)
+    assert isinstance(info.value.__cause__, TimeoutError)
+
+
+async def test_stall_before_the_first_event_times_out() -> None:
+    with pytest.raises(IdleTimeout, match=r"\(1s\)"):
+        async for _ in with_idle_limit(events([1.5]), 1.0):
+            pass
+
+
+async def test_provider_errors_pass_through_unchanged() -> None:
+    async def failing() -> AsyncIterator[StreamEvent]:
+        yield TextDelta("partial")
+        raise ProviderError("boom", provider="p", model="m", status=500)
+
+    received: list[StreamEvent] = []
+    with pytest.raises(ProviderError, match="boom"):
+        async for event in with_idle_limit(failing(), 1.0):
+            received.append(event)
+    assert received == [TextDelta("partial")]
+
+
+# --- typed_failure -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def resolved() -> ResolvedModel:
+    return ResolvedModel(
+        provider=OfflineProvider(),
+        model_id="claude-test",
+        credentials=Credentials(profile_id="p1", api_key="k"),
+        entry=ModelEntry(provider="anthropic", id="claude-test", api=ApiKind.ANTHROPIC),
+    )
+
+
+def failure_of(err: ApplicationError) -> ModelFailure:
+    assert err.type == MODEL_PROVIDER_ERROR
+    assert len(err.details) == 1
+    return ModelFailure.model_validate(err.details[0])
+
+
+def provider_error(message: str, **kw: object) -> ProviderError:
+    return ProviderError(message, provider="anthropic", model="claude-test", **kw)  # type: ignore[arg-type]
+
+
+def test_rate_limit_with_retry_after(resolved: ResolvedModel) -> None:
+    err = typed_failure(
+        provider_error("Rate limit exceeded", status=429, retry_after_seconds=12.0),
+        resolved,
+        "high",
+    )
+    assert err.non_retryable
+    assert err.next_retry_delay is None
+    assert err.message.startswith("rate_limit: ")
+    failure = failure_of(err)
+    assert failure.reason == "rate_limit"
+    assert failure.retry_after_seconds == 12.0
+    assert failure.status == 429
+    assert failure.provider == "anthropic"
+    assert failure.model == "claude-test"
+    assert failure.profile_id == "p1"
+    assert failure.thinking == "high"
+    assert failure.raw_message == "Rate limit exceeded"
+    assert not failure.transport
+
+
+def test_transport_error_is_retryable_timeout(resolved: ResolvedModel) -> None:
+    err = typed_failure(provider_error("Connection error.", transport=True), resolved, "off")
+    assert not err.non_retryable
+    assert err.next_retry_delay is None
+    failure = failure_of(err)
+    assert failure.reason == "timeout"
+    assert failure.transport
+
+
+def test_transport_error_with_retry_after_sets_the_next_delay(resolved: ResolvedModel) -> None:
+    err = typed_failure(
+        provider_error("upstream connect error", transport=True, retry_after_seconds=3.0),
+        resolved,
+        "off",
+    )
+    assert not err.non_retryable
+    assert err.next_retry_delay == timedelta(seconds=3)
+
+
+def test_unclassified_transport_error_is_still_timeout(resolved: ResolvedModel) -> None:
+    failure = failure_of(typed_failure(provider_error("???", transport=True), resolved, "off"))
+    assert failure.reason == "timeout"
+    other = failure_of(typed_failure(provider_error("???"), resolved, "off"))
+    assert other.reason == "unknown"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        '400 think value "low" is not supported for this model',
+        "thinking budget not supported",
+        "Reasoning is not supported with this model",
+    ],
+)
+def test_thinking_not_supported(resolved: ResolvedModel, message: str) -> None:
+    err = typed_failure(provider_error(message, status=400), resolved, "low")
+    assert err.non_retryable
+    failure = failure_of(err)
+    assert failure.reason == "thinking_unsupported"
+    assert failure.raw_message == message
+    assert failure.thinking == "low"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "prompt is too long: 250000 tokens > 200000 maximum",
+        "This model's maximum context length is 128000 tokens. However, your messages resulted "
+        "in 130000 tokens.",
+    ],
+)
+def test_context_overflow(resolved: ResolvedModel, message: str) -> None:
+    err = typed_failure(provider_error(message, status=400), resolved, "off")
+    assert err.non_retryable
+    failure = failure_of(err)
+    assert failure.reason == "context_overflow"
+    assert failure.message.startswith("Context overflow")
+
+
+def test_auth_failure(resolved: ResolvedModel) -> None:
+    failure = failure_of(
+        typed_failure(provider_error("invalid x-api-key", status=401), resolved, "off")
+    )
+    assert failure.reason == "auth"
+
+
+def test_no_credentials_means_no_profile(resolved: ResolvedModel) -> None:
+    offline = ResolvedModel(resolved.provider, resolved.model_id, None, resolved.entry)
+    failure = failure_of(typed_failure(provider_error("boom", status=500), offline, "off"))
+    assert failure.profile_id is None
+
+
+def test_raw_message_is_capped(resolved: ResolvedModel) -> None:
+    failure = failure_of(typed_failure(provider_error("x" * 5000), resolved, "off"))
+    assert len(failure.raw_message) == 2000
+
+
+def test_the_key_never_reaches_the_failure(resolved: ResolvedModel) -> None:
+    secret = ResolvedModel(
+        resolved.provider,
+        resolved.model_id,
+        Credentials(profile_id="p1", api_key="sk-secret-value-123"),
+        resolved.entry,
+    )
+    err = typed_failure(provider_error("bad request", status=400), secret, "off")
+    assert "sk-secret-value-123" not in repr(err.details) + err.message

@@ -1,0 +1,452 @@
+"""The base tools without a server: workspace confinement, read / write / edit, exec (exit codes,
+timeouts and cancellation kill the whole process group) and argument parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from activities.tools.exec_tool import run_exec
+from activities.tools.file_tools import edit_file, read_file, write_file
+from activities.tools.results import MAX_RESULT_CHARS, clip
+from activities.tools.specs import (
+    EditArgs,
+    ExecArgs,
+    InvalidToolArguments,
+    ReadArgs,
+    WriteArgs,
+    parse_args,
+    tool_spec,
+    tool_specs,
+)
+from activities.tools.workspace import (
+    PathOutsideWorkspace,
+    WorkspaceMissing,
+    display_path,
+    resolve_in_workspace,
+)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    other = tmp_path / "outside"
+    other.mkdir()
+    (other / "secret.txt").write_text("top secret\n")
+    return other
+
+
+def snapshot(*roots: Path) -> dict[str, bytes | None]:
+    """Every path under the roots with its content (None for folders)."""
+    out: dict[str, bytes | None] = {}
+    for root in roots:
+        for p in sorted(root.rglob("*")):
+            out[str(p)] = None if p.is_dir() or p.is_symlink() else p.read_bytes()
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A killed child of a reaped shell may linger as a zombie until init reaps it.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def gone(pid: int, within: float = 3.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        await asyncio.sleep(0.02)
+    return not alive(pid)
+
+
+# --- workspace confinement -----------------------------------------------------------------------
+
+
+def test_relative_and_absolute_inside_paths_resolve(ws: Path) -> None:
+    root = ws.resolve()
+    assert resolve_in_workspace(str(ws), "a/b.txt") == root / "a" / "b.txt"
+    assert resolve_in_workspace(str(ws), str(ws / "c.txt")) == root / "c.txt"
+    assert resolve_in_workspace(str(ws), "sub/../d.txt") == root / "d.txt"
+    assert resolve_in_workspace(str(ws), ".") == root
+
+
+def test_workspace_reached_through_a_symlink(tmp_path: Path, ws: Path) -> None:
+    link = tmp_path / "ws-link"
+    link.symlink_to(ws)
+    assert resolve_in_workspace(str(link), "f.txt") == ws.resolve() / "f.txt"
+    assert display_path(str(link), ws.resolve() / "f.txt") == "f.txt"
+
+
+def test_missing_workspace(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceMissing):
+        resolve_in_workspace(str(tmp_path / "nope"), "a.txt")
+
+
+def _escapes(ws: Path, outside: Path) -> list[str]:
+    (ws / "to-secret").symlink_to(outside / "secret.txt")
+    (ws / "to-missing").symlink_to(outside / "not-yet.txt")
+    (ws / "linked-dir").symlink_to(outside)
+    return [
+        str(outside / "secret.txt"),
+        "/etc/passwd",
+        "../outside/secret.txt",
+        "a/../../outside/new.txt",
+        "to-secret",
+        "to-missing",
+        "linked-dir/secret.txt",
+        "linked-dir/new.txt",
+        "linked-dir/deeper/new.txt",
+        "..",
+        "a\x00b",
+        "",
+        "   ",
+    ]
+
+
+def test_paths_outside_the_workspace_are_refused(ws: Path, outside: Path) -> None:
+    for raw in _escapes(ws, outside):
+        with pytest.raises(PathOutsideWorkspace):
+            resolve_in_workspace(str(ws), raw)
+
+
+@pytest.mark.parametrize("tool", ["read", "write", "edit"])
+def test_file_tools_touch_nothing_outside(ws: Path, outside: Path, tool: str) -> None:
+    escapes = _escapes(ws, outside)
+    before = snapshot(ws, outside)
+    for raw in escapes:
+        with pytest.raises(PathOutsideWorkspace):
+            if tool == "read":
+                read_file(str(ws), ReadArgs(path=raw))
+            elif tool == "write":
+                write_file(str(ws), WriteArgs(path=raw, content="pwned"))
+            else:
+                edit_file(str(ws), EditArgs(path=raw, old_string="top", new_string="pwned"))
+    assert snapshot(ws, outside) == before
+    assert (outside / "secret.txt").read_text() == "top secret\n"
+    assert not (outside / "not-yet.txt").exists()
+    assert not (outside / "new.txt").exists()
+    assert not (outside / "deeper").exists()
+
+
+def test_errors_name_the_path_but_not_contents(ws: Path, outside: Path) -> None:
+    with pytest.raises(PathOutsideWorkspace, match="outside the workspace") as info:
+        read_file(str(ws), ReadArgs(path=str(outside / "secret.txt")))
+    assert "top secret" not in str(info.value)
+    with pytest.raises(PathOutsideWorkspace, match="NUL"):
+        resolve_in_workspace(str(ws), "x\x00")
+    with pytest.raises(PathOutsideWorkspace, match="non-empty"):
+        resolve_in_workspace(str(ws), "")
+
+
+# --- read ----------------------------------------------------------------------------------------
+
+
+def test_read_whole_file(ws: Path) -> None:
+    (ws / "a.txt").write_text("one\ntwo\nthree\n")
+    res = read_file(str(ws), ReadArgs(path="a.txt"))
+    assert not res.is_error
+    assert res.text == "one\ntwo\nthree"
+    assert res.summary == "3 lines"
+
+
+def test_read_with_offset_and_limit_notes_more_lines(ws: Path) -> None:
+    (ws / "n.txt").write_text("".join(f"line {i}\n" for i in range(10)))
+    res = read_file(str(ws), ReadArgs(path="n.txt", offset=2, limit=3))
+    assert res.text == "line 2\nline 3\nline 4\n… [5 more lines; use offset=5]"
+    tail = read_file(str(ws), ReadArgs(path="n.txt", offset=5, limit=5))
+    assert tail.text == "line 5\nline 6\nline 7\nline 8\nline 9"
+    assert "more lines" not in tail.text
+    past = read_file(str(ws), ReadArgs(path="n.txt", offset=50))
+    assert not past.is_error
+    assert past.text == ""
+
+
+def test_read_missing_file(ws: Path) -> None:
+    res = read_file(str(ws), ReadArgs(path="sub/missing.txt"))
+    assert res.is_error
+    assert res.text == "File not found: sub/missing.txt"
+
+
+def test_read_folder_lists_it(ws: Path) -> None:
+    (ws / "d" / "inner").mkdir(parents=True)
+    (ws / "d" / "b.txt").write_text("x")
+    res = read_file(str(ws), ReadArgs(path="d"))
+    assert res.is_error
+    assert res.text == "d is a folder containing:\nb.txt\ninner/"
+
+
+def test_read_invalid_utf8_is_replaced(ws: Path) -> None:
+    (ws / "bin").write_bytes(b"ok \xff\xfe end\n")
+    res = read_file(str(ws), ReadArgs(path="bin"))
+    assert res.text == "ok \ufffd\ufffd end"
+
+
+def test_read_long_output_is_clipped(ws: Path) -> None:
+    (ws / "big.txt").write_text("x" * (MAX_RESULT_CHARS * 2) + "\n")
+    res = read_file(str(ws), ReadArgs(path="big.txt"))
+    assert len(res.text) < MAX_RESULT_CHARS + 200
+    assert "characters omitted" in res.text
+
+
+def test_clip() -> None:
+    assert clip("short", 10) == "short"
+    clipped = clip("a" * 10 + "b" * 10, 10)
+    assert clipped.startswith("aaaaa\n")
+    assert clipped.endswith("\nbbbbb")
+    assert "[10 characters omitted]" in clipped
+
+
+# --- write ---------------------------------------------------------------------------------------
+
+
+def test_write_creates_parents(ws: Path) -> None:
+    res = write_file(str(ws), WriteArgs(path="a/b/c.txt", content="hello"))
+    assert not res.is_error
+    assert res.text == "Wrote 5 characters to a/b/c.txt"
+    assert (ws / "a" / "b" / "c.txt").read_text() == "hello"
+
+
+def test_write_overwrites_atomically(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = ws / "f.txt"
+    target.write_text("old content")
+    inode_before = target.stat().st_ino
+    write_file(str(ws), WriteArgs(path="f.txt", content="new"))
+    assert target.read_text() == "new"
+    # Written to a temporary file and renamed over the target: a new inode, no leftovers.
+    assert target.stat().st_ino != inode_before
+    assert sorted(p.name for p in ws.iterdir()) == ["f.txt"]
+
+    # If the rename fails, the old content is intact (never a half-written file).
+    def broken_replace(src: object, dst: object) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr("activities.tools.file_tools.os.replace", broken_replace)
+    with pytest.raises(OSError, match="disk on fire"):
+        write_file(str(ws), WriteArgs(path="f.txt", content="newer"))
+    assert target.read_text() == "new"
+
+
+def test_write_to_a_folder_is_an_error(ws: Path) -> None:
+    (ws / "d").mkdir()
+    res = write_file(str(ws), WriteArgs(path="d", content="x"))
+    assert res.is_error
+    assert (ws / "d").is_dir()
+
+
+def test_write_is_idempotent(ws: Path) -> None:
+    for _ in range(2):
+        write_file(str(ws), WriteArgs(path="f.txt", content="same"))
+    assert (ws / "f.txt").read_text() == "same"
+
+
+# --- edit ----------------------------------------------------------------------------------------
+
+
+def test_edit_unique_replace(ws: Path) -> None:
+    (ws / "f.txt").write_text("alpha beta gamma\n")
+    res = edit_file(str(ws), EditArgs(path="f.txt", old_string="beta", new_string="BETA"))
+    assert not res.is_error
+    assert res.text == "Edited f.txt"
+    assert (ws / "f.txt").read_text() == "alpha BETA gamma\n"
+
+
+def test_edit_not_found(ws: Path) -> None:
+    (ws / "f.txt").write_text("alpha\n")
+    res = edit_file(str(ws), EditArgs(path="f.txt", old_string="zeta", new_string="eta"))
+    assert res.is_error
+    assert res.text == "old_string not found in f.txt"
+    assert (ws / "f.txt").read_text() == "alpha\n"
+
+
+def test_edit_multiple_occurrences(ws: Path) -> None:
+    (ws / "f.txt").write_text("x = 1\nx = 1\nx = 1\n")
+    res = edit_file(str(ws), EditArgs(path="f.txt", old_string="x = 1", new_string="x = 2"))
+    assert res.is_error
+    assert "occurs 3 times" in res.text
+    assert (ws / "f.txt").read_text() == "x = 1\nx = 1\nx = 1\n"
+
+
+def test_edit_already_applied_is_success(ws: Path) -> None:
+    (ws / "f.txt").write_text("hello world\n")
+    args = EditArgs(path="f.txt", old_string="world", new_string="there")
+    first = edit_file(str(ws), args)
+    second = edit_file(str(ws), args)  # a retried attempt after the edit landed
+    assert not first.is_error
+    assert not second.is_error
+    assert second.text == "Edited f.txt (already applied)"
+    assert (ws / "f.txt").read_text() == "hello there\n"
+
+
+def test_edit_missing_file_and_empty_old_string(ws: Path) -> None:
+    res = edit_file(str(ws), EditArgs(path="nope.txt", old_string="a", new_string="b"))
+    assert res.is_error
+    assert res.text == "File not found: nope.txt"
+    (ws / "f.txt").write_text("abc")
+    empty = edit_file(str(ws), EditArgs(path="f.txt", old_string="", new_string="b"))
+    assert empty.is_error
+    assert (ws / "f.txt").read_text() == "abc"
+
+
+# --- exec ----------------------------------------------------------------------------------------
+
+
+async def test_exec_exit_code_and_output(ws: Path) -> None:
+    seen: list[str] = []
+    res = await run_exec(str(ws), ExecArgs(command="echo hello; echo oops >&2; pwd"), seen.append)
+    assert not res.is_error
+    assert res.summary == "exit 0"
+    assert res.text == f"exit code 0\nhello\noops\n{ws.resolve()}\n"
+    assert "".join(seen) == f"hello\noops\n{ws.resolve()}\n"
+
+
+async def test_exec_nonzero_exit_is_an_error(ws: Path) -> None:
+    res = await run_exec(str(ws), ExecArgs(command="echo failing; exit 3"), lambda _: None)
+    assert res.is_error
+    assert res.summary == "exit 3"
+    assert res.text == "exit code 3\nfailing\n"
+
+
+async def test_exec_without_output(ws: Path) -> None:
+    res = await run_exec(str(ws), ExecArgs(command="true"), lambda _: None)
+    assert res.text == "exit code 0"
+    assert not res.is_error
+
+
+async def test_exec_stdin_is_closed(ws: Path) -> None:
+    res = await run_exec(str(ws), ExecArgs(command="cat; echo done"), lambda _: None)
+    assert res.text == "exit code 0\ndone\n"
+
+
+async def test_exec_timeout_kills_the_process_group(ws: Path) -> None:
+    started = time.monotonic()
+    res = await asyncio.wait_for(
+        run_exec(
+            str(ws),
+            ExecArgs(command="sleep 30 & echo $! > child.pid; echo started; wait", timeout=1),
+            lambda _: None,
+        ),
+        timeout=10,
+    )
+    elapsed = time.monotonic() - started
+    assert res.is_error
+    assert res.text.startswith("Command timed out after 1s and was killed.")
+    assert "started" in res.text
+    assert res.summary == "timed out after 1s"
+    assert elapsed < 5
+    child = int((ws / "child.pid").read_text())
+    assert await gone(child)
+
+
+async def test_exec_default_timeout(ws: Path) -> None:
+    res = await run_exec(str(ws), ExecArgs(command="sleep 30"), lambda _: None, default_timeout=1)
+    assert res.is_error
+    assert "timed out after 1s" in res.text
+
+
+async def test_exec_background_child_does_not_outlive_the_timeout(ws: Path) -> None:
+    # The shell exits at once but leaves a child holding the output pipe: the call must still
+    # end within its timeout and the child must be killed.
+    started = time.monotonic()
+    res = await asyncio.wait_for(
+        run_exec(
+            str(ws),
+            ExecArgs(command="sleep 30 & echo $! > child.pid; echo left running", timeout=1),
+            lambda _: None,
+        ),
+        timeout=10,
+    )
+    assert time.monotonic() - started < 5
+    assert "left running" in res.text
+    child = int((ws / "child.pid").read_text())
+    assert await gone(child)
+
+
+async def test_exec_cancellation_kills_the_process_group(ws: Path) -> None:
+    seen: list[str] = []
+    ready = asyncio.Event()
+
+    def on_output(text: str) -> None:
+        seen.append(text)
+        if "ready" in "".join(seen):
+            ready.set()
+
+    task = asyncio.create_task(
+        run_exec(
+            str(ws),
+            ExecArgs(command="sleep 30 & echo $! > child.pid; echo ready; wait", timeout=60),
+            on_output,
+        )
+    )
+    await asyncio.wait_for(ready.wait(), timeout=5)
+    child = int((ws / "child.pid").read_text())
+    assert alive(child)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=10)
+    assert done == {task}, "the cancelled command did not end"
+    with pytest.raises(asyncio.CancelledError):
+        task.result()
+    assert await gone(child)
+
+
+async def test_exec_missing_workspace(tmp_path: Path) -> None:
+    with pytest.raises(WorkspaceMissing):
+        await run_exec(str(tmp_path / "nope"), ExecArgs(command="true"), lambda _: None)
+
+
+# --- argument parsing and specs ------------------------------------------------------------------
+
+
+def test_parse_args_ok() -> None:
+    args = parse_args(ReadArgs, {"path": "a.txt", "offset": 3})
+    assert args == ReadArgs(path="a.txt", offset=3, limit=2000)
+
+
+def test_parse_args_errors_are_readable() -> None:
+    with pytest.raises(InvalidToolArguments) as info:
+        parse_args(ReadArgs, {})
+    assert str(info.value) == "invalid arguments: path: Field required"
+
+    with pytest.raises(InvalidToolArguments) as info:
+        parse_args(EditArgs, {"path": "a", "old_string": "x"})
+    assert str(info.value) == "invalid arguments: new_string: Field required"
+
+    with pytest.raises(InvalidToolArguments) as info:
+        parse_args(ReadArgs, {"path": "a", "limit": 0, "colour": "red"})
+    message = str(info.value)
+    assert message.startswith("invalid arguments: ")
+    assert "limit: Input should be greater than or equal to 1" in message
+    assert "colour: Extra inputs are not permitted" in message
+    assert "; " in message
+
+    with pytest.raises(InvalidToolArguments, match="timeout: "):
+        parse_args(ExecArgs, {"command": "ls", "timeout": 0})
+
+
+def test_tool_specs() -> None:
+    spec = tool_spec("read")
+    assert spec.name == "read"
+    assert spec.parameters["required"] == ["path"]
+    assert set(spec.parameters["properties"]) == {"path", "offset", "limit"}
+    assert "title" not in spec.parameters
+    assert all("title" not in p for p in spec.parameters["properties"].values())
+    assert spec.parameters["additionalProperties"] is False
+    assert [s.name for s in tool_specs(["exec", "unknown", "write"])] == ["exec", "write"]
+    assert tool_spec("edit").parameters["required"] == ["path", "old_string", "new_string"]
