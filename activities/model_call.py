@@ -119,6 +119,13 @@ def _reasoning_mode(raw: str) -> ReasoningMode:
         return ReasoningMode.OFF
 
 
+def _refuses_thinking_level(lowered: str) -> bool:
+    """Anthropic-style "think value ... is not supported" or OpenAI's "Unsupported value:
+    'reasoning_effort' does not support ..."."""
+    refusal = any(p in lowered for p in ("not supported", "unsupported value", "does not support"))
+    return refusal and any(w in lowered for w in ("think", "reasoning"))
+
+
 def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) -> ApplicationError:
     """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
 
@@ -132,7 +139,7 @@ def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) ->
         reason = "role_ordering"
     elif image_size_error(text) is not None:
         reason = "image_size"
-    elif "not supported" in lowered and ("think" in lowered or "reasoning" in lowered):
+    elif _refuses_thinking_level(lowered):
         # Which level to try next is the workflow's call (workflows/thinking_fallback.py),
         # made from `raw_message`.
         reason = "thinking_unsupported"

@@ -57,8 +57,9 @@ class ToolActivities:
         self.store = store
         self.settings = settings
 
-    def _marker(self, inp: ToolCallInput) -> Path:
-        return self.store.session_dir(inp.session_key) / "exec-started" / inp.tool_call_id
+    def _marker(self, inp: ToolCallInput, kind: str = "exec-started") -> Path:
+        """A per-call file that tells a retried attempt what an earlier attempt did."""
+        return self.store.session_dir(inp.session_key) / kind / inp.tool_call_id
 
     def _find_call(self, inp: ToolCallInput) -> ToolCall:
         entry = self.store.get(inp.session_key, inp.assistant_entry_id)
@@ -203,7 +204,14 @@ class ToolActivities:
         async def execute(call: ToolCall, _: StreamPublisher) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(EditArgs, call.arguments)
-            return await asyncio.to_thread(edit_file, inp.workspace, args)
+            marker = self._marker(inp, "edit-applied")
+            applied = marker.read_text() if marker.exists() else None
+
+            def remember(digest: str) -> None:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(digest)
+
+            return await asyncio.to_thread(edit_file, inp.workspace, args, applied, remember)
 
         return await self._run(inp, execute)
 

@@ -15,12 +15,13 @@ class QueueMode(StrEnum):
     STEER = "steer"
     FOLLOWUP = "followup"
     COLLECT = "collect"
-    QUEUE = "queue"
     STEER_BACKLOG = "steer-backlog"
     INTERRUPT = "interrupt"
 
 
+# SPEC §17.1: "queue" is the legacy name of steer.
 _MODE_ALIASES = {
+    "queue": QueueMode.STEER,
     "queued": QueueMode.STEER,
     "steering": QueueMode.STEER,
     "interrupts": QueueMode.INTERRUPT,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from activities.tools.results import ToolResult, clip
@@ -52,7 +54,20 @@ def write_file(workspace: str, args: WriteArgs) -> ToolResult:
     return ToolResult(f"Wrote {len(args.content)} characters to {shown}", summary=shown)
 
 
-def edit_file(workspace: str, args: EditArgs) -> ToolResult:
+def content_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def edit_file(
+    workspace: str,
+    args: EditArgs,
+    applied_digest: str | None = None,
+    before_write: Callable[[str], None] | None = None,
+) -> ToolResult:
+    """`applied_digest`: the digest an earlier attempt of this same call recorded just before
+    writing; if the file now has exactly that content, the edit already landed (this matters when
+    new_string contains old_string, where the text alone cannot tell). `before_write` receives
+    the digest of the content about to be written."""
     path = resolve_in_workspace(workspace, args.path)
     shown = display_path(workspace, path)
     if not path.is_file():
@@ -60,6 +75,8 @@ def edit_file(workspace: str, args: EditArgs) -> ToolResult:
     if not args.old_string:
         return ToolResult("old_string must not be empty", is_error=True)
     text = _read_text(path)
+    if applied_digest is not None and content_digest(text) == applied_digest:
+        return ToolResult(f"Edited {shown} (already applied)", summary=shown)
     count = text.count(args.old_string)
     if count == 0:
         # A retry after a crash that happened after the edit landed: the new text is there and
@@ -72,5 +89,8 @@ def edit_file(workspace: str, args: EditArgs) -> ToolResult:
             f"old_string occurs {count} times in {shown}; include more context so it is unique",
             is_error=True,
         )
-    _atomic_write(path, text.replace(args.old_string, args.new_string, 1))
+    updated = text.replace(args.old_string, args.new_string, 1)
+    if before_write is not None:
+        before_write(content_digest(updated))
+    _atomic_write(path, updated)
     return ToolResult(f"Edited {shown}", summary=shown)

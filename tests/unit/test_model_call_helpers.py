@@ -241,3 +241,17 @@ def test_the_key_never_reaches_the_failure(resolved: ResolvedModel) -> None:
     )
     err = typed_failure(provider_error("bad request", status=400), secret, "off")
     assert "sk-secret-value-123" not in repr(err.details) + err.message
+
+
+def test_openai_reasoning_effort_refusal_is_thinking_unsupported(resolved: ResolvedModel) -> None:
+    err = typed_failure(
+        provider_error(
+            "400 Unsupported value: 'reasoning_effort' does not support 'minimal' with this "
+            "model. Supported values are: 'low', 'medium', and 'high'.",
+            status=400,
+            code="unsupported_value",
+        ),
+        resolved,
+        "minimal",
+    )
+    assert failure_of(err).reason == "thinking_unsupported"

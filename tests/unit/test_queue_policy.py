@@ -58,7 +58,6 @@ def test_idle_session_runs_every_mode_now(mode: QueueMode) -> None:
     [
         (QueueMode.COLLECT, Action.QUEUE),
         (QueueMode.FOLLOWUP, Action.QUEUE),
-        (QueueMode.QUEUE, Action.QUEUE),
         (QueueMode.STEER, Action.STEER),
         (QueueMode.STEER_BACKLOG, Action.STEER_AND_QUEUE),
         (QueueMode.INTERRUPT, Action.INTERRUPT),
@@ -173,7 +172,7 @@ def test_single_collect_item_is_sent_as_is() -> None:
     assert batch.turns[0].entry_id == "u7"
 
 
-@pytest.mark.parametrize("mode", [QueueMode.FOLLOWUP, QueueMode.QUEUE, QueueMode.STEER_BACKLOG])
+@pytest.mark.parametrize("mode", [QueueMode.FOLLOWUP, QueueMode.STEER_BACKLOG])
 def test_followup_items_never_merge(mode: QueueMode) -> None:
     batch = next_batch([queued(1, "one", mode), queued(2, "two", mode)])
     assert batch is not None
@@ -222,6 +221,7 @@ def test_canonical_names_parse(mode: QueueMode) -> None:
 @pytest.mark.parametrize(
     ("raw", "mode"),
     [
+        ("queue", QueueMode.STEER),
         ("queued", QueueMode.STEER),
         ("steering", QueueMode.STEER),
         ("interrupts", QueueMode.INTERRUPT),

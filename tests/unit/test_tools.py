@@ -450,3 +450,19 @@ def test_tool_specs() -> None:
     assert spec.parameters["additionalProperties"] is False
     assert [s.name for s in tool_specs(["exec", "unknown", "write"])] == ["exec", "write"]
     assert tool_spec("edit").parameters["required"] == ["path", "old_string", "new_string"]
+
+
+def test_retried_edit_whose_new_text_contains_the_old_is_not_applied_twice(
+    tmp_path: Path,
+) -> None:
+    from activities.tools.file_tools import edit_file
+
+    (tmp_path / "f.txt").write_text("foo\n")
+    args = EditArgs(path="f.txt", old_string="foo", new_string="foo bar")
+    recorded: list[str] = []
+    first = edit_file(str(tmp_path), args, None, recorded.append)
+    assert not first.is_error and (tmp_path / "f.txt").read_text() == "foo bar\n"
+    # The worker died before reporting; the retry brings the digest the first attempt recorded.
+    again = edit_file(str(tmp_path), args, recorded[0], recorded.append)
+    assert "already applied" in again.text
+    assert (tmp_path / "f.txt").read_text() == "foo bar\n"
