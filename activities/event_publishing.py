@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
 
-from temporalio.client import Client
 from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
 from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
 
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
@@ -204,7 +204,11 @@ async def published_message_text(
 
 
 def text_delta_template(
-    session_key: str, run_id: str, message_id: str, turn_index: int, attempt: int,
+    session_key: str,
+    run_id: str,
+    message_id: str,
+    turn_index: int,
+    attempt: int,
     kind: EventKind = EventKind.TEXT_DELTA,
 ) -> AgentEvent:
     suffix = "d" if kind == EventKind.TEXT_DELTA else "r"

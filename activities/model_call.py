@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from activities.event_publishing import (
     stream_offset,
     text_delta_template,
 )
+from activities.model_output.pipeline import Emission, OutputPipeline
+from activities.model_output.think_tags import ReasoningMode
 from activities.providers.base import (
     Finish,
     ModelRequest,
@@ -36,20 +39,31 @@ from activities.providers.base import (
     StreamEvent,
     TextDelta,
     ToolCallComplete,
-    ToolCallStart,
 )
-from activities.providers.resolve import ProviderResolver, UnknownProvider
+from activities.providers.error_classification import (
+    classify_error,
+    format_user_error_text,
+    image_size_error,
+    role_ordering_error,
+)
+from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.system_prompt import build_system_prompt
 from activities.tools.specs import tool_specs
-from activities.transcript_store import TranscriptStore
+from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import (
     CONFIG_ERROR,
     MODEL_IDLE_TIMEOUT,
     MODEL_PROVIDER_ERROR,
     WORKSPACE_MISSING,
+    ModelFailure,
 )
 from agentlane.events import AgentEvent, EventKind
-from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
+from agentlane.model_calls import (
+    CALL_MODEL,
+    ModelCallInput,
+    ModelCallResult,
+    ToolCallRef,
+)
 from agentlane.settings import Settings
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 from agentlane.usage import Usage
@@ -83,11 +97,7 @@ async def with_idle_limit(
 
 def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
     """One line for the Temporal UI and the event stream."""
-    if name == "exec":
-        detail = str(arguments.get("command", ""))
-    else:
-        detail = str(arguments.get("path", ""))
-    detail = " ".join(detail.split())
+    detail = " ".join(str(arguments.get("command" if name == "exec" else "path", "")).split())
     line = f"{name} {detail}".strip()
     return line if len(line) <= 120 else line[:117] + "…"
 
@@ -99,6 +109,64 @@ class _Accumulated:
     tool_calls: list[ToolCallComplete] = field(default_factory=list)
     stop_reason: str = "end_turn"
     usage: Usage = field(default_factory=Usage)
+    reply: str = ""
+
+
+def _reasoning_mode(raw: str) -> ReasoningMode:
+    try:
+        return ReasoningMode(raw)
+    except ValueError:
+        return ReasoningMode.OFF
+
+
+def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) -> ApplicationError:
+    """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
+
+    Transport faults stay retryable by Temporal; everything else is non-retryable, because the
+    right reaction (rotate the profile, lower thinking, compact, fall back) is the workflow's.
+    """
+    text = err.message
+    lowered = text.lower()
+    classification = classify_error(text, err.status, err.code, err.provider)
+    if role_ordering_error(text):
+        reason = "role_ordering"
+    elif image_size_error(text) is not None:
+        reason = "image_size"
+    elif "not supported" in lowered and ("think" in lowered or "reasoning" in lowered):
+        # Which level to try next is the workflow's call (workflows/thinking_fallback.py),
+        # made from `raw_message`.
+        reason = "thinking_unsupported"
+    elif classification.context_overflow:
+        reason = "context_overflow"
+    elif classification.reason is not None:
+        reason = classification.reason.value
+    else:
+        reason = "timeout" if err.transport else "unknown"
+    failure = ModelFailure(
+        reason=reason,
+        message=format_user_error_text(text, status=err.status, provider=err.provider),
+        provider=err.provider,
+        model=err.model,
+        profile_id=resolved.credentials.profile_id if resolved.credentials else None,
+        status=err.status,
+        code=err.code,
+        retry_after_seconds=err.retry_after_seconds,
+        transport=err.transport,
+        raw_message=text[:2000],
+        thinking=thinking,
+    )
+    delay = (
+        timedelta(seconds=err.retry_after_seconds)
+        if err.transport and err.retry_after_seconds
+        else None
+    )
+    return ApplicationError(
+        f"{reason}: {failure.message}",
+        failure.model_dump(mode="json"),
+        type=MODEL_PROVIDER_ERROR,
+        non_retryable=not err.transport,
+        next_retry_delay=delay,
+    )
 
 
 class ModelCallActivity:
@@ -111,20 +179,8 @@ class ModelCallActivity:
 
     def _prepare_transcript(self, inp: ModelCallInput) -> None:
         key = inp.session_key
+        self.store.answer_unanswered(key, inp.run_id, inp.unanswered_reason)
         now = time.time()
-        closures = [
-            TranscriptEntry(
-                id=f"{call.id}:result",
-                role=Role.TOOL,
-                ts=now,
-                run_id=inp.run_id,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                text=inp.unanswered_reason,
-                is_error=True,
-            )
-            for call in self.store.unanswered_tool_calls(key)
-        ]
         users = [
             TranscriptEntry(
                 id=turn.entry_id,
@@ -136,7 +192,7 @@ class ModelCallActivity:
             )
             for turn in inp.append_user
         ]
-        self.store.append(key, closures + users)
+        self.store.append(key, users)
 
     @staticmethod
     def _check_workspace(inp: ModelCallInput) -> None:
@@ -187,7 +243,7 @@ class ModelCallActivity:
         await asyncio.to_thread(self._prepare_transcript, inp)
         try:
             resolved = self.resolver.resolve(inp.model)
-        except UnknownProvider as err:
+        except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
         entries = await asyncio.to_thread(self.store.read, inp.session_key)
@@ -196,8 +252,9 @@ class ModelCallActivity:
             model=resolved.model_id,
             system=build_system_prompt(inp.workspace, tools),
             entries=entries,
-            tools=tools,
+            tools=tools if resolved.entry.capabilities.tools else [],
             thinking=inp.thinking,
+            max_output_tokens=resolved.entry.max_output_tokens,
         )
         client = activity.client()
         prior_text = ""
@@ -230,7 +287,9 @@ class ModelCallActivity:
                 # Nothing is known about what an earlier attempt showed: tell consumers to drop
                 # anything they have for this message.
                 publisher.publish(self._message_event(inp, EventKind.MESSAGE_RESET, info.attempt))
-            acc = await self._stream_call(inp, request, resolved, publisher, prior_text, heartbeat_state)
+            acc = await self._stream_call(
+                inp, request, resolved, publisher, prior_text, heartbeat_state
+            )
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
@@ -243,7 +302,7 @@ class ModelCallActivity:
             tool_calls=refs,
             usage=acc.usage,
             text_chars=len(acc.text),
-            reply_preview=acc.text[:200],
+            reply_preview=acc.reply[:200],
             attempt=info.attempt,
         )
 
@@ -264,34 +323,65 @@ class ModelCallActivity:
         self,
         inp: ModelCallInput,
         request: ModelRequest,
-        resolved: Any,
+        resolved: ResolvedModel,
         publisher: StreamPublisher,
         prior_text: str,
         heartbeat_state: dict[str, int],
     ) -> _Accumulated:
         attempt = activity.info().attempt
         acc = _Accumulated()
+        pipeline = OutputPipeline(_reasoning_mode(inp.reasoning_mode))
         guard = ResumeGuard(prior_text)
-        shown = 0  # characters of acc.text handed to the publisher
+        shown = 0  # characters of the visible text handed to the publisher
+        reasoning_shown = 0
+        blocks = 0
         template = text_delta_template(
             inp.session_key, inp.run_id, inp.assistant_entry_id, inp.turn_index, attempt
         )
         reasoning_template = text_delta_template(
-            inp.session_key, inp.run_id, inp.assistant_entry_id, inp.turn_index, attempt,
+            inp.session_key,
+            inp.run_id,
+            inp.assistant_entry_id,
+            inp.turn_index,
+            attempt,
             EventKind.REASONING_DELTA,
         )
 
-        def release(final: bool) -> None:
-            nonlocal shown
-            if not guard.decide(acc.text, final):
-                return
-            if guard.reset and shown == 0 and guard.publish_from == 0:
-                publisher.publish(self._message_event(inp, EventKind.MESSAGE_RESET, attempt))
-                guard.reset = False
-            shown = max(shown, guard.publish_from)
-            if len(acc.text) > shown:
-                publisher.text(template, shown, acc.text[shown:])
-                shown = len(acc.text)
+        def reset() -> None:
+            publisher.publish(self._message_event(inp, EventKind.MESSAGE_RESET, attempt))
+
+        def deliver(emission: Emission, final: bool) -> None:
+            nonlocal shown, reasoning_shown, blocks
+            if emission.reasoning:
+                publisher.text(reasoning_template, reasoning_shown, emission.reasoning)
+                reasoning_shown += len(emission.reasoning)
+            if emission.reset_visible and shown:
+                reset()
+                shown = 0
+            if guard.decide(pipeline.visible, final):
+                if guard.reset:
+                    reset()
+                    guard.reset = False
+                shown = max(shown, guard.publish_from)
+                if len(pipeline.visible) > shown:
+                    publisher.text(template, shown, pipeline.visible[shown:])
+                    shown = len(pipeline.visible)
+            for block in emission.blocks:
+                # Stable ids: a retried attempt that produces the same blocks repeats nothing.
+                publisher.publish(
+                    AgentEvent(
+                        kind=EventKind.BLOCK_REPLY,
+                        event_id=f"{inp.assistant_entry_id}/block/{blocks}",
+                        session_key=inp.session_key,
+                        run_id=inp.run_id,
+                        attempt=attempt,
+                        turn_index=inp.turn_index,
+                        message_id=inp.assistant_entry_id,
+                        text=block,
+                        index=blocks,
+                    )
+                )
+                blocks += 1
 
         async def heartbeat_loop() -> None:
             while True:
@@ -303,24 +393,20 @@ class ModelCallActivity:
             stream = resolved.provider.stream(request, resolved.credentials)
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):
                 if isinstance(event, TextDelta):
-                    acc.text += event.text
-                    release(final=False)
+                    deliver(pipeline.text(event.text), final=False)
                 elif isinstance(event, ReasoningDelta):
-                    publisher.text(reasoning_template, len(acc.reasoning), event.text)
-                    acc.reasoning += event.text
-                elif isinstance(event, ToolCallStart):
-                    pass
+                    deliver(pipeline.native_reasoning(event.text), final=False)
                 elif isinstance(event, ToolCallComplete):
                     acc.tool_calls.append(event)
                 elif isinstance(event, Finish):
                     acc.stop_reason = event.stop_reason
                     acc.usage = event.usage
-            release(final=True)
+            deliver(pipeline.finish(), final=True)
         except IdleTimeout as err:
-            await self._record_partial(inp, acc, "idle_timeout")
+            await self._record_partial(inp, pipeline, "idle_timeout")
             raise ApplicationError(str(err), type=MODEL_IDLE_TIMEOUT, non_retryable=True) from err
         except asyncio.CancelledError:
-            await asyncio.shield(self._record_partial(inp, acc, "aborted"))
+            await asyncio.shield(self._record_partial(inp, pipeline, "aborted"))
             publisher.publish(
                 self._message_event(inp, EventKind.MESSAGE_END, attempt).model_copy(
                     update={"stop_reason": "aborted"}
@@ -329,29 +415,32 @@ class ModelCallActivity:
             )
             raise
         except ProviderError as err:
-            # Classification into failover reasons happens here once the classifier lands;
-            # transport faults are retried by Temporal, everything else is the workflow's call.
-            raise ApplicationError(
-                err.message,
-                {"status": err.status, "code": err.code, "provider": err.provider,
-                 "model": err.model, "retry_after": err.retry_after_seconds},
-                type=MODEL_PROVIDER_ERROR,
-                non_retryable=not err.transport,
-            ) from err
+            failure = typed_failure(err, resolved, inp.thinking)
+            if failure.non_retryable:
+                # Only a final failure keeps the partial text: a retried attempt must not find
+                # an entry under this message's id and take it for a finished call.
+                await self._record_partial(inp, pipeline, "error")
+            raise failure from err
         finally:
             beats.cancel()
+        acc.text = pipeline.stripped
+        acc.reasoning = pipeline.reasoning
+        acc.reply = pipeline.final_text
         return acc
 
-    async def _record_partial(self, inp: ModelCallInput, acc: _Accumulated, reason: str) -> None:
+    async def _record_partial(
+        self, inp: ModelCallInput, pipeline: OutputPipeline, reason: str
+    ) -> None:
         """Keep what the user already saw; a partial turn never carries tool calls."""
-        if not acc.text:
+        if not pipeline.stripped:
             return
         entry = TranscriptEntry(
             id=inp.assistant_entry_id,
             role=Role.ASSISTANT,
             ts=time.time(),
             run_id=inp.run_id,
-            text=acc.text,
+            text=pipeline.stripped,
+            reasoning=pipeline.reasoning,
             stop_reason=reason,
             model=inp.model.label(),
         )
@@ -397,15 +486,13 @@ class ModelCallActivity:
             )
             if problem is not None:
                 rejected_results.append(
-                    TranscriptEntry(
-                        id=f"{complete.id}:result",
-                        role=Role.TOOL,
-                        ts=now,
-                        run_id=inp.run_id,
-                        tool_call_id=complete.id,
-                        tool_name=complete.name,
-                        text=f"Error: {problem}",
+                    tool_result_entry(
+                        complete.id,
+                        complete.name,
+                        f"Error: {problem}",
+                        inp.run_id,
                         is_error=True,
+                        ts=now,
                     )
                 )
         entry = TranscriptEntry(
@@ -421,4 +508,3 @@ class ModelCallActivity:
             model=inp.model.label(),
         )
         return entry, rejected_results, refs
-

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 from temporalio import activity
 
 from activities.event_publishing import StreamPublisher
+from activities.model_output.normalization import normalize_text
 from activities.transcript_store import TranscriptStore
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 from agentlane.settings import Settings
-from agentlane.transcript import Role, TranscriptEntry
 
 
 class RunFinishActivity:
@@ -23,25 +22,12 @@ class RunFinishActivity:
 
     def _close_and_record(self, inp: FinishRunInput) -> str:
         result = inp.result
-        now = time.time()
-        closures = [
-            TranscriptEntry(
-                id=f"{call.id}:result",
-                role=Role.TOOL,
-                ts=now,
-                run_id=result.run_id,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                text=inp.unanswered_reason,
-                is_error=True,
-            )
-            for call in self.store.unanswered_tool_calls(result.session_key)
-        ]
-        self.store.append(result.session_key, closures)
+        self.store.answer_unanswered(result.session_key, result.run_id, inp.unanswered_reason)
         reply = ""
         if result.last_entry_id:
             last = self.store.get(result.session_key, result.last_entry_id)
-            reply = last.text if last is not None else ""
+            # The user-facing reply: a silent reply or a bare heartbeat delivers nothing.
+            reply = normalize_text(last.text) or "" if last is not None else ""
         runs = self.store.session_dir(result.session_key) / "runs.jsonl"
         if not (runs.exists() and f'"run_id":"{result.run_id}"' in runs.read_text()):
             with runs.open("a") as fh:

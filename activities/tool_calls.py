@@ -32,12 +32,12 @@ from activities.tools.specs import (
     parse_args,
 )
 from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
-from activities.transcript_store import TranscriptStore
+from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT
 from agentlane.events import AgentEvent, EventKind
 from agentlane.settings import Settings
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
-from agentlane.transcript import Role, ToolCall, TranscriptEntry
+from agentlane.transcript import ToolCall, TranscriptEntry
 
 INTERRUPTED_EXEC = (
     "The command was interrupted (the worker running it stopped) and was not run again, because "
@@ -83,7 +83,7 @@ class ToolActivities:
             message_id=inp.assistant_entry_id,
             tool_call_id=inp.tool_call_id,
             tool_name=inp.tool_name,
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
 
     async def _run(
@@ -92,7 +92,9 @@ class ToolActivities:
         execute: Callable[[ToolCall, StreamPublisher], Awaitable[ToolResult]],
     ) -> ToolCallOutcome:
         started = time.monotonic()
-        existing = await asyncio.to_thread(self.store.tool_result, inp.session_key, inp.tool_call_id)
+        existing = await asyncio.to_thread(
+            self.store.tool_result, inp.session_key, inp.tool_call_id
+        )
         if existing is not None:
             # A previous attempt (or the run's clean-up) already answered this call.
             return ToolCallOutcome(
@@ -119,11 +121,14 @@ class ToolActivities:
             except (InvalidToolArguments, PathOutsideWorkspace, WorkspaceMissing) as err:
                 result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
             except asyncio.CancelledError:
-                result = ToolResult("Tool call was cancelled: the run was aborted.", True, "aborted")
+                result = ToolResult(
+                    "Tool call was cancelled: the run was aborted.", True, "aborted"
+                )
                 await asyncio.shield(self._record(inp, result, started))
                 publisher.publish(
-                    self._event(inp, EventKind.TOOL_EXECUTION_END, success=False,
-                                summary="aborted"),
+                    self._event(
+                        inp, EventKind.TOOL_EXECUTION_END, success=False, summary="aborted"
+                    ),
                     urgent=True,
                 )
                 raise
@@ -151,18 +156,19 @@ class ToolActivities:
             duration_ms=duration_ms,
         )
 
-    async def _record(self, inp: ToolCallInput, result: ToolResult, started: float) -> TranscriptEntry:
-        entry = TranscriptEntry(
-            id=f"{inp.tool_call_id}:result",
-            role=Role.TOOL,
-            ts=time.time(),
-            run_id=inp.run_id,
-            tool_call_id=inp.tool_call_id,
-            tool_name=inp.tool_name,
-            text=result.text,
+    async def _record(
+        self, inp: ToolCallInput, result: ToolResult, started: float
+    ) -> TranscriptEntry:
+        entry = tool_result_entry(
+            inp.tool_call_id,
+            inp.tool_name,
+            result.text,
+            inp.run_id,
             is_error=result.is_error,
-            meta={"summary": result.summary,
-                  "duration_ms": int((time.monotonic() - started) * 1000)},
+            meta={
+                "summary": result.summary,
+                "duration_ms": int((time.monotonic() - started) * 1000),
+            },
         )
         await asyncio.to_thread(self.store.append, inp.session_key, [entry])
         # If something else answered first, that answer stands.

@@ -14,10 +14,12 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentlane.ids import file_safe
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
@@ -25,6 +27,30 @@ from agentlane.transcript import Role, ToolCall, TranscriptEntry
 
 class TranscriptCorrupt(Exception):
     pass
+
+
+def tool_result_entry(
+    tool_call_id: str,
+    tool_name: str,
+    text: str,
+    run_id: str | None,
+    *,
+    is_error: bool,
+    ts: float | None = None,
+    meta: dict[str, Any] | None = None,
+) -> TranscriptEntry:
+    """The one way a tool result entry is made; its id derives from the call id."""
+    return TranscriptEntry(
+        id=f"{tool_call_id}:result",
+        role=Role.TOOL,
+        ts=time.time() if ts is None else ts,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        text=text,
+        is_error=is_error,
+        meta=meta or {},
+    )
 
 
 @dataclass
@@ -106,7 +132,8 @@ class TranscriptStore:
             if tool_call_id not in parsed.answered:
                 return None
             return next(
-                e for e in reversed(parsed.entries)
+                e
+                for e in reversed(parsed.entries)
                 if e.role == Role.TOOL and e.tool_call_id == tool_call_id
             )
 
@@ -127,6 +154,21 @@ class TranscriptStore:
             ]
 
     # -- writing ---------------------------------------------------------------------------
+
+    def answer_unanswered(self, key: str, run_id: str, reason: str) -> list[TranscriptEntry]:
+        """Answer every tool call that has no result yet with `reason`, as an error result.
+
+        Keeps the transcript valid (every call answered once) when calls were skipped or a run
+        stopped before they ran.
+        """
+        now = time.time()
+        return self.append(
+            key,
+            [
+                tool_result_entry(call.id, call.name, reason, run_id, is_error=True, ts=now)
+                for call in self.unanswered_tool_calls(key)
+            ],
+        )
 
     @contextmanager
     def _file_lock(self, key: str) -> Iterator[None]:
@@ -169,8 +211,13 @@ class TranscriptStore:
             for entry in entries:
                 if entry.id in parsed.ids or entry.id in batch_ids:
                     continue
-                if entry.role == Role.TOOL and entry.tool_call_id and (
-                    entry.tool_call_id in parsed.answered or entry.tool_call_id in batch_answered
+                if (
+                    entry.role == Role.TOOL
+                    and entry.tool_call_id
+                    and (
+                        entry.tool_call_id in parsed.answered
+                        or entry.tool_call_id in batch_answered
+                    )
                 ):
                     continue
                 if entry.parent_id is None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from pydantic import BaseModel
+
 
 class ExecutionErrorKind(StrEnum):
     VALIDATION_FAILED = "validation_failed"
@@ -40,3 +42,24 @@ MODEL_PROVIDER_ERROR = "ModelProviderError"
 WORKSPACE_MISSING = "WorkspaceMissing"
 TRANSCRIPT_CORRUPT = "TranscriptCorrupt"
 CONFIG_ERROR = "ConfigError"
+
+
+class ModelFailure(BaseModel):
+    """Details of a classified provider failure (ApplicationError details[0]).
+
+    `reason` is a failover reason of SPEC §5.1, or context_overflow, thinking_unsupported,
+    role_ordering, image_size. The workflow decides what to do with it; no key is ever here.
+    """
+
+    reason: str
+    message: str
+    provider: str
+    model: str
+    profile_id: str | None = None
+    status: int | None = None
+    code: str | None = None
+    retry_after_seconds: float | None = None
+    transport: bool = False
+    # The provider's own words (keys scrubbed), for decisions such as the thinking fallback.
+    raw_message: str = ""
+    thinking: str = "off"

@@ -32,6 +32,7 @@ class ModelCallInput(BaseModel):
     # Lifecycle events decided by the workflow, published ahead of this call's own events.
     announce: list[AgentEvent] = Field(default_factory=list)
     idle_timeout_seconds: int = 120
+    reasoning_mode: str = "off"
 
 
 class ToolCallRef(BaseModel):

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from agentlane.errors import ExecutionErrorKind
+from agentlane.errors import ExecutionErrorKind, ModelFailure
 from agentlane.events import AgentEvent
 from agentlane.messages import Routing
 from agentlane.usage import RunUsage
@@ -68,6 +68,7 @@ class ExecutionRequest(BaseModel):
     create_workspace: bool = False
     model: ModelRef = ModelRef()
     thinking: str = "off"
+    reasoning_mode: str = "off"
     budget_seconds: int = RUN_BUDGET_SECONDS
     idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
     tools: list[str] = Field(default_factory=lambda: ["read", "write", "edit", "exec"])
@@ -81,6 +82,8 @@ class ExecutionError(BaseModel):
     kind: ExecutionErrorKind
     message: str
     detail: str = ""
+    # Set when a model provider failed: the classified reason, status, provider, model, profile.
+    failure: ModelFailure | None = None
 
 
 class ExecutionResult(BaseModel):

@@ -28,6 +28,7 @@ class SessionSettings(BaseModel):
     agent_id: str = "main"
     model: ModelRef = ModelRef()
     thinking: str = "off"
+    reasoning_mode: str = "off"
     default_mode: QueueMode = QueueMode.COLLECT
     debounce_ms: int = 1000
     queue_cap: int = 100
@@ -35,6 +36,7 @@ class SessionSettings(BaseModel):
     idle_timeout_seconds: int = 120
     continue_as_new_after_events: int | None = None
     run_continue_as_new_after_events: int | None = None
+    events_continue_as_new_after_events: int | None = None
 
 
 class SessionState(BaseModel):

@@ -19,5 +19,7 @@ async def connect(settings: Settings) -> Client:
         namespace=settings.namespace,
         api_key=api_key,
         tls=tls,
-        data_converter=make_data_converter(settings.payloads_dir, settings.payload_offload_threshold),
+        data_converter=make_data_converter(
+            settings.payloads_dir, settings.payload_offload_threshold
+        ),
     )

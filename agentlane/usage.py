@@ -37,5 +37,7 @@ class RunUsage(BaseModel):
 
     def record(self, call: Usage) -> RunUsage:
         return RunUsage(
-            last_call=call, accumulated=self.accumulated.plus(call), model_calls=self.model_calls + 1
+            last_call=call,
+            accumulated=self.accumulated.plus(call),
+            model_calls=self.model_calls + 1,
         )

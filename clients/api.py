@@ -13,6 +13,7 @@ events into what a user should see (it drops text a retried model attempt repeat
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.transcript_store import TranscriptStore
+from agentlane.config import AgentlaneConfig, ConfigError, load_config
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
     check_session_key,
@@ -100,6 +102,7 @@ class AgentlaneClient:
     def __init__(self, client: Client, settings: Settings) -> None:
         self.client = client
         self.settings = settings
+        self._loaded_config: AgentlaneConfig | None = None
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> AgentlaneClient:
@@ -108,17 +111,33 @@ class AgentlaneClient:
 
     # -- sending ----------------------------------------------------------------------------
 
+    def _config(self) -> AgentlaneConfig:
+        if self._loaded_config is None:
+            self._loaded_config = load_config(self.settings.data_dir)
+        return self._loaded_config
+
+    def _default_model(self) -> str:
+        """AGENTLANE_MODEL, else the config file's default_model, else the offline model."""
+        if os.environ.get("AGENTLANE_MODEL"):
+            return self.settings.default_model
+        return self._config().default_model
+
     def _new_session_state(
         self, key: str, workspace: str | None, model: str | None, overrides: dict[str, object]
     ) -> SessionState:
         create = workspace is None
         ws = workspace or str(self.settings.workspaces_dir / key.replace(":", "_"))
-        provider, _, name = (model or self.settings.default_model).partition("/")
+        ref = model or self._default_model()
+        try:
+            self._config().model(ref)
+        except ConfigError as err:
+            raise SendRejected(str(err)) from err
+        provider, _, name = ref.partition("/")
         settings = SessionSettings(
             workspace=str(Path(ws).resolve()) if not create else ws,
             create_workspace=create,
             model=ModelRef(provider=provider, model=name or "default"),
-            **overrides,  # type: ignore[arg-type]
+            **overrides,
         )
         return SessionState(key=key, settings=settings)
 
@@ -137,11 +156,15 @@ class AgentlaneClient:
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet."""
         key = check_session_key(session_key)
-        if workspace is not None and not Path(workspace).is_dir():
+        if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
         message = InboundMessage(
-            text=text, mode=mode, message_id=message_id, routing=routing or Routing(),
-            sender=sender, workspace=workspace,
+            text=text,
+            mode=mode,
+            message_id=message_id,
+            routing=routing or Routing(),
+            sender=sender,
+            workspace=workspace,
         )
         state = self._new_session_state(key, workspace, model, session_overrides or {})
         start = WithStartWorkflowOperation(
@@ -160,13 +183,17 @@ class AgentlaneClient:
             raise SendRejected(_failure_text(err)) from err
 
     async def abort(self, session_key: str, reason: str = "user abort") -> None:
-        handle = self.client.get_workflow_handle(session_workflow_id(check_session_key(session_key)))
+        handle = self.client.get_workflow_handle(
+            session_workflow_id(check_session_key(session_key))
+        )
         await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))
 
     # -- observing --------------------------------------------------------------------------
 
     async def status(self, session_key: str) -> SessionStatus:
-        handle = self.client.get_workflow_handle(session_workflow_id(check_session_key(session_key)))
+        handle = self.client.get_workflow_handle(
+            session_workflow_id(check_session_key(session_key))
+        )
         status: SessionStatus = await handle.query(SessionWorkflow.status)
         if status.current_run_id:
             progress = await self.run_progress(status.current_run_id)
@@ -194,8 +221,20 @@ class AgentlaneClient:
             return None
 
     async def wait_for_run(self, run_id: str) -> ExecutionResult:
+        """The run's result, once the session has also recorded its end (so a message sent next
+        starts a new run at once instead of queueing behind the finished one)."""
         handle = self.client.get_workflow_handle(run_id, result_type=ExecutionResult)
-        return await handle.result()
+        result: ExecutionResult = await handle.result()
+        session = self.client.get_workflow_handle(session_workflow_id(result.session_key))
+        for _ in range(100):
+            try:
+                status: SessionStatus = await session.query(SessionWorkflow.status)
+            except RPCError:
+                break
+            if status.current_run_id != run_id:
+                break
+            await asyncio.sleep(0.05)
+        return result
 
     async def events_offset(self, session_key: str) -> int:
         stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
@@ -219,7 +258,9 @@ class AgentlaneClient:
             stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
             try:
                 async for item in stream.subscribe(
-                    [EVENTS_TOPIC], from_offset=offset, result_type=AgentEvent,
+                    [EVENTS_TOPIC],
+                    from_offset=offset,
+                    result_type=AgentEvent,
                     poll_cooldown=timedelta(milliseconds=poll_cooldown_ms),
                 ):
                     offset = item.offset + 1

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-
 from agentlane.ids import InvalidSessionKey
 from agentlane.settings import Settings
 
@@ -55,24 +54,33 @@ async def _send(args: argparse.Namespace) -> int:
             offset = 0
     try:
         receipt = await client.send(
-            args.session, text, mode=args.mode, workspace=args.workspace, model=args.model,
+            args.session,
+            text,
+            mode=args.mode,
+            workspace=args.workspace,
+            model=args.model,
             message_id=args.message_id,
         )
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
         return 2
-    print(f"{receipt.disposition.value}: message #{receipt.message_seq} "
-          f"({receipt.mode.value}) run={receipt.run_id or '-'} queue={receipt.queue_length}"
-          + (f" — {receipt.note}" if receipt.note else ""), file=sys.stderr)
+    print(
+        f"{receipt.disposition.value}: message #{receipt.message_seq} "
+        f"({receipt.mode.value}) run={receipt.run_id or '-'} queue={receipt.queue_length}"
+        + (f" — {receipt.note}" if receipt.note else ""),
+        file=sys.stderr,
+    )
     if args.watch and receipt.run_id and receipt.disposition.value in ("started", "interrupted"):
         renderer = TerminalRenderer()
         async for item in client.watch(args.session, offset, until_run=receipt.run_id):
             renderer.render(item.event)
         result = await client.wait_for_run(receipt.run_id)
-        print(f"\nrun {result.run_id}: {result.status.value} "
-              f"({result.termination_reason.value}), {result.turns} turns, "
-              f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
-              file=sys.stderr)
+        print(
+            f"\nrun {result.run_id}: {result.status.value} "
+            f"({result.termination_reason.value}), {result.turns} turns, "
+            f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -84,8 +92,10 @@ async def _watch(args: argparse.Namespace) -> int:
     renderer = TerminalRenderer()
     async for item in client.watch(args.session, args.from_offset):
         if args.json:
-            print(json.dumps({"offset": item.offset, **item.event.model_dump(mode="json")}),
-                  flush=True)
+            print(
+                json.dumps({"offset": item.offset, **item.event.model_dump(mode="json")}),
+                flush=True,
+            )
         else:
             renderer.render(item.event)
     return 0
@@ -137,6 +147,51 @@ async def _transcript(args: argparse.Namespace) -> int:
     return 0
 
 
+def _auth(args: argparse.Namespace) -> int:
+    """Keys go into the 0600 auth store; they are read from a prompt or stdin, never argv."""
+    import getpass
+
+    from activities.auth_store import AuthStore
+
+    store = AuthStore.for_data_dir(Settings.from_env().data_dir)
+    if args.action == "set":
+        if not args.profile or not args.provider:
+            print("usage: agentlane auth set PROFILE --provider PROVIDER", file=sys.stderr)
+            return 2
+        key = (
+            sys.stdin.readline().strip()
+            if not sys.stdin.isatty()
+            else getpass.getpass(f"key for {args.profile}: ").strip()
+        )
+        if not key:
+            print("no key given; nothing stored", file=sys.stderr)
+            return 2
+        path = store.set_key(args.profile, args.provider, key, base_url=args.base_url)
+        print(f"stored key for profile {args.profile} ({args.provider}) in {path}")
+        return 0
+    if args.action == "remove":
+        removed = store.remove(args.profile or "")
+        print("removed" if removed else f"no profile {args.profile}")
+        return 0 if removed else 1
+    for profile in store.profiles().values():
+        state = "key set" if profile.key else "no key"
+        print(f"{profile.id}\t{profile.provider}\t{profile.type}\t{state}\t{profile.source}")
+    return 0
+
+
+def _models(_: argparse.Namespace) -> int:
+    from agentlane.config import load_config
+
+    config = load_config(Settings.from_env().data_dir)
+    for ref, entry in sorted(config.models.items()):
+        marker = "*" if ref == config.default_model else " "
+        print(
+            f"{marker} {ref}\t{entry.api.value}\tcontext {entry.context_window}\t"
+            f"thinking {','.join(entry.capabilities.thinking_levels)}"
+        )
+    return 0
+
+
 def _server(args: argparse.Namespace) -> int:
     devserver = load_devserver()
     return int(devserver.main([args.action]))
@@ -166,8 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", help="workspace folder (used when the session is created)")
     p.add_argument("--model", help="provider/model, e.g. offline/planner")
     p.add_argument("--message-id", help="provider message id, for dedupe")
-    p.add_argument("--no-watch", dest="watch", action="store_false",
-                   help="return once the session accepted the message")
+    p.add_argument(
+        "--no-watch",
+        dest="watch",
+        action="store_false",
+        help="return once the session accepted the message",
+    )
     p.set_defaults(func=_send)
 
     p = sub.add_parser("watch", help="follow a session's events live")
@@ -193,6 +252,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_transcript)
 
+    p = sub.add_parser("auth", help="provider keys in the auth store (never in history)")
+    p.add_argument("action", choices=["set", "list", "remove"])
+    p.add_argument("profile", nargs="?", help="profile id, e.g. anthropic:work")
+    p.add_argument("--provider", help="anthropic, openai, or a compatible server's name")
+    p.add_argument("--base-url", help="for an OpenAI-compatible server")
+    p.set_defaults(func=_auth, sync=True)
+
+    p = sub.add_parser("models", help="the model registry (built-in catalogue + config)")
+    p.set_defaults(func=_models, sync=True)
+
     p = sub.add_parser("server", help="the embedded Temporal dev server")
     p.add_argument("action", choices=["start", "stop", "status", "restart"])
     p.set_defaults(func=_server, sync=True)
@@ -209,10 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
-        if getattr(args, "sync", False):
-            code = args.func(args)
-        else:
-            code = asyncio.run(args.func(args))
+        code = args.func(args) if getattr(args, "sync", False) else asyncio.run(args.func(args))
     except InvalidSessionKey as err:
         print(f"error: {err}", file=sys.stderr)
         code = 2
@@ -227,7 +293,6 @@ def main(argv: list[str] | None = None) -> None:
     sys.stderr.flush()
     # The SDK's runtime can crash at interpreter exit in short-lived scripts (sdk-python#300).
     os._exit(code)
-
 
 
 if __name__ == "__main__":

@@ -19,9 +19,8 @@ NOTES = """Meeting notes, 21 November
 """
 
 INSTRUCTION = (
-    "read notes.txt then summarize notes.txt into summary.txt then "
-    "run `wc -w notes.txt summary.txt` then say The demo is complete: the summary is in "
-    "summary.txt."
+    "summarize notes.txt into summary.txt then run `wc -w notes.txt summary.txt` then "
+    "say The demo is complete, the summary is in summary.txt"
 )
 
 
@@ -32,8 +31,11 @@ def _start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
     env["AGENTLANE_DATA_DIR"] = str(settings.data_dir)
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "workers.main"], stdout=out, stderr=subprocess.STDOUT,
-            env=env, start_new_session=True,
+            [sys.executable, "-m", "workers.main"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
 
 
@@ -51,8 +53,10 @@ async def _run_session(settings: Settings, session: str, workspace: Path) -> int
     async for item in client.watch(session, offset, until_run=receipt.run_id):
         renderer.render(item.event)
     result = await client.wait_for_run(receipt.run_id or "")
-    print(f"\nrun finished: {result.status.value} ({result.termination_reason.value}), "
-          f"{result.turns} turns, {result.tool_calls} tool calls, {result.duration_ms} ms")
+    print(
+        f"\nrun finished: {result.status.value} ({result.termination_reason.value}), "
+        f"{result.turns} turns, {result.tool_calls} tool calls, {result.duration_ms} ms"
+    )
     print(f"summary.txt now says: {(workspace / 'summary.txt').read_text().strip()}")
     return 0 if result.status.value == "success" else 1
 
@@ -64,8 +68,10 @@ def run_demo(session: str = "demo") -> int:
     devserver = load_devserver()
     server = devserver.from_env(str(settings.data_dir))
     started_here = not server.running()
-    print(f"• Temporal dev server: {'starting' if started_here else 'already running'} "
-          f"({server.address}, SQLite at {server.data_dir / server.db_name})")
+    print(
+        f"• Temporal dev server: {'starting' if started_here else 'already running'} "
+        f"({server.address}, SQLite at {server.data_dir / server.db_name})"
+    )
     server.start()
     workspace = settings.workspaces_dir / "demo"
     workspace.mkdir(parents=True, exist_ok=True)

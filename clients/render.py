@@ -59,10 +59,9 @@ class TerminalRenderer:
                     f"({event.data.get('total_turns', 0)} turns, "
                     f"{event.data.get('duration_ms', 0)} ms)"
                 )
-        elif kind == EventKind.ERROR:
-            if event.event_id not in self.view.seen_ids:
-                self.view.apply(event)
-                self._line(f"! error: {event.text}")
+        elif kind == EventKind.ERROR and event.event_id not in self.view.seen_ids:
+            self.view.apply(event)
+            self._line(f"! error: {event.text}")
         self.out.flush()
 
 

@@ -81,12 +81,19 @@ class DevServer:
 
     def command(self) -> list[str]:
         cmd = [
-            temporal_binary(), "server", "start-dev",
-            "--db-filename", str(self.data_dir / self.db_name),
-            "--ip", "127.0.0.1",
-            "--port", str(self.port),
-            "--log-level", "warn",
-            "--search-attribute", "AgentSessionKey=Keyword",
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--db-filename",
+            str(self.data_dir / self.db_name),
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warn",
+            "--search-attribute",
+            "AgentSessionKey=Keyword",
         ]
         if self.ui_port is None:
             cmd.append("--headless")
@@ -119,8 +126,11 @@ class DevServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log_file.open("ab") as log:
             proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self.state_file.write_text(
             json.dumps({"pid": proc.pid, "port": self.port, "ui_port": self.ui_port})
@@ -142,9 +152,18 @@ class DevServer:
         # The port opens a little before the default namespace answers.
         while time.monotonic() < deadline:
             check = subprocess.run(
-                [temporal_binary(), "operator", "namespace", "describe", "-n", "default",
-                 "--address", self.address],
-                capture_output=True, timeout=10,
+                [
+                    temporal_binary(),
+                    "operator",
+                    "namespace",
+                    "describe",
+                    "-n",
+                    "default",
+                    "--address",
+                    self.address,
+                ],
+                capture_output=True,
+                timeout=10,
             )
             if check.returncode == 0:
                 return
@@ -205,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         print("stopped" if server.stop() else "not running")
     if args.action in ("start", "restart"):
         pid = server.start()
-        print(f"temporal dev server running (pid {pid}) at {server.address}; "
-              f"UI http://localhost:{server.ui_port}")
+        print(
+            f"temporal dev server running (pid {pid}) at {server.address}; "
+            f"UI http://localhost:{server.ui_port}"
+        )
     if args.action == "status":
         print(json.dumps(server.status(), indent=2))
         return 0 if server.running() else 1

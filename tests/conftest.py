@@ -27,7 +27,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
 def make_deployment(server: object, root: Path, **extra_env: str) -> Deployment:
     return Deployment(
-        data_dir=root, server=server, task_queue=f"tq-{uuid.uuid4().hex[:8]}",
+        data_dir=root,
+        server=server,
+        task_queue=f"tq-{uuid.uuid4().hex[:8]}",
         extra_env=dict(extra_env),
     )
 

@@ -89,8 +89,12 @@ class Deployment:
         log = self.data_dir / f"worker-{len(self.workers)}-{uuid.uuid4().hex[:6]}.log"
         out = log.open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workers.main"], cwd=REPO, env=self.env(),
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "workers.main"],
+            cwd=REPO,
+            env=self.env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         worker = WorkerProcess(proc, log)
         self.workers.append(worker)

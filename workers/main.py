@@ -37,7 +37,7 @@ WORKFLOWS: Sequence[type] = (SessionWorkflow, AgentRunWorkflow, SessionEventsWor
 
 def build_workers(client: Client, settings: Settings) -> list[Worker]:
     store = TranscriptStore(settings.transcripts_dir)
-    model = ModelCallActivity(store, ProviderResolver(), settings)
+    model = ModelCallActivity(store, ProviderResolver(settings), settings)
     tools = ToolActivities(store, settings)
     finish = RunFinishActivity(store, settings)
     common = dict(
@@ -83,8 +83,12 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             pass
     tasks = [asyncio.create_task(w.run()) for w in workers]
     log.info(
-        "worker %s up on %s (queues %s, %s, %s)", os.getpid(), settings.temporal_address,
-        settings.workflow_task_queue, settings.model_task_queue, settings.tool_task_queue,
+        "worker %s up on %s (queues %s, %s, %s)",
+        os.getpid(),
+        settings.temporal_address,
+        settings.workflow_task_queue,
+        settings.model_task_queue,
+        settings.tool_task_queue,
     )
     print(f"agentlane worker pid={os.getpid()} ready", flush=True)
     if ready:

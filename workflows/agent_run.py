@@ -11,6 +11,7 @@ disconnects changes nothing.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -25,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         MODEL_PROVIDER_ERROR,
         WORKSPACE_MISSING,
         ExecutionErrorKind,
+        ModelFailure,
     )
     from agentlane.events import AgentEvent, EventKind, lifecycle_event_id
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
@@ -66,6 +68,17 @@ def _failure(err: ActivityError) -> LoopEnd:
                     "Please try again.",
                     detail=cause.message,
                 ),
+            )
+        if cause.type == MODEL_PROVIDER_ERROR and cause.details:
+            failure = ModelFailure.model_validate(cause.details[0])
+            kind = (
+                ExecutionErrorKind.QUOTA_EXCEEDED
+                if failure.reason in ("rate_limit", "billing")
+                else ExecutionErrorKind.RUNTIME_ERROR
+            )
+            return LoopEnd(
+                TerminationReason.ERROR,
+                ExecutionError(kind=kind, message=failure.message, failure=failure),
             )
         kind = {
             WORKSPACE_MISSING: ExecutionErrorKind.VALIDATION_FAILED,
@@ -137,7 +150,7 @@ class AgentRunWorkflow:
                 run_id=self.req.run_id,
                 ts=workflow.now().timestamp(),
                 turn_index=turn_index,
-                **fields,  # type: ignore[arg-type]
+                **fields,
             )
         )
 
@@ -165,7 +178,7 @@ class AgentRunWorkflow:
         end: LoopEnd
         try:
             if remaining <= 0:
-                raise asyncio.TimeoutError
+                raise builtins.TimeoutError
             await workflow.wait_condition(
                 lambda: loop.done() or self.abort_reason is not None,
                 timeout=remaining,
@@ -176,7 +189,7 @@ class AgentRunWorkflow:
             else:
                 await self._stop(loop)
                 end = LoopEnd(TerminationReason.ABORT_SIGNAL)
-        except asyncio.TimeoutError:
+        except builtins.TimeoutError:
             await self._stop(loop)
             end = LoopEnd(
                 TerminationReason.TIMEOUT_48H,
@@ -240,6 +253,7 @@ class AgentRunWorkflow:
                         assistant_entry_id=f"{self.req.run_id}:t{turn}",
                         announce=announce,
                         idle_timeout_seconds=self.req.idle_timeout_seconds,
+                        reasoning_mode=self.req.reasoning_mode,
                     ),
                     result_type=ModelCallResult,
                     task_queue=model_task_queue(workflow.info().task_queue),
@@ -271,8 +285,9 @@ class AgentRunWorkflow:
                         # Steering: remaining calls are answered as skipped by the next model
                         # call, which then sees the user's new message.
                         break
-                    failure = await self._run_tool(turn, result.entry_id, call.id, call.name,
-                                                   call.summary)
+                    failure = await self._run_tool(
+                        turn, result.entry_id, call.id, call.name, call.summary
+                    )
                     if failure is not None:
                         return failure
             self._emit(EventKind.TURN_END, turn, has_tool_calls=has_tool_calls)
@@ -325,6 +340,15 @@ class AgentRunWorkflow:
             end.error = ExecutionError(
                 kind=ExecutionErrorKind.ABORTED, message=self.abort_reason or "aborted"
             )
+        # The error (if any) comes first: agent_end is always a run's last event, where
+        # watchers stop.
+        if end.error is not None and status == ExecutionStatus.ERROR:
+            self._emit(
+                EventKind.ERROR,
+                text=end.error.message,
+                recoverable=end.error.kind == ExecutionErrorKind.TIMEOUT,
+                data={"code": end.error.kind.value},
+            )
         self._emit(
             EventKind.AGENT_END,
             termination_reason=reason.value,
@@ -335,13 +359,6 @@ class AgentRunWorkflow:
                 "status": status.value,
             },
         )
-        if end.error is not None and status == ExecutionStatus.ERROR:
-            self._emit(
-                EventKind.ERROR,
-                text=end.error.message,
-                recoverable=end.error.kind == ExecutionErrorKind.TIMEOUT,
-                data={"code": end.error.kind.value},
-            )
         result = ExecutionResult(
             session_key=self.req.session_key,
             run_id=self.req.run_id,
@@ -370,8 +387,7 @@ class AgentRunWorkflow:
                 retry_policy=opts.FINISH_RETRY,
                 summary=f"finish: {reason.value}",
             )
-            if finished.reply:
-                result.reply = finished.reply
+            result.reply = finished.reply
         except ActivityError as err:
             workflow.logger.warning("finish_run failed: %s", err)
         # Steering that arrived after the last model call goes back to the session's queue.

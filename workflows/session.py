@@ -10,11 +10,10 @@ only its compact state.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -49,7 +48,14 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
     )
     from workflows.agent_run import AgentRunWorkflow
-    from workflows.queue_policy import Action, Batch, debounce_remaining_ms, decide, next_batch, remove
+    from workflows.queue_policy import (
+        Action,
+        Batch,
+        debounce_remaining_ms,
+        decide,
+        next_batch,
+        remove,
+    )
     from workflows.session_events import SessionEventsWorkflow
 
 RECENT_MESSAGE_IDS = 500
@@ -77,8 +83,9 @@ class SessionWorkflow:
         seq = self.s.message_seq
         if msg.message_id:
             if msg.message_id in self.s.recent_message_ids:
-                return self._receipt(seq, SendDisposition.DUPLICATE, mode,
-                                     note="already received (same message id)")
+                return self._receipt(
+                    seq, SendDisposition.DUPLICATE, mode, note="already received (same message id)"
+                )
             self.s.recent_message_ids = (self.s.recent_message_ids + [msg.message_id])[
                 -RECENT_MESSAGE_IDS:
             ]
@@ -100,13 +107,17 @@ class SessionWorkflow:
             if action == Action.STEER_AND_QUEUE or not steered:
                 self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
             if steered:
-                return self._receipt(seq, SendDisposition.STEERED, mode,
-                                     run_id=self.current_run_id)
-            return self._receipt(seq, SendDisposition.QUEUED, mode,
-                                 note="the run could not take steering; queued instead")
+                return self._receipt(seq, SendDisposition.STEERED, mode, run_id=self.current_run_id)
+            return self._receipt(
+                seq,
+                SendDisposition.QUEUED,
+                mode,
+                note="the run could not take steering; queued instead",
+            )
         self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
-        return self._receipt(seq, SendDisposition.QUEUED, mode,
-                             note=f"runs after {self.current_run_id}")
+        return self._receipt(
+            seq, SendDisposition.QUEUED, mode, note=f"runs after {self.current_run_id}"
+        )
 
     @send.validator
     def validate_send(self, msg: InboundMessage) -> None:
@@ -131,8 +142,12 @@ class SessionWorkflow:
             )
 
     def _receipt(
-        self, seq: int, disposition: SendDisposition, mode: QueueMode,
-        run_id: str | None = None, note: str = "",
+        self,
+        seq: int,
+        disposition: SendDisposition,
+        mode: QueueMode,
+        run_id: str | None = None,
+        note: str = "",
     ) -> SendReceipt:
         return SendReceipt(
             session_key=self.s.key,
@@ -145,12 +160,21 @@ class SessionWorkflow:
         )
 
     def _enqueue(
-        self, seq: int, mode: QueueMode, turn: UserTurn, message_id: str | None,
-        debounce: bool, front: bool = False,
+        self,
+        seq: int,
+        mode: QueueMode,
+        turn: UserTurn,
+        message_id: str | None,
+        debounce: bool,
+        front: bool = False,
     ) -> None:
         item = QueuedMessage(
-            seq=seq, mode=mode, turn=turn, enqueued_at=workflow.time(),
-            message_id=message_id, debounce=debounce,
+            seq=seq,
+            mode=mode,
+            turn=turn,
+            enqueued_at=workflow.time(),
+            message_id=message_id,
+            debounce=debounce,
         )
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         if debounce:
@@ -212,7 +236,12 @@ class SessionWorkflow:
         try:
             await workflow.start_child_workflow(
                 SessionEventsWorkflow.run,
-                EventsInput(session_key=self.s.key),
+                EventsInput(
+                    session_key=self.s.key,
+                    continue_as_new_after_events=(
+                        self.s.settings.events_continue_as_new_after_events
+                    ),
+                ),
                 id=events_workflow_id(self.s.key),
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"event stream of session {self.s.key}",
@@ -262,6 +291,7 @@ class SessionWorkflow:
             create_workspace=settings.create_workspace,
             model=settings.model,
             thinking=settings.thinking,
+            reasoning_mode=settings.reasoning_mode,
             budget_seconds=settings.run_budget_seconds,
             idle_timeout_seconds=settings.idle_timeout_seconds,
             parent_entry_id=self.s.last_entry_id,
@@ -291,10 +321,12 @@ class SessionWorkflow:
         self._record(result)
         for turn in reversed(result.unconsumed):
             self.s.message_seq += 1
-            self._enqueue(self.s.message_seq, QueueMode.FOLLOWUP, turn, None,
-                          debounce=False, front=True)
+            self._enqueue(
+                self.s.message_seq, QueueMode.FOLLOWUP, turn, None, debounce=False, front=True
+            )
         workflow.set_current_details(
-            f"idle; last run **{run_id}**: {result.status.value} ({result.termination_reason.value})"
+            f"idle; last run **{run_id}**: "
+            f"{result.status.value} ({result.termination_reason.value})"
         )
 
     def _failed_result(self, request: ExecutionRequest, err: ChildWorkflowError) -> ExecutionResult:
@@ -316,6 +348,6 @@ class SessionWorkflow:
         self.s.usage = self.s.usage.plus(result.usage.accumulated)
         self.s.last_entry_id = result.last_entry_id or self.s.last_entry_id
         # Keep the carried state small: the reply is in the transcript.
-        self.s.last_result = result.model_copy(update={"reply": result.reply[:500], "unconsumed": []})
-
-
+        self.s.last_result = result.model_copy(
+            update={"reply": result.reply[:500], "unconsumed": []}
+        )

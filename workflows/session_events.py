@@ -41,6 +41,4 @@ class SessionEventsWorkflow:
         state = self.stream.get_state()
         end = state.base_offset + len(state.log)
         self.stream.truncate(max(state.base_offset, end - inp.keep_items))
-        await self.stream.continue_as_new(
-            lambda s: [inp.model_copy(update={"stream_state": s})]
-        )
+        await self.stream.continue_as_new(lambda s: [inp.model_copy(update={"stream_state": s})])

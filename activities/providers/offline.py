@@ -128,5 +128,7 @@ class OfflineProvider:
         prompt_chars = len(request.system) + sum(len(e.text) for e in request.entries)
         yield Finish(
             stop_reason=stop_reason,
-            usage=Usage(input=_estimate_tokens(prompt_chars), output=_estimate_tokens(output_chars)),
+            usage=Usage(
+                input=_estimate_tokens(prompt_chars), output=_estimate_tokens(output_chars)
+            ),
         )

@@ -98,7 +98,9 @@ def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
         content = next(g for g in m.groups()[:3] if g is not None)
         return [PlannedTool("write", {"path": _unquote(m.group(4)), "content": content})]
     if m := re.match(r"(?:write|create)\s+(\S+)\s+(?:with|containing)\s+(.+)$", c, re.I | re.S):
-        return [PlannedTool("write", {"path": _unquote(m.group(1)), "content": _unquote(m.group(2))})]
+        return [
+            PlannedTool("write", {"path": _unquote(m.group(1)), "content": _unquote(m.group(2))})
+        ]
     if m := re.match(
         r"edit\s+(\S+)\s+(?:replacing|replace)\s+(.+?)\s+with\s+(.+)$", c, re.IGNORECASE | re.S
     ):
@@ -118,7 +120,11 @@ def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
         return [PlannedTool("exec", {"command": f"sleep {m.group(1)}"})]
     if m := re.match(r"count\s+(slowly\s+)?to\s+(\d+)(\s+slowly)?$", low):
         n = min(int(m.group(2)), 100_000)
-        return [PlannedText(" ".join(str(i) for i in range(1, n + 1)), slow=bool(m.group(1) or m.group(3)))]
+        return [
+            PlannedText(
+                " ".join(str(i) for i in range(1, n + 1)), slow=bool(m.group(1) or m.group(3))
+            )
+        ]
     if m := re.match(r"say\s+(.+)$", c, re.IGNORECASE | re.S):
         return [PlannedText(_unquote(m.group(1)))]
     return []
@@ -142,7 +148,9 @@ def summarize_text(source: str, text: str) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("… [")]
     words = sum(len(ln.split()) for ln in lines)
     first = lines[0].strip() if lines else "(empty)"
-    return f"Summary of {source}: {len(lines)} non-empty lines, {words} words. First line: {first}\n"
+    return (
+        f"Summary of {source}: {len(lines)} non-empty lines, {words} words. First line: {first}\n"
+    )
 
 
 @dataclass(frozen=True)

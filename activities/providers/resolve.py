@@ -1,20 +1,23 @@
 """Maps a model reference to a provider instance and the credentials it needs.
 
 Credentials are resolved here, inside the activity, from the auth store or the environment;
-workflows only ever name a provider, a model and a profile id.
+workflows only ever name a provider, a model and (later) a profile id.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from activities.auth_store import AuthStoreError, resolve_credentials
 from activities.providers.base import Credentials, ModelProvider
-from activities.providers.offline import OfflineProvider
+from activities.providers.catalog import build_provider
+from agentlane.config import AgentlaneConfig, ApiKind, ConfigError, ModelEntry, load_config
 from agentlane.run import ModelRef
+from agentlane.settings import Settings
 
 
-class UnknownProvider(Exception):
-    pass
+class ModelUnavailable(Exception):
+    """The model cannot be used as configured (unknown model, no key, unreadable config)."""
 
 
 @dataclass(frozen=True)
@@ -22,13 +25,42 @@ class ResolvedModel:
     provider: ModelProvider
     model_id: str
     credentials: Credentials | None
+    entry: ModelEntry
 
 
 class ProviderResolver:
-    def __init__(self) -> None:
-        self._offline = OfflineProvider()
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._config: AgentlaneConfig | None = None
+        self._providers: dict[str, ModelProvider] = {}
+
+    def config(self) -> AgentlaneConfig:
+        if self._config is None:
+            try:
+                self._config = load_config(self.settings.data_dir)
+            except ConfigError as err:
+                raise ModelUnavailable(str(err)) from err
+        return self._config
 
     def resolve(self, ref: ModelRef, profile_id: str | None = None) -> ResolvedModel:
-        if ref.provider == "offline":
-            return ResolvedModel(self._offline, ref.model, None)
-        raise UnknownProvider(f"unknown model provider {ref.provider!r} (model {ref.label()})")
+        config = self.config()
+        try:
+            entry = config.model(ref.label())
+        except ConfigError as err:
+            raise ModelUnavailable(str(err)) from err
+        provider = self._providers.get(entry.ref)
+        if provider is None:
+            provider = self._providers[entry.ref] = build_provider(entry)
+        credentials: Credentials | None = None
+        if entry.api != ApiKind.OFFLINE:
+            try:
+                credentials = resolve_credentials(
+                    profile_id,
+                    entry.provider,
+                    data_dir=self.settings.data_dir,
+                    order=config.auth_order.get(entry.provider),
+                )
+            except AuthStoreError as err:
+                if entry.needs_key:
+                    raise ModelUnavailable(str(err)) from err
+        return ResolvedModel(provider, entry.id, credentials, entry)

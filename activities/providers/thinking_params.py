@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from activities.providers.base import ProviderError
+from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 
-THINKING_LEVELS = ("off", "minimal", "low", "medium", "high", "xhigh", "adaptive")
+__all__ = ["THINKING_LEVELS", "normalize_thinking_level"]
 _ORDERED = ("off", "minimal", "low", "medium", "high", "xhigh")
 
 ANTHROPIC_THINKING_BUDGETS = {
@@ -37,34 +38,6 @@ ANTHROPIC_THINKING_BUDGETS = {
 }
 
 UNSUPPORTED_THINKING_CODE = "unsupported_thinking_level"
-
-_ALIASES = {
-    "on": "low",
-    "enable": "low",
-    "enabled": "low",
-    "min": "minimal",
-    "think": "minimal",
-    "mid": "medium",
-    "med": "medium",
-    "thinkharder": "medium",
-    "harder": "medium",
-    "ultra": "high",
-    "ultrathink": "high",
-    "highest": "high",
-    "max": "high",
-    "auto": "adaptive",
-    "extrahigh": "xhigh",
-}
-
-
-def normalize_thinking_level(raw: str | None) -> str | None:
-    """A user's word for a level (SPEC §6 normalisation), or None if it names no level."""
-    if raw is None:
-        return None
-    word = raw.strip().lower().replace("-", "").replace("_", "").replace(" ", "")
-    if word in THINKING_LEVELS:
-        return word
-    return _ALIASES.get(word)
 
 
 def is_supported(level: str, supported: Sequence[str]) -> bool:

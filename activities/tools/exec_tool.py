@@ -8,8 +8,10 @@ separate). Output is streamed to a callback as it arrives.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
+import sys
 from collections.abc import Callable
 
 from activities.tools.results import ToolResult, clip
@@ -17,6 +19,19 @@ from activities.tools.specs import ExecArgs
 from activities.tools.workspace import workspace_root
 
 DEFAULT_TIMEOUT_SECONDS = 120
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_worker() -> None:
+    """Runs in the child before exec: if the worker dies (kill -9), the command dies too.
+
+    Otherwise a command would keep running after the run was told it was interrupted.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
@@ -43,6 +58,7 @@ async def run_exec(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_die_with_worker if sys.platform == "linux" else None,
     )
     chunks: list[str] = []
 

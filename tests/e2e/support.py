@@ -75,7 +75,11 @@ async def wait_idle(client: AgentlaneClient, key: str, runs: int, timeout: float
     async def go() -> None:
         while True:
             status = await client.status(key)
-            if status.runs >= runs and status.phase == SessionPhase.IDLE and not status.queue_length:
+            if (
+                status.runs >= runs
+                and status.phase == SessionPhase.IDLE
+                and not status.queue_length
+            ):
                 return
             await asyncio.sleep(0.2)
 

@@ -27,7 +27,8 @@ async def test_steer_reaches_the_running_run(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
     first = await client.send(
-        session_key, "count slowly to 60 then run `sleep 1` then say not steered",
+        session_key,
+        "count slowly to 60 then run `sleep 1` then say not steered",
         workspace=str(workspace),
     )
     assert first.run_id
@@ -129,8 +130,7 @@ async def test_messages_sent_while_busy_are_queued_and_run_after(
 async def test_duplicate_message_id_is_not_run_twice(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(session_key, "say once", message_id="m-1",
-                              workspace=str(workspace))
+    first = await client.send(session_key, "say once", message_id="m-1", workspace=str(workspace))
     assert first.run_id
     await client.wait_for_run(first.run_id)
     again = await client.send(session_key, "say once", message_id="m-1")

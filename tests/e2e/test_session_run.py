@@ -67,4 +67,7 @@ async def test_second_message_continues_the_same_session(
     assert "read: ok: one" in result.reply
     entries = client.transcript(session_key)
     assert_transcript_valid(entries)
-    assert [e.text for e in entries if e.role == Role.USER] == ["write a.txt with one", "read a.txt"]
+    assert [e.text for e in entries if e.role == Role.USER] == [
+        "write a.txt with one",
+        "read a.txt",
+    ]

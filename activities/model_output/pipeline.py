@@ -1,0 +1,93 @@
+"""What the model-call activity runs every streamed delta through before a user sees it.
+
+Think/final tags are stripped (their content becomes reasoning), the text is normalised as it
+streams (heartbeat and silent-reply tokens never flash up), reasoning is delivered per the
+reasoning mode, and block replies are cut by the fence-aware chunker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from activities.model_output.block_chunker import BlockChunker, BlockChunkingConfig
+from activities.model_output.normalization import normalize_streaming_text, normalize_text
+from activities.model_output.think_tags import (
+    ReasoningMode,
+    ThinkTagStreamStripper,
+    format_reasoning_message,
+)
+
+
+@dataclass
+class Emission:
+    visible: str = ""  # text to append to what the user sees
+    reset_visible: bool = False  # what the user saw is wrong: drop it, then show `visible`
+    reasoning: str = ""  # reasoning to stream (mode `stream` only)
+    blocks: list[str] = field(default_factory=list)  # block replies now complete
+
+
+class OutputPipeline:
+    def __init__(
+        self,
+        reasoning_mode: ReasoningMode = ReasoningMode.OFF,
+        enforce_final_tag: bool = False,
+        chunking: BlockChunkingConfig | None = None,
+    ) -> None:
+        self.mode = reasoning_mode
+        self._stripper = ThinkTagStreamStripper(enforce_final_tag=enforce_final_tag)
+        self._chunker = BlockChunker(chunking or BlockChunkingConfig())
+        self.stripped = ""  # the answer without reasoning tags: what the transcript keeps
+        self.visible = ""  # what the user has been shown
+        self.reasoning = ""
+        self._reasoning_block_sent = False
+
+    def text(self, delta: str) -> Emission:
+        part = self._stripper.feed(delta)
+        return self._advance(part.text, part.reasoning, final=False)
+
+    def native_reasoning(self, delta: str) -> Emission:
+        self.reasoning += delta
+        return Emission(reasoning=delta if self.mode == ReasoningMode.STREAM else "")
+
+    def finish(self) -> Emission:
+        part = self._stripper.finish()
+        return self._advance(part.text, part.reasoning, final=True)
+
+    @property
+    def final_text(self) -> str:
+        """The user-facing reply; empty for a silent reply or a bare heartbeat."""
+        return normalize_text(self.stripped) or ""
+
+    def _advance(self, text: str, reasoning: str, final: bool) -> Emission:
+        out = Emission()
+        if reasoning:
+            self.reasoning += reasoning
+            if self.mode == ReasoningMode.STREAM:
+                out.reasoning = reasoning
+        self.stripped += text
+        normalised = (normalize_text if final else normalize_streaming_text)(self.stripped) or ""
+        if normalised.startswith(self.visible):
+            out.visible = normalised[len(self.visible) :]
+            self.visible = normalised
+        elif not self.visible.startswith(normalised):
+            out.reset_visible = True
+            out.visible = normalised
+            self.visible = normalised
+        # (A final text that is only a trimmed version of what was shown changes nothing.)
+        if out.visible or final:
+            self._reasoning_block(out)
+        if out.visible and not out.reset_visible:
+            self._chunker.append(out.visible)
+            out.blocks += self._chunker.drain()
+        if final:
+            out.blocks += self._chunker.drain(force=True)
+        return out
+
+    def _reasoning_block(self, out: Emission) -> None:
+        # Mode `on`: reasoning arrives as its own block before the answer's first block.
+        if self.mode != ReasoningMode.ON or self._reasoning_block_sent or not self.reasoning:
+            return
+        block = format_reasoning_message(self.reasoning)
+        if block:
+            out.blocks.append(block)
+        self._reasoning_block_sent = True

@@ -1,0 +1,51 @@
+"""Continue-as-new of the run, the session and the event stream, with low thresholds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentlane.run import ExecutionStatus
+from clients.api import AgentlaneClient
+from tests.e2e.support import assert_transcript_valid, collect, lifecycle_ok, wait_idle
+
+
+async def chain_length(client: AgentlaneClient, workflow_id: str) -> int:
+    count = 0
+    async for _ in client.client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        count += 1
+    return count
+
+
+async def test_run_session_and_stream_continue_as_new(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    overrides: dict[str, object] = {
+        "run_continue_as_new_after_events": 25,
+        "continue_as_new_after_events": 20,
+        "events_continue_as_new_after_events": 40,
+    }
+    steps = " then ".join(f"write f{i}.txt with {i}" for i in range(8))
+    receipt = await client.send(
+        session_key,
+        steps + " then count to 20",
+        workspace=str(workspace),
+        session_overrides=overrides,
+    )
+    assert receipt.run_id
+    got = await collect(client, session_key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS
+    assert result.tool_calls == 8 and result.turns == 9
+    assert all((workspace / f"f{i}.txt").read_text() == str(i) for i in range(8))
+    lifecycle_ok(got.events, receipt.run_id)
+    assert got.visible == result.reply
+    assert_transcript_valid(client.transcript(session_key))
+    assert await chain_length(client, receipt.run_id) >= 3
+    assert await chain_length(client, f"session:{session_key}:events") >= 2
+    for i in range(3):
+        more = await client.send(session_key, f"say again {i}")
+        await wait_idle(client, session_key, runs=2 + i)
+        assert more.disposition.value in ("started", "queued")
+    assert await chain_length(client, f"session:{session_key}") >= 2
+    status = await client.status(session_key)
+    assert status.runs == 4 and status.turns == 12

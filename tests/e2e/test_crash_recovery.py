@@ -1,0 +1,165 @@
+"""kill -9 of a worker mid-model-call and mid-tool, and a dev-server restart mid-run: the run
+finishes, the transcript stays valid, the user sees no duplicate text."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentlane.events import EventKind
+from agentlane.run import ExecutionStatus
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient, MessageView
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import assert_transcript_valid
+from tests.harness import Deployment, WorkerProcess, devserver
+
+
+@pytest.fixture
+def pair(server: object, tmp_path: Path) -> Iterator[Deployment]:
+    """Two worker processes on their own task queue."""
+    dep = make_deployment(server, tmp_path)
+    dep.start_worker()
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+async def worker_running_activity(
+    client: AgentlaneClient, dep: Deployment, run_id: str, activity: str, timeout: float = 20
+) -> WorkerProcess:
+    handle = client.client.get_workflow_handle(run_id)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        desc = await handle.describe()
+        for pending in desc.raw_description.pending_activities:
+            identity = pending.last_worker_identity
+            if pending.activity_type.name == activity and identity:
+                pid = int(identity.split("@")[0])
+                for worker in dep.workers:
+                    if worker.pid == pid:
+                        return worker
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no worker found running {activity}")
+
+
+async def test_kill_worker_while_model_streams(pair: Deployment) -> None:
+    client = await AgentlaneClient.connect(settings_for(pair))
+    workspace = pair.data_dir / "ws"
+    workspace.mkdir()
+    key = "crash-model"
+    expected = " ".join(str(i) for i in range(1, 121))
+    receipt = await client.send(key, "count slowly to 120", workspace=str(workspace))
+    assert receipt.run_id
+    view = MessageView()
+    visible: list[str] = []
+    killed_at: float | None = None
+    resumed_after: float | None = None
+
+    async def watch() -> None:
+        nonlocal killed_at, resumed_after
+        async for item in client.watch(key, 0, until_run=receipt.run_id):
+            fresh = view.apply(item.event)
+            if fresh:
+                visible.append(fresh)
+                if killed_at is not None and resumed_after is None:
+                    resumed_after = time.monotonic() - killed_at
+            if item.event.kind == EventKind.TEXT_DELTA and killed_at is None and len(visible) >= 2:
+                victim = await worker_running_activity(client, pair, receipt.run_id, "call_model")
+                victim.kill9()
+                killed_at = time.monotonic()
+
+    await asyncio.wait_for(watch(), 90)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS
+    assert result.reply == expected
+    assert "".join(visible) == expected, "the user saw duplicated or missing text"
+    assert resumed_after is not None and resumed_after < 10, f"resumed after {resumed_after}s"
+    entries = client.transcript(key)
+    assert_transcript_valid(entries)
+    assert [e.role for e in entries] == [Role.USER, Role.ASSISTANT]
+
+
+async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
+    client = await AgentlaneClient.connect(settings_for(pair))
+    workspace = pair.data_dir / "ws"
+    workspace.mkdir()
+    key = "crash-tool"
+    receipt = await client.send(
+        key,
+        "run `sleep 3; echo ran >> count.txt` then write after.txt with done",
+        workspace=str(workspace),
+    )
+    assert receipt.run_id
+    victim = await worker_running_activity(client, pair, receipt.run_id, "tool_exec")
+    await asyncio.sleep(0.5)
+    victim.kill9()
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS
+    entries = client.transcript(key)
+    assert_transcript_valid(entries)
+    exec_result = next(e for e in entries if e.role == Role.TOOL and e.tool_name == "exec")
+    # exec is not silently re-run after a crash; the model is told.
+    assert exec_result.is_error and "interrupted" in exec_result.text
+    # The command died with its worker and was not run again.
+    await asyncio.sleep(3)
+    assert not (workspace / "count.txt").exists()
+    assert (workspace / "after.txt").read_text() == "done"
+
+
+async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
+    own = devserver.DevServer(
+        data_dir=tmp_path / "temporal", port=devserver.free_port(), ui_port=None
+    )
+    own.start()
+    dep = make_deployment(own, tmp_path / "data")
+    dep.data_dir.mkdir()
+    try:
+        dep.start_worker()
+        client = await AgentlaneClient.connect(settings_for(dep))
+        workspace = dep.data_dir / "ws"
+        workspace.mkdir()
+        receipt = await client.send(
+            "restart",
+            "count slowly to 80 then run `echo hi` then say survived",
+            workspace=str(workspace),
+        )
+        assert receipt.run_id
+
+        # One watcher stays subscribed through the restart and resumes from its offset.
+        view = MessageView()
+        seen: list[str] = []
+        offsets: list[int] = []
+        first = asyncio.Event()
+
+        async def watch_through() -> None:
+            async for item in client.watch("restart", 0, until_run=receipt.run_id):
+                offsets.append(item.offset)
+                fresh = view.apply(item.event)
+                if fresh:
+                    seen.append(fresh)
+                    first.set()
+
+        watcher = asyncio.create_task(watch_through())
+        await asyncio.wait_for(first.wait(), 30)
+        own.stop()
+        await asyncio.sleep(2)
+        own.start()
+        fresh_client = await AgentlaneClient.connect(settings_for(dep))
+        result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
+        await asyncio.wait_for(watcher, 60)
+        assert result.status == ExecutionStatus.SUCCESS
+        assert result.reply.startswith("survived")
+        assert offsets == sorted(set(offsets)), "the watcher skipped back or repeated items"
+        counted = " ".join(str(i) for i in range(1, 81))
+        assert "".join(seen).startswith(counted + "survived")  # two messages
+        entries = client.transcript("restart")
+        assert_transcript_valid(entries)
+        assert sum(1 for e in entries if e.role == Role.TOOL) == 1
+    finally:
+        dep.stop_workers()
+        own.stop()

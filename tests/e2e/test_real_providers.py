@@ -1,0 +1,337 @@
+"""Real provider SDKs (anthropic, openai) inside a real worker process, talking HTTP to the fake
+provider server: streaming, tool calls, think tags, typed failures, idle limit, and no key in
+any history, stream item or log."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentlane.events import EventKind
+from agentlane.run import ExecutionStatus, TerminationReason
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import assert_transcript_valid, collect
+from tests.fakes.provider_server import FakeProviderServer
+from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
+from tests.harness import Deployment
+
+ANTHROPIC_KEY = "sk-ant-api03-" + secrets.token_hex(24)
+OPENAI_KEY = "sk-proj-" + secrets.token_hex(24)
+MODELS = ["anthropic/fake-claude", "openai/fake-gpt", "openai/fake-reasoner"]
+
+
+def config_toml(fake: FakeProviderServer) -> str:
+    return f"""
+[[models]]
+provider = "anthropic"
+id = "fake-claude"
+api = "anthropic"
+base_url = "{fake.anthropic_base_url}"
+[models.capabilities]
+tools = true
+thinking_levels = ["off", "low", "medium", "high"]
+
+[[models]]
+provider = "openai"
+id = "fake-gpt"
+api = "openai-chat"
+base_url = "{fake.openai_base_url}"
+
+[[models]]
+provider = "openai"
+id = "fake-reasoner"
+api = "openai-responses"
+base_url = "{fake.openai_base_url}"
+"""
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer(anthropic_keys=[ANTHROPIC_KEY], openai_keys=[OPENAI_KEY]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    server: object, fake: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("providers")
+    (root / "config.toml").write_text(config_toml(fake))
+    dep = make_deployment(
+        server,
+        root,
+        ANTHROPIC_API_KEY=ANTHROPIC_KEY,
+        OPENAI_API_KEY=OPENAI_KEY,
+        AGENTLANE_LOG_LEVEL="DEBUG",
+    )
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+@pytest.fixture
+def ws(deployment: Deployment) -> Path:
+    path = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
+    path.mkdir(parents=True)
+    (path / "notes.txt").write_text("alpha line\nbeta line\n")
+    return path
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_tool_loop_through_real_sdk(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, model: str
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(
+        Reply(
+            text="Let me look.",
+            tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})],
+        ),
+        Reply(
+            text="<think>the user wants the first line</think>The notes start with alpha.",
+            delay=0.01,
+        ),
+    )
+    key = f"p-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(key, "what do my notes say?", workspace=str(ws), model=model)
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "The notes start with alpha."
+    assert result.tool_calls == 1 and result.turns == 2
+    assert result.usage.accumulated.output > 0 and result.usage.model_calls == 2
+    assert result.usage.last_call.input <= result.usage.accumulated.input
+    # The think block never reached the user; it is kept as reasoning.
+    assert "the user wants" not in got.visible
+    assert got.visible == "Let me look.The notes start with alpha."
+    entries = client.transcript(key)
+    assert_transcript_valid(entries)
+    tool = next(e for e in entries if e.role == Role.TOOL)
+    assert tool.text == "alpha line\nbeta line" and not tool.is_error
+    final = entries[-1]
+    assert final.reasoning == "the user wants the first line"
+    # What the provider received on the second call: the tool result and the tool schema.
+    api = {"anthropic": "anthropic", "openai/fake-gpt": "openai-chat"}.get(
+        model.split("/")[0] if model.startswith("anthropic") else model, "openai-responses"
+    )
+    second = fake.requests(api)[-1].body
+    assert "alpha line" in str(second)
+    assert "read" in str(second.get("tools"))
+
+
+async def test_provider_failures_are_typed(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    cases = [
+        (Fault.http(429, retry_after=7), "rate_limit", 429),
+        (Fault.http(401), "auth", 401),
+        (Fault.named("context_overflow"), "context_overflow", 400),
+        (Fault.http(529), "overloaded", 529),
+    ]
+    for fault, reason, status in cases:
+        fake.reset()
+        fake.script(Reply.error(fault))
+        key = f"f-{uuid.uuid4().hex[:8]}"
+        receipt = await client.send(key, "hello", workspace=str(ws), model="anthropic/fake-claude")
+        assert receipt.run_id
+        got = await collect(client, key, receipt.run_id)
+        result = await client.wait_for_run(receipt.run_id)
+        assert result.status == ExecutionStatus.ERROR
+        assert result.error is not None and result.error.failure is not None
+        failure = result.error.failure
+        assert (failure.reason, failure.status) == (reason, status), failure
+        assert failure.provider == "anthropic" and failure.model == "fake-claude"
+        assert failure.profile_id == "anthropic:env"
+        if reason == "rate_limit":
+            assert failure.retry_after_seconds == 7
+        errors = [e for e in got.events if e.kind == EventKind.ERROR]
+        assert errors and errors[0].text == failure.message
+        assert len(fake.requests("anthropic")) == 1, "a typed failure is not retried blindly"
+
+
+async def test_dropped_stream_is_retried_without_duplicate_text(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    text = "One two three four five six seven eight nine ten."
+    fake.script(
+        Reply(text=text, delay=0.02, fault=Fault.drop(after_deltas=4)),
+        Reply(text=text, delay=0.02),
+    )
+    key = f"d-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(key, "count", workspace=str(ws), model="openai/fake-gpt")
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS
+    assert result.reply == text
+    assert got.visible == text
+    assert len(fake.requests("openai-chat")) == 2
+
+
+async def test_model_silence_hits_the_idle_limit(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text="Thinking about it", fault=Fault.stall(30, after_deltas=1)))
+    key = f"i-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(
+        key,
+        "hello",
+        workspace=str(ws),
+        model="anthropic/fake-claude",
+        session_overrides={"idle_timeout_seconds": 2},
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.termination_reason == TerminationReason.IDLE_TIMEOUT_120S
+    assert result.error is not None and "idle timeout" in result.error.message.lower()
+
+
+async def test_silent_reply_delivers_nothing(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text="NO_REPLY"))
+    key = f"s-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(key, "ok thanks", workspace=str(ws), model="openai/fake-gpt")
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS
+    assert result.reply == "" and got.visible == ""
+
+
+async def test_no_key_in_any_history_stream_or_log(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """Runs after the others in this module: every workflow history in the namespace, every
+    stream item and the worker's log are searched for the provider keys."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text="fine"))
+    key = f"k-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(key, "hi", workspace=str(ws), model="anthropic/fake-claude")
+    assert receipt.run_id
+    await client.wait_for_run(receipt.run_id)
+    needles = [ANTHROPIC_KEY, OPENAI_KEY, ANTHROPIC_KEY[-16:], OPENAI_KEY[-16:]]
+    searched = 0
+    async for wf in client.client.list_workflows(""):
+        history = await client.client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        text = history.to_json()
+        searched += 1
+        for needle in needles:
+            assert needle not in text, f"key material in history of {wf.id}"
+    assert searched >= 10
+    for worker in deployment.workers:
+        log = worker.log.read_text()
+        assert log, "the worker log is empty: the check would prove nothing"
+        for needle in needles:
+            assert needle not in log
+    for path in deployment.data_dir.rglob("*"):
+        if path.is_file() and path.suffix in (".jsonl", ".json") and path.name != "auth.json":
+            content = path.read_text(errors="replace")
+            for needle in needles:
+                assert needle not in content, f"key material in {path}"
+
+
+LONG_REPLY = (
+    "Here is the plan.\n\n"
+    + "\n\n".join(f"Paragraph {i}: " + "words " * 60 for i in range(6))
+    + "\n\n```python\n"
+    + "\n".join(f"print({i})  # a line of code that is long enough to matter" for i in range(40))
+    + "\n```\n\nThat is all."
+)
+
+
+async def test_block_replies_respect_fences_and_sizes(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text=LONG_REPLY, chunk_size=40))
+    key = f"b-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(key, "explain", workspace=str(ws), model="anthropic/fake-claude")
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    blocks = [e.text or "" for e in got.events if e.kind == EventKind.BLOCK_REPLY]
+    assert len(blocks) >= 3
+    for block in blocks:
+        assert block.count("```") % 2 == 0, f"a block breaks a code fence: {block[-80:]!r}"
+        assert len(block) <= 1200 + 20  # a re-opened or closed fence line may be added
+
+    def words(text: str) -> str:
+        return "".join(text.replace("```python", "").replace("```", "").split())
+
+    # Nothing lost or repeated (cuts may drop whitespace and add fence lines).
+    assert words("".join(blocks)) == words(LONG_REPLY)
+    assert got.visible == LONG_REPLY
+
+
+@pytest.mark.parametrize("mode", ["off", "on", "stream"])
+async def test_reasoning_modes(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, mode: str
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(thinking="First, check the notes.\nThen answer.", text="The answer."))
+    key = f"r-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(
+        key,
+        "think",
+        workspace=str(ws),
+        model="anthropic/fake-claude",
+        session_overrides={"reasoning_mode": mode, "thinking": "low"},
+    )
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.reply == "The answer." and got.visible == "The answer."
+    reasoning = "".join(e.text or "" for e in got.events if e.kind == EventKind.REASONING_DELTA)
+    blocks = [e.text for e in got.events if e.kind == EventKind.BLOCK_REPLY]
+    if mode == "stream":
+        assert reasoning == "First, check the notes.\nThen answer."
+    else:
+        assert reasoning == ""
+    if mode == "on":
+        assert blocks[0] == "Reasoning:\n_First, check the notes._\n_Then answer._"
+        assert blocks[-1] == "The answer."
+    else:
+        assert blocks == ["The answer."]
+    request = fake.requests("anthropic")[-1].body
+    assert request["thinking"]["type"] == "enabled"
+
+
+async def test_unsupported_thinking_level_is_a_typed_failure(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    key = f"t-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(
+        key,
+        "think hard",
+        workspace=str(ws),
+        model="anthropic/fake-claude",
+        session_overrides={"thinking": "xhigh"},
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.error is not None and result.error.failure is not None
+    failure = result.error.failure
+    assert failure.reason == "thinking_unsupported"
+    assert failure.thinking == "xhigh"
+    assert "supported values are" in failure.raw_message.lower()
+    assert fake.requests("anthropic") == [], "rejected before anything was sent"

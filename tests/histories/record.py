@@ -1,0 +1,144 @@
+"""Records histories of representative runs for the replay test.
+
+    .venv/bin/python -m tests.histories.record
+
+Starts its own dev server and worker, runs each scenario, and writes every workflow execution it
+produced (sessions, runs, event streams, across continue-as-new) as JSON under
+tests/histories/<scenario>/. Re-record only on purpose: the point of the replay test is that
+code changes must keep replaying the histories recorded by earlier code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from agentlane.events import EventKind
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import wait_idle
+from tests.harness import devserver
+
+HERE = Path(__file__).resolve().parent
+
+
+async def _until(client: AgentlaneClient, key: str, run_id: str, kind: EventKind) -> None:
+    async for item in client.watch(key, 0):
+        if item.event.run_id == run_id and item.event.kind == kind:
+            return
+
+
+async def tools(client: AgentlaneClient, ws: Path) -> None:
+    r = await client.send(
+        "tools",
+        "read notes.txt then summarize notes.txt into s.txt then "
+        "edit s.txt replacing alpha with ALPHA then run `wc -l notes.txt` then "
+        "read ../escape.txt then say done",
+        workspace=str(ws),
+    )
+    await client.wait_for_run(r.run_id or "")
+
+
+async def steer_and_queue(client: AgentlaneClient, ws: Path) -> None:
+    r = await client.send("steer", "count slowly to 40 then run `sleep 1`", workspace=str(ws))
+    await asyncio.wait_for(_until(client, "steer", r.run_id or "", EventKind.TEXT_DELTA), 30)
+    await client.send("steer", "say steered", mode="steer")
+    await client.send("steer", "say queued one")
+    await client.send("steer", "say queued two", mode="followup")
+    await wait_idle(client, "steer", runs=3)
+
+
+async def interrupt_and_abort(client: AgentlaneClient, ws: Path) -> None:
+    r = await client.send("interrupt", "count slowly to 200", workspace=str(ws))
+    await asyncio.wait_for(_until(client, "interrupt", r.run_id or "", EventKind.TEXT_DELTA), 30)
+    second = await client.send("interrupt", "run `sleep 20`", mode="interrupt")
+    await asyncio.wait_for(
+        _until(client, "interrupt", second.run_id or "", EventKind.TOOL_EXECUTION_START), 30
+    )
+    await client.abort("interrupt", "stop it")
+    await client.wait_for_run(second.run_id or "")
+
+
+async def continue_as_new(client: AgentlaneClient, ws: Path) -> None:
+    overrides: dict[str, object] = {
+        "run_continue_as_new_after_events": 25,
+        "continue_as_new_after_events": 20,
+        "events_continue_as_new_after_events": 40,
+    }
+    steps = " then ".join(f"write f{i}.txt with {i}" for i in range(6))
+    r = await client.send("can", steps, workspace=str(ws), session_overrides=overrides)
+    await client.wait_for_run(r.run_id or "")
+    for i in range(2):
+        await client.send("can", f"say again {i}")
+        await wait_idle(client, "can", runs=2 + i)
+
+
+async def workspace_error(client: AgentlaneClient, ws: Path) -> None:
+    r = await client.send("wserr", "say one", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+    ws.rename(ws.with_name(ws.name + "-gone"))
+    r = await client.send("wserr", "say two")
+    await client.wait_for_run(r.run_id or "")
+
+
+SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
+    "tools": tools,
+    "steer_and_queue": steer_and_queue,
+    "interrupt_and_abort": interrupt_and_abort,
+    "continue_as_new": continue_as_new,
+    "workspace_error": workspace_error,
+}
+
+
+async def export_all(client: AgentlaneClient, target: Path) -> int:
+    count = 0
+    async for wf in client.client.list_workflows(""):
+        handle = client.client.get_workflow_handle(wf.id, run_id=wf.run_id)
+        history = await handle.fetch_history()
+        name = f"{wf.id.replace(':', '_')}__{wf.run_id[:8]}.json"
+        (target / name).write_text(json.dumps(json.loads(history.to_json()), indent=None))
+        count += 1
+    return count
+
+
+async def record(name: str, scenario: Callable[[AgentlaneClient, Path], Awaitable[None]]) -> None:
+    root = Path(tempfile.mkdtemp(prefix=f"record-{name}-"))
+    server = devserver.DevServer(
+        data_dir=root / "temporal", port=devserver.free_port(), ui_port=None
+    )
+    server.start()
+    dep = make_deployment(server, root / "data")
+    dep.data_dir.mkdir()
+    try:
+        dep.start_worker()
+        client = await AgentlaneClient.connect(settings_for(dep))
+        ws = dep.data_dir / "ws"
+        ws.mkdir()
+        (ws / "notes.txt").write_text("alpha line\nbeta line\ngamma\n")
+        await asyncio.wait_for(scenario(client, ws), 120)
+        await asyncio.sleep(1)
+        target = HERE / name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir()
+        print(f"{name}: {await export_all(client, target)} histories")
+    finally:
+        dep.stop_workers()
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def main() -> None:
+    only = os.environ.get("SCENARIO")
+    for name, scenario in SCENARIOS.items():
+        if only in (None, name):
+            await record(name, scenario)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    os._exit(0)

@@ -1,0 +1,43 @@
+"""Recorded histories of representative runs must replay with the current workflow code.
+
+A change that would break workflows already running fails here. Histories are recorded by
+`python -m tests.histories.record`; see that module before re-recording.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer
+
+from agentlane.data_converter import make_data_converter
+from workflows.agent_run import AgentRunWorkflow
+from workflows.session import SessionWorkflow
+from workflows.session_events import SessionEventsWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
+
+
+def test_histories_are_present() -> None:
+    scenarios = {p.parent.name for p in HISTORIES}
+    assert {
+        "tools",
+        "steer_and_queue",
+        "interrupt_and_abort",
+        "continue_as_new",
+        "workspace_error",
+    } <= scenarios
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_history_replays(path: Path, tmp_path: Path) -> None:
+    workflow_id = path.stem.split("__")[0]
+    history = WorkflowHistory.from_json(workflow_id, path.read_text())
+    replayer = Replayer(
+        workflows=[SessionWorkflow, AgentRunWorkflow, SessionEventsWorkflow],
+        data_converter=make_data_converter(tmp_path),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
