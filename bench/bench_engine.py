@@ -46,7 +46,6 @@ from agentlane.transcript import Role, ToolCall, TranscriptEntry  # noqa: E402
 from bench.common import (  # noqa: E402
     ET,
     Chain,
-    Deployment,
     Figures,
     Stack,
     Table,
@@ -62,6 +61,7 @@ from bench.common import (  # noqa: E402
     workspace,
 )
 from clients.api import AgentlaneClient  # noqa: E402
+from tests.harness import Deployment  # noqa: E402
 
 QUICK = os.environ.get("AGENTLANE_BENCH_QUICK") == "1"  # a smoke run of the script itself
 TIMING_STEPS = 10 if QUICK else 50
@@ -157,8 +157,10 @@ def engine_steps(chain: Chain) -> StepTimes:
         acts, wfts = activities_of(events), workflow_tasks_of(events)
         for i in range(len(acts) - 2):
             model, tool, nxt = acts[i], acts[i + 1], acts[i + 2]
-            if model.name != CALL_MODEL or nxt.name != CALL_MODEL or not tool.name.startswith(
-                "tool_"
+            if (
+                model.name != CALL_MODEL
+                or nxt.name != CALL_MODEL
+                or not tool.name.startswith("tool_")
             ):
                 continue
             out.total.append(nxt.scheduled - model.scheduled)
@@ -244,14 +246,22 @@ async def asyncio_loop(root: Path, steps: int) -> list[float]:
         call = calls[0]
         args = WriteArgs.model_validate_json(call.arguments_json)
         assistant = TranscriptEntry(
-            id=f"a{turn}", role=Role.ASSISTANT, ts=time.time(), text=text,
+            id=f"a{turn}",
+            role=Role.ASSISTANT,
+            ts=time.time(),
+            text=text,
             tool_calls=[ToolCall(id=call.id, name=call.name, arguments=args.model_dump())],
         )
         await asyncio.to_thread(store.append, key, [assistant])
         result = await asyncio.to_thread(write_file, str(ws), args)
         tool_entry = TranscriptEntry(
-            id=f"{call.id}:result", role=Role.TOOL, ts=time.time(), tool_call_id=call.id,
-            tool_name=call.name, text=result.text, is_error=result.is_error,
+            id=f"{call.id}:result",
+            role=Role.TOOL,
+            ts=time.time(),
+            tool_call_id=call.id,
+            tool_name=call.name,
+            text=result.text,
+            is_error=result.is_error,
         )
         await asyncio.to_thread(store.append, key, [tool_entry])
         times.append(time.perf_counter() - started)
@@ -310,8 +320,12 @@ async def publish_costs(client: AgentlaneClient, key: str, n: int) -> dict[str, 
         started = time.perf_counter()
         await stream_offset(client.client, key)
         out["offset query"].append(time.perf_counter() - started)
-        event = AgentEvent(kind=EventKind.TOOL_EXECUTION_START, event_id=f"bench/{i}",
-                           session_key=key, run_id="bench")
+        event = AgentEvent(
+            kind=EventKind.TOOL_EXECUTION_START,
+            event_id=f"bench/{i}",
+            session_key=key,
+            run_id="bench",
+        )
         started = time.perf_counter()
         publisher = StreamPublisher(client.client, key, timedelta(milliseconds=200), "bench")
         async with publisher:
@@ -327,7 +341,7 @@ def new_events(before: Chain, after: Chain) -> list[HistoryEvent]:
     """Events of `after` that `before` did not have (histories only grow; closed runs are
     complete, so only the last run of `before` can have gained events)."""
     k = len(before.runs)
-    out = list(after.runs[k - 1].events[len(before.runs[k - 1].events):])
+    out = list(after.runs[k - 1].events[len(before.runs[k - 1].events) :])
     for run in after.runs[k:]:
         out += list(run.events)
     return out
@@ -444,15 +458,21 @@ async def main() -> None:
             f"Time per step ({TIMING_RUNS} runs x {TIMING_STEPS} steps each; ms)",
             ["what", "median", "p95", "samples"],
         )
-        table.add("engine step (model + tool activity + workflow tasks)", e_med, e_p95,
-                  len(engine.total))
+        table.add(
+            "engine step (model + tool activity + workflow tasks)", e_med, e_p95, len(engine.total)
+        )
         for k, v in engine.parts.items():
             m, p = stats_ms(v)
             table.add(f"  of which {k}", m, p, len(v))
-        table.add("baseline 1: in-process asyncio loop, same model/tool/store", l_med, l_p95,
-                  len(loop_times))
-        table.add("baseline 2: no-op activity loop (one activity per step)", n_med, n_p95,
-                  len(noop.total))
+        table.add(
+            "baseline 1: in-process asyncio loop, same model/tool/store",
+            l_med,
+            l_p95,
+            len(loop_times),
+        )
+        table.add(
+            "baseline 2: no-op activity loop (one activity per step)", n_med, n_p95, len(noop.total)
+        )
         for k, v in noop.parts.items():
             m, p = stats_ms(v)
             table.add(f"  of which {k}", m, p, len(v))
@@ -469,8 +489,10 @@ async def main() -> None:
             f"{e_med / (2 * n_med):.1f}x)"
         )
         costs = await publish_costs(client, warm_key, 30)
-        diag = Table("Stream round trips each engine activity makes (from this process; ms)",
-                     ["what", "median", "p95", "samples"])
+        diag = Table(
+            "Stream round trips each engine activity makes (from this process; ms)",
+            ["what", "median", "p95", "samples"],
+        )
         for k, v in costs.items():
             diag.add(k, *stats_ms(v), len(v))
         diag.print()
@@ -491,9 +513,22 @@ async def main() -> None:
         # 3. history per step at several conversation lengths
         hist = Table(
             "History per step (run workflow chain; bytes = serialized protobuf)",
-            ["steps", "wall s", "step median ms", "runs in chain", "events", "events/step",
-             "bytes", "bytes/step", "call_model input first/last B", "session events",
-             "session bytes", "instruction chars", "reply chars", "stream wf events/step"],
+            [
+                "steps",
+                "wall s",
+                "step median ms",
+                "runs in chain",
+                "events",
+                "events/step",
+                "bytes",
+                "bytes/step",
+                "call_model input first/last B",
+                "session events",
+                "session bytes",
+                "instruction chars",
+                "reply chars",
+                "stream wf events/step",
+            ],
         )
         sizes: dict[int, tuple[int, int]] = {}
         for steps in HISTORY_LENGTHS:
@@ -504,16 +539,28 @@ async def main() -> None:
             session = await workflow_chain(client.client, session_workflow_id(key))
             stream = await workflow_chain(client.client, events_workflow_id(key))
             inputs = [
-                e.ByteSize() for e in chain.events
+                e.ByteSize()
+                for e in chain.events
                 if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
                 and e.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL
             ]
             sizes[steps] = (chain.event_count, chain.size)
-            hist.add(steps, wall, median(engine_steps(chain).total) * 1000, len(chain.runs),
-                     chain.event_count, chain.event_count / steps, chain.size,
-                     chain.size / steps, f"{inputs[0]}/{inputs[-1]}", session.event_count,
-                     session.size, len(instruction(steps)), len(result.reply),
-                     stream.event_count / steps)
+            hist.add(
+                steps,
+                wall,
+                median(engine_steps(chain).total) * 1000,
+                len(chain.runs),
+                chain.event_count,
+                chain.event_count / steps,
+                chain.size,
+                chain.size / steps,
+                f"{inputs[0]}/{inputs[-1]}",
+                session.event_count,
+                session.size,
+                len(instruction(steps)),
+                len(result.reply),
+                stream.event_count / steps,
+            )
             figures.add(f"history_events_per_step_{steps}", chain.event_count / steps, "events")
             figures.add(f"history_bytes_per_step_{steps}", chain.size / steps, "B")
             figures.add(f"session_history_bytes_{steps}", float(session.size), "B")
@@ -534,17 +581,39 @@ async def main() -> None:
         stream_table = Table(
             f"Stream history: `count to {STREAM_COUNT}` at {STREAM_TOKEN_MS} ms/token, "
             "one subscriber",
-            ["batch ms", "stream s", "events wf +events", "events/s", "signals", "poll updates",
-             "stream items", "text_delta items", "run events", "run bytes",
-             "2-token run events/bytes", "reply chars", "visible==reply"],
+            [
+                "batch ms",
+                "stream s",
+                "events wf +events",
+                "events/s",
+                "signals",
+                "poll updates",
+                "stream items",
+                "text_delta items",
+                "run events",
+                "run bytes",
+                "2-token run events/bytes",
+                "reply chars",
+                "visible==reply",
+            ],
         )
         for batch in STREAM_BATCHES_MS:
             r = await stream_case(stack, batch)
             rate = r.added_events / r.stream_seconds
             stream_table.add(
-                batch, r.stream_seconds, r.added_events, rate, r.signals, r.updates, r.items,
-                r.text_items, r.run_events, r.run_bytes,
-                f"{r.small_run_events}/{r.small_run_bytes}", r.reply_chars, r.reply_ok,
+                batch,
+                r.stream_seconds,
+                r.added_events,
+                rate,
+                r.signals,
+                r.updates,
+                r.items,
+                r.text_items,
+                r.run_events,
+                r.run_bytes,
+                f"{r.small_run_events}/{r.small_run_bytes}",
+                r.reply_chars,
+                r.reply_ok,
             )
             figures.add(f"stream_history_events_per_s_batch{batch}", rate, "events/s")
             figures.add(f"stream_items_batch{batch}", float(r.items), "items")

@@ -24,7 +24,6 @@ from agentlane.ids import events_workflow_id, session_workflow_id  # noqa: E402
 from agentlane.run import ExecutionStatus  # noqa: E402
 from bench.common import (  # noqa: E402
     ET,
-    Deployment,
     Figures,
     Table,
     Watcher,
@@ -39,6 +38,7 @@ from bench.common import (  # noqa: E402
     workspace,
 )
 from clients.api import AgentlaneClient  # noqa: E402
+from tests.harness import Deployment  # noqa: E402
 
 QUICK = os.environ.get("AGENTLANE_BENCH_QUICK") == "1"
 COUNT = 60 if QUICK else 300
@@ -109,15 +109,23 @@ async def one_run(client: AgentlaneClient, dep: Deployment, key: str, kill: bool
     sticky: list[str] = []
     if kill:
         run = await workflow_chain(client.client, receipt.run_id)
-        starts = [ts(e) for e in run.events
-                  if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_STARTED
-                  and e.activity_task_started_event_attributes.attempt > 1]
+        starts = [
+            ts(e)
+            for e in run.events
+            if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_STARTED
+            and e.activity_task_started_event_attributes.attempt > 1
+        ]
         retry_started = starts[0] - kill_wall if starts else None
-        for label, wid in (("run", receipt.run_id), ("stream", events_workflow_id(key)),
-                           ("session", session_workflow_id(key))):
+        for label, wid in (
+            ("run", receipt.run_id),
+            ("stream", events_workflow_id(key)),
+            ("session", session_workflow_id(key)),
+        ):
             chain = await workflow_chain(client.client, wid)
-            if any(e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT and ts(e) > kill_wall
-                   for e in chain.events):
+            if any(
+                e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT and ts(e) > kill_wall
+                for e in chain.events
+            ):
                 sticky.append(label)
     return Outcome(
         run_id=receipt.run_id,
@@ -144,8 +152,10 @@ async def main() -> None:
         client = await stack.client(dep)
         key = fresh_key("failover")
         ws = workspace(dep, key)
-        note(f"dev server {stack.server.address}; two worker processes on one task queue; "
-             f"`{INSTRUCTION}` (offline model, 50 ms per number)")
+        note(
+            f"dev server {stack.server.address}; two worker processes on one task queue; "
+            f"`{INSTRUCTION}` (offline model, 50 ms per number)"
+        )
         first = await client.send(key, "say ready", workspace=str(ws))
         assert first.run_id
         await client.wait_for_run(first.run_id)
@@ -167,17 +177,45 @@ async def main() -> None:
         table = Table(
             "Kill -9 of the model activity's worker (seconds; kill right after the first "
             "visible text)",
-            ["run", "killed pid", "kill->retry started", "kill->resumed text",
-             "kill->any new text", "kill->run end", "model attempts", "sticky timeouts",
-             "visible == reply", "chars"],
+            [
+                "run",
+                "killed pid",
+                "kill->retry started",
+                "kill->resumed text",
+                "kill->any new text",
+                "kill->run end",
+                "model attempts",
+                "sticky timeouts",
+                "visible == reply",
+                "chars",
+            ],
         )
-        table.add("no kill (baseline)", "-", "-", "-", "-", baseline.to_done_s, baseline.attempts,
-                  "-", baseline.exact, baseline.visible_chars)
+        table.add(
+            "no kill (baseline)",
+            "-",
+            "-",
+            "-",
+            "-",
+            baseline.to_done_s,
+            baseline.attempts,
+            "-",
+            baseline.exact,
+            baseline.visible_chars,
+        )
         nan = float("nan")
         for i, o in enumerate(killed, 1):
-            table.add(f"kill {i}", o.killed_pid, o.retry_started_s or nan,
-                      o.kill_to_resume_s or nan, o.kill_to_any_text_s or nan, o.to_done_s,
-                      o.attempts, o.sticky_timeouts, o.exact, o.visible_chars)
+            table.add(
+                f"kill {i}",
+                o.killed_pid,
+                o.retry_started_s or nan,
+                o.kill_to_resume_s or nan,
+                o.kill_to_any_text_s or nan,
+                o.to_done_s,
+                o.attempts,
+                o.sticky_timeouts,
+                o.exact,
+                o.visible_chars,
+            )
         table.print()
 
         resumes = [o.kill_to_resume_s for o in killed if o.kill_to_resume_s is not None]

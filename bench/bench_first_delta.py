@@ -33,7 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 import anthropic  # noqa: E402
 import openai  # noqa: E402
 
-from activities.providers.base import Credentials, ModelRequest, TextDelta  # noqa: E402
+from activities.providers.base import (  # noqa: E402
+    Credentials,
+    ModelProvider,
+    ModelRequest,
+    TextDelta,
+)
 from activities.providers.catalog import build_provider  # noqa: E402
 from activities.providers.offline import OfflineProvider  # noqa: E402
 from activities.tools.specs import tool_specs  # noqa: E402
@@ -42,7 +47,6 @@ from agentlane.events import EventKind  # noqa: E402
 from agentlane.run import ExecutionStatus  # noqa: E402
 from agentlane.transcript import Role, TranscriptEntry  # noqa: E402
 from bench.common import (  # noqa: E402
-    Deployment,
     Figures,
     Stack,
     Table,
@@ -61,6 +65,7 @@ from tests.fakes.provider_server import (  # noqa: E402
     spawn,
 )
 from tests.fakes.scripts import Api, Reply  # noqa: E402
+from tests.harness import Deployment  # noqa: E402
 
 QUICK = os.environ.get("AGENTLANE_BENCH_QUICK") == "1"
 TTFT_S = 0.2
@@ -97,6 +102,7 @@ async def provider_first_delta(fake_url: str, ref: str, api: Api | None) -> list
     """Seconds from calling `stream()` to its first TextDelta, minus the scripted TTFT; one
     untimed warm-up call first (imports, first connection)."""
     out: list[float] = []
+    provider: ModelProvider
     if api is None:
         provider = OfflineProvider(first_token_delay=TTFT_S, token_delay=TOKEN_S)
         req, creds = request("planner", f"say {REPLY}"), None
@@ -153,8 +159,13 @@ def write_config(dep: Deployment, fake_url: str) -> Path:
             continue
         provider, _, model_id = ref.partition("/")
         base = fake_url if api == "anthropic" else fake_url + "/v1"
-        lines += ["[[models]]", f'provider = "{provider}"', f'id = "{model_id}"',
-                  f'base_url = "{base}"', ""]
+        lines += [
+            "[[models]]",
+            f'provider = "{provider}"',
+            f'id = "{model_id}"',
+            f'base_url = "{base}"',
+            "",
+        ]
     path = dep.data_dir / "bench-config.toml"
     path.write_text("\n".join(lines))
     return path
@@ -214,13 +225,16 @@ async def main() -> None:
     async with bench_stack("bench-first-delta") as stack:
         proc, fake_url = spawn()
         stack.processes.append(proc)
-        note(f"dev server {stack.server.address}; fake provider server {fake_url}; "
-             f"TTFT {TTFT_S * 1000:.0f} ms, {TOKEN_S * 1000:.0f} ms between deltas; "
-             f"{MESSAGES} timed messages per provider")
+        note(
+            f"dev server {stack.server.address}; fake provider server {fake_url}; "
+            f"TTFT {TTFT_S * 1000:.0f} ms, {TOKEN_S * 1000:.0f} ms between deltas; "
+            f"{MESSAGES} timed messages per provider"
+        )
 
-        layer = Table("Provider layer: provider.stream() -> first TextDelta, minus TTFT (ms)",
-                      ["provider", "median", "p95", "samples",
-                       "of which SDK client construction median"])
+        layer = Table(
+            "Provider layer: provider.stream() -> first TextDelta, minus TTFT (ms)",
+            ["provider", "median", "p95", "samples", "of which SDK client construction median"],
+        )
         for label, ref, api in PROVIDERS:
             got = await provider_first_delta(fake_url, ref, api)
             med, p = stats_ms(got)
@@ -240,8 +254,14 @@ async def main() -> None:
         dep.start_worker()
         engine = Table(
             "Full engine: send -> first new visible text at a subscribed client, minus TTFT (ms)",
-            ["provider", "median", "p95", "samples", "send->message_start median",
-             "send() round trip median"],
+            [
+                "provider",
+                "median",
+                "p95",
+                "samples",
+                "send->message_start median",
+                "send() round trip median",
+            ],
         )
         missing: list[str] = []
         for label, ref, api in PROVIDERS:
@@ -252,14 +272,22 @@ async def main() -> None:
                 engine.add(label, "not wired", "-", 0, "-", "-")
                 continue
             med, p = stats_ms(res.latencies)
-            engine.add(label, med, p, len(res.latencies), stats_ms(res.message_start)[0],
-                       stats_ms(res.send_return)[0])
+            engine.add(
+                label,
+                med,
+                p,
+                len(res.latencies),
+                stats_ms(res.message_start)[0],
+                stats_ms(res.send_return)[0],
+            )
             figures.add(f"first_delta_engine_{label}_median", med, "ms")
             figures.add(f"first_delta_engine_{label}_p95", p, "ms")
         engine.print()
         if missing:
-            note("not measured through the engine (the worker's resolver does not serve them "
-                 "yet; rerun once it reads AGENTLANE_CONFIG):\n  " + "\n  ".join(missing))
+            note(
+                "not measured through the engine (the worker's resolver does not serve them "
+                "yet; rerun once it reads AGENTLANE_CONFIG):\n  " + "\n  ".join(missing)
+            )
         note(
             "method: the client subscribes from the stream's current offset, then sends; the "
             "first newly visible text (MessageView) minus the model's scripted time to first "

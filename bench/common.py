@@ -31,13 +31,7 @@ from temporalio.client import Client, WorkflowHistory
 from agentlane.events import AgentEvent, EventKind
 from agentlane.settings import Settings
 from clients.api import AgentlaneClient, MessageView
-from tests.harness import REPO, Deployment, WorkerProcess, devserver
-
-__all__ = [
-    "REPO", "Deployment", "WorkerProcess", "Stack", "bench_stack", "Watcher", "Chain",
-    "workflow_chain", "events_of_type", "ts", "median", "p95", "stats_ms", "Table", "Figures",
-    "wait_idle", "fresh_key",
-]
+from tests.harness import Deployment, devserver
 
 ET = EventType
 
@@ -221,8 +215,11 @@ def events_of_type(
 ) -> list[HistoryEvent]:
     out = [e for e in events if e.event_type == kind]
     if activity is not None:
-        out = [e for e in out if e.activity_task_scheduled_event_attributes.activity_type.name
-               == activity]
+        out = [
+            e
+            for e in out
+            if e.activity_task_scheduled_event_attributes.activity_type.name == activity
+        ]
     return out
 
 
@@ -335,4 +332,3 @@ async def wait_idle(client: AgentlaneClient, key: str, runs: int, limit_s: float
             await asyncio.sleep(0.05)
 
     await asyncio.wait_for(go(), limit_s)
-
