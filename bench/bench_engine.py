@@ -1,0 +1,637 @@
+"""Engine overhead per step, history per step and stream history, against baselines measured in
+the same run.
+
+    python bench/bench_engine.py            (from the repository root, with the venv's Python)
+
+A "step" is one model call that asks for one tool call, plus that tool call: the offline model at
+zero latency, instruction `write f0.txt with x then write f1.txt with x then ...` (the offline
+planner turns each clause into exactly one tool call per model call; the run is checked to have
+made N tool calls in N+1 model calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
+
+from temporalio import activity, workflow  # noqa: E402
+from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
+from temporalio.client import Client  # noqa: E402
+from temporalio.worker import Worker  # noqa: E402
+
+from activities.event_publishing import StreamPublisher, stream_offset  # noqa: E402
+from activities.providers.base import (  # noqa: E402
+    Finish,
+    ModelRequest,
+    TextDelta,
+    ToolCallComplete,
+)
+from activities.providers.offline import OfflineProvider  # noqa: E402
+from activities.system_prompt import build_system_prompt  # noqa: E402
+from activities.tools.file_tools import write_file  # noqa: E402
+from activities.tools.specs import WriteArgs, tool_specs  # noqa: E402
+from activities.transcript_store import TranscriptStore  # noqa: E402
+from agentlane.events import AgentEvent, EventKind  # noqa: E402
+from agentlane.ids import events_workflow_id, session_workflow_id  # noqa: E402
+from agentlane.model_calls import CALL_MODEL  # noqa: E402
+from agentlane.run import ExecutionResult, ExecutionStatus  # noqa: E402
+from agentlane.transcript import Role, ToolCall, TranscriptEntry  # noqa: E402
+from bench.common import (  # noqa: E402
+    ET,
+    Chain,
+    Figures,
+    Stack,
+    Table,
+    Watcher,
+    bench_stack,
+    fresh_key,
+    median,
+    note,
+    stats_ms,
+    ts,
+    wait_idle,
+    workflow_chain,
+    workspace,
+)
+from clients.api import AgentlaneClient  # noqa: E402
+from tests.harness import Deployment  # noqa: E402
+
+QUICK = os.environ.get("AGENTLANE_BENCH_QUICK") == "1"  # a smoke run of the script itself
+TIMING_STEPS = 10 if QUICK else 50
+TIMING_RUNS = 3
+HISTORY_LENGTHS = (5, 10, 20) if QUICK else (10, 100, 1000)
+STREAM_BATCHES_MS = (100, 200, 500)
+STREAM_COUNT = 40 if QUICK else 400
+STREAM_TOKEN_MS = 25
+
+
+def instruction(steps: int) -> str:
+    return " then ".join(f"write f{i}.txt with x" for i in range(steps))
+
+
+# -- per-step timing from a workflow history ------------------------------------------------
+
+
+@dataclass
+class Activity:
+    name: str
+    scheduled: float
+    started: float
+    completed: float
+
+
+def activities_of(events: list[HistoryEvent]) -> list[Activity]:
+    """Activities in schedule order, with the times of their scheduled/started/completed events
+    (the started event carries the time the worker picked the task up)."""
+    by_id: dict[int, Activity] = {}
+    for e in events:
+        if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = e.activity_task_scheduled_event_attributes.activity_type.name
+            by_id[e.event_id] = Activity(name, ts(e), 0.0, 0.0)
+        elif e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            by_id[e.activity_task_started_event_attributes.scheduled_event_id].started = ts(e)
+        elif e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            by_id[e.activity_task_completed_event_attributes.scheduled_event_id].completed = ts(e)
+    return [by_id[k] for k in sorted(by_id)]
+
+
+@dataclass
+class WorkflowTask:
+    scheduled: float
+    started: float
+    completed: float
+
+
+def workflow_tasks_of(events: list[HistoryEvent]) -> list[WorkflowTask]:
+    by_id: dict[int, WorkflowTask] = {}
+    for e in events:
+        if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            by_id[e.event_id] = WorkflowTask(ts(e), 0.0, 0.0)
+        elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            by_id[e.workflow_task_started_event_attributes.scheduled_event_id].started = ts(e)
+        elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            by_id[e.workflow_task_completed_event_attributes.scheduled_event_id].completed = ts(e)
+    return [by_id[k] for k in sorted(by_id) if by_id[k].completed]
+
+
+@dataclass
+class StepTimes:
+    total: list[float] = field(default_factory=list)
+    parts: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, part: str, value: float) -> None:
+        self.parts.setdefault(part, []).append(value)
+
+    def merge(self, other: StepTimes) -> None:
+        self.total += other.total
+        for k, v in other.parts.items():
+            self.parts.setdefault(k, []).extend(v)
+
+
+def _split_workflow_tasks(
+    out: StepTimes, wfts: list[WorkflowTask], after: float, before: float
+) -> None:
+    """The workflow tasks between an activity's completion and the next schedule: time waiting
+    for a worker to pick the task up (dispatch) and time the worker held it (run)."""
+    inside = [w for w in wfts if w.scheduled >= after - 1e-4 and w.completed <= before + 1e-4]
+    out.add("workflow task dispatch", sum(w.started - w.scheduled for w in inside))
+    out.add("workflow task run on worker", sum(w.completed - w.started for w in inside))
+
+
+def engine_steps(chain: Chain) -> StepTimes:
+    """One step = from one `call_model` ACTIVITY_TASK_SCHEDULED to the next, within one run of
+    the chain. It holds: model activity dispatch (scheduled -> started) and run (started ->
+    completed), a workflow task (model completed -> tool scheduled), the tool activity's
+    dispatch and run, another workflow task (tool completed -> next model scheduled). The two
+    workflow tasks are summed per step."""
+    out = StepTimes()
+    for run in chain.runs:
+        events = list(run.events)
+        acts, wfts = activities_of(events), workflow_tasks_of(events)
+        for i in range(len(acts) - 2):
+            model, tool, nxt = acts[i], acts[i + 1], acts[i + 2]
+            if (
+                model.name != CALL_MODEL
+                or nxt.name != CALL_MODEL
+                or not tool.name.startswith("tool_")
+            ):
+                continue
+            out.total.append(nxt.scheduled - model.scheduled)
+            out.add("model activity dispatch", model.started - model.scheduled)
+            out.add("model activity run", model.completed - model.started)
+            out.add("tool activity dispatch", tool.started - tool.scheduled)
+            out.add("tool activity run", tool.completed - tool.started)
+            two = StepTimes()
+            _split_workflow_tasks(two, wfts, model.completed, tool.scheduled)
+            _split_workflow_tasks(two, wfts, tool.completed, nxt.scheduled)
+            for k, v in two.parts.items():
+                out.add(f"2 x {k}", sum(v))
+    return out
+
+
+def noop_steps(chain: Chain) -> StepTimes:
+    """The same method for the no-op loop: scheduled -> next scheduled."""
+    out = StepTimes()
+    for run in chain.runs:
+        events = list(run.events)
+        acts, wfts = activities_of(events), workflow_tasks_of(events)
+        for a, b in zip(acts, acts[1:], strict=False):
+            out.total.append(b.scheduled - a.scheduled)
+            out.add("activity dispatch", a.started - a.scheduled)
+            out.add("activity run", a.completed - a.started)
+            _split_workflow_tasks(out, wfts, a.completed, b.scheduled)
+    return out
+
+
+# -- the engine -----------------------------------------------------------------------------
+
+
+async def run_steps(
+    client: AgentlaneClient, dep: Deployment, steps: int, limit_s: float = 600
+) -> tuple[str, str, ExecutionResult]:
+    """One fresh session, one run of `steps` tool steps; returns (session key, run id, result)."""
+    key = fresh_key(f"eng{steps}")
+    ws = workspace(dep, key)
+    receipt = await client.send(key, instruction(steps), workspace=str(ws))
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), limit_s)
+    if result.status != ExecutionStatus.SUCCESS or result.tool_calls != steps:
+        raise RuntimeError(
+            f"run {receipt.run_id}: {result.status} {result.termination_reason} "
+            f"tool_calls={result.tool_calls} turns={result.turns} error={result.error}"
+        )
+    # One tool call per model call, and the final call answers without tools.
+    assert result.turns == steps + 1, result.turns
+    await wait_idle(client, key, runs=1)
+    return key, receipt.run_id, result
+
+
+# -- baseline 1: the same steps in a plain asyncio loop -------------------------------------
+
+
+async def asyncio_loop(root: Path, steps: int) -> list[float]:
+    """Per step: read the transcript, stream the same offline model, append the assistant
+    entry, run the same write tool, append its result; store calls in threads like the
+    activities do. No Temporal, no event stream."""
+    store = TranscriptStore(root / "sessions")
+    key = fresh_key("loop")
+    ws = root / "ws" / key
+    ws.mkdir(parents=True)
+    provider = OfflineProvider(first_token_delay=0.0, token_delay=0.0)
+    tools = tool_specs(["read", "write", "edit", "exec"])
+    system = build_system_prompt(str(ws), tools)
+    user = TranscriptEntry(id="u", role=Role.USER, ts=time.time(), text=instruction(steps))
+    await asyncio.to_thread(store.append, key, [user])
+    times: list[float] = []
+    for turn in range(steps):
+        started = time.perf_counter()
+        entries = await asyncio.to_thread(store.read, key)
+        request = ModelRequest(model="planner", system=system, entries=entries, tools=tools)
+        text, calls = "", []
+        async for event in provider.stream(request, None):
+            if isinstance(event, TextDelta):
+                text += event.text
+            elif isinstance(event, ToolCallComplete):
+                calls.append(event)
+            elif isinstance(event, Finish):
+                pass
+        assert len(calls) == 1 and calls[0].name == "write", calls
+        call = calls[0]
+        args = WriteArgs.model_validate_json(call.arguments_json)
+        assistant = TranscriptEntry(
+            id=f"a{turn}",
+            role=Role.ASSISTANT,
+            ts=time.time(),
+            text=text,
+            tool_calls=[ToolCall(id=call.id, name=call.name, arguments=args.model_dump())],
+        )
+        await asyncio.to_thread(store.append, key, [assistant])
+        result = await asyncio.to_thread(write_file, str(ws), args)
+        tool_entry = TranscriptEntry(
+            id=f"{call.id}:result",
+            role=Role.TOOL,
+            ts=time.time(),
+            tool_call_id=call.id,
+            tool_name=call.name,
+            text=result.text,
+            is_error=result.is_error,
+        )
+        await asyncio.to_thread(store.append, key, [tool_entry])
+        times.append(time.perf_counter() - started)
+    return times
+
+
+# -- baseline 2: a bare no-op activity loop on the same dev server --------------------------
+
+
+@activity.defn(name="bench_noop")
+async def noop_activity() -> None:
+    return None
+
+
+# Not sandboxed: this module is __main__ when run as a script, which the sandbox cannot
+# re-import; the loop is deterministic anyway.
+@workflow.defn(name="BenchNoopLoop", sandboxed=False)
+class NoopLoop:
+    @workflow.run
+    async def run(self, n: int) -> None:
+        # The activity has its own task queue, like the engine's model and tool activities:
+        # on the workflow's own queue the SDK would run it eagerly (no dispatch through the
+        # server), which the engine never gets.
+        queue = f"{workflow.info().task_queue}-act"
+        for _ in range(n):
+            await workflow.execute_activity(
+                noop_activity, task_queue=queue, start_to_close_timeout=timedelta(seconds=30)
+            )
+
+
+async def noop_loops(client: Client, task_queue: str, steps: int, runs: int) -> StepTimes:
+    total = StepTimes()
+    async with (
+        Worker(client, task_queue=task_queue, workflows=[NoopLoop]),
+        Worker(client, task_queue=f"{task_queue}-act", activities=[noop_activity]),
+    ):
+        for i in range(runs + 1):
+            wid = fresh_key("noop")
+            await client.execute_workflow(NoopLoop.run, steps, id=wid, task_queue=task_queue)
+            if i == 0:
+                continue  # warm-up
+            total.merge(noop_steps(await workflow_chain(client, wid)))
+    return total
+
+
+# -- where an activity's time goes ----------------------------------------------------------
+
+
+async def publish_costs(client: AgentlaneClient, key: str, n: int) -> dict[str, list[float]]:
+    """The stream round trips every engine activity makes, timed from this process against a
+    live session's events workflow: the offset query the model activity makes before it
+    streams, and one urgent publish (open the stream client, publish, flush = one signal,
+    close) as each activity does at its start and end."""
+    out: dict[str, list[float]] = {"offset query": [], "publish + flush (signal)": []}
+    for i in range(n):
+        started = time.perf_counter()
+        await stream_offset(client.client, key)
+        out["offset query"].append(time.perf_counter() - started)
+        event = AgentEvent(
+            kind=EventKind.TOOL_EXECUTION_START,
+            event_id=f"bench/{i}",
+            session_key=key,
+            run_id="bench",
+        )
+        started = time.perf_counter()
+        publisher = StreamPublisher(client.client, key, timedelta(milliseconds=200), "bench")
+        async with publisher:
+            publisher.publish(event, urgent=True)
+        out["publish + flush (signal)"].append(time.perf_counter() - started)
+    return out
+
+
+# -- stream history -------------------------------------------------------------------------
+
+
+def new_events(before: Chain, after: Chain) -> list[HistoryEvent]:
+    """Events of `after` that `before` did not have (histories only grow; closed runs are
+    complete, so only the last run of `before` can have gained events)."""
+    k = len(before.runs)
+    out = list(after.runs[k - 1].events[len(before.runs[k - 1].events) :])
+    for run in after.runs[k:]:
+        out += list(run.events)
+    return out
+
+
+@dataclass
+class StreamResult:
+    batch_ms: int
+    stream_seconds: float
+    client_seconds: float
+    added_events: int
+    signals: int
+    updates: int
+    items: int
+    text_items: int
+    run_events: int
+    run_bytes: int
+    small_run_events: int
+    small_run_bytes: int
+    reply_chars: int
+    reply_ok: bool
+
+
+async def stream_case(stack: Stack, batch_ms: int) -> StreamResult:
+    dep = stack.deployment(
+        AGENTLANE_STREAM_BATCH_MS=str(batch_ms), AGENTLANE_OFFLINE_TOKEN_MS=str(STREAM_TOKEN_MS)
+    )
+    worker = dep.start_worker()
+    try:
+        client = await stack.client(dep)
+        key = fresh_key(f"stream{batch_ms}")
+        ws = workspace(dep, key)
+        # A short first run creates the session and its events workflow, and gives the size of
+        # a run that barely streams, to compare with.
+        first = await client.send(key, "say ready", workspace=str(ws))
+        assert first.run_id
+        await client.wait_for_run(first.run_id)
+        await wait_idle(client, key, runs=1)
+        small = await workflow_chain(client.client, first.run_id)
+
+        events_id = events_workflow_id(key)
+        before = await workflow_chain(client.client, events_id)
+        offset = await client.events_offset(key)
+        watcher = Watcher(client, key, offset).start()
+        receipt = await client.send(key, f"count to {STREAM_COUNT}")
+        assert receipt.run_id
+        result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+        await watcher.wait()
+        await wait_idle(client, key, runs=2)
+        after = await workflow_chain(client.client, events_id)
+        run = await workflow_chain(client.client, receipt.run_id)
+
+        model = [a for a in activities_of(run.events) if a.name == CALL_MODEL]
+        stream_seconds = sum(a.completed - a.started for a in model)
+        arrivals = watcher.text_arrivals()
+        added = new_events(before, after)
+        return StreamResult(
+            batch_ms=batch_ms,
+            stream_seconds=stream_seconds,
+            client_seconds=arrivals[-1].at - arrivals[0].at if arrivals else 0.0,
+            added_events=len(added),
+            signals=sum(e.event_type == ET.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in added),
+            updates=sum(
+                e.event_type == ET.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED for e in added
+            ),
+            items=len(watcher.seen),
+            text_items=sum(1 for s in watcher.seen if s.event.kind.value == "text_delta"),
+            run_events=run.event_count,
+            run_bytes=run.size,
+            small_run_events=small.event_count,
+            small_run_bytes=small.size,
+            reply_chars=len(result.reply),
+            reply_ok=watcher.visible(receipt.run_id) == result.reply,
+        )
+    finally:
+        worker.stop()  # free the CPU for the next case
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+async def main() -> None:
+    figures = Figures()
+    async with bench_stack("bench-engine") as stack:
+        dep = stack.deployment()
+        dep.start_worker()
+        client = await stack.client(dep)
+        note(f"dev server {stack.server.address}; one worker process; offline model, zero latency")
+
+        # Warm-up: first workflow/activity executions pay imports and caches.
+        warm_key, _, _ = await run_steps(client, dep, 5)
+
+        note("each run is checked to make N tool calls in N+1 model calls")
+        # 1. engine time per step
+        engine = StepTimes()
+        per_run: list[float] = []
+        for _ in range(TIMING_RUNS):
+            _, run_id, _ = await run_steps(client, dep, TIMING_STEPS)
+            got = engine_steps(await workflow_chain(client.client, run_id))
+            per_run.append(median(got.total) * 1000)
+            engine.merge(got)
+
+        # 2. baselines
+        await asyncio_loop(stack.root / "loop", 5)  # warm-up
+        loop_times: list[float] = []
+        for _ in range(TIMING_RUNS):
+            loop_times += await asyncio_loop(stack.root / "loop", TIMING_STEPS)
+        noop = await noop_loops(client.client, f"{dep.task_queue}-noop", TIMING_STEPS, TIMING_RUNS)
+
+        e_med, e_p95 = stats_ms(engine.total)
+        l_med, l_p95 = stats_ms(loop_times)
+        n_med, n_p95 = stats_ms(noop.total)
+        table = Table(
+            f"Time per step ({TIMING_RUNS} runs x {TIMING_STEPS} steps each; ms)",
+            ["what", "median", "p95", "samples"],
+        )
+        table.add(
+            "engine step (model + tool activity + workflow tasks)", e_med, e_p95, len(engine.total)
+        )
+        for k, v in engine.parts.items():
+            m, p = stats_ms(v)
+            table.add(f"  of which {k}", m, p, len(v))
+        table.add(
+            "baseline 1: in-process asyncio loop, same model/tool/store",
+            l_med,
+            l_p95,
+            len(loop_times),
+        )
+        table.add(
+            "baseline 2: no-op activity loop (one activity per step)", n_med, n_p95, len(noop.total)
+        )
+        for k, v in noop.parts.items():
+            m, p = stats_ms(v)
+            table.add(f"  of which {k}", m, p, len(v))
+        table.print()
+        note(
+            "method: engine and no-op steps are read from the workflows' histories: the time "
+            "from one call_model (resp. no-op) ACTIVITY_TASK_SCHEDULED event to the next, split "
+            "by the events in between (dispatch = scheduled -> started, run = started -> "
+            "completed; what the parts do not cover is server time between a completion and "
+            "the next schedule). The asyncio loop is timed with perf_counter.\n"
+            f"engine median per run: {', '.join(f'{m:.1f}' for m in per_run)} ms\n"
+            f"ratio engine/asyncio = {e_med / l_med:.1f}x; engine/no-op = {e_med / n_med:.1f}x "
+            f"(an engine step holds two activities: engine/(2 x no-op) = "
+            f"{e_med / (2 * n_med):.1f}x)"
+        )
+        costs = await publish_costs(client, warm_key, 30)
+        diag = Table(
+            "Stream round trips each engine activity makes (from this process; ms)",
+            ["what", "median", "p95", "samples"],
+        )
+        for k, v in costs.items():
+            diag.add(k, *stats_ms(v), len(v))
+        diag.print()
+        note(
+            "the model activity makes one offset query and at least two urgent publishes "
+            "(message start, message end), the tool activity two (tool start, tool end); the "
+            "in-process loop above does the same work without them."
+        )
+        figures.add("engine_step_median", e_med, "ms")
+        figures.add("engine_step_p95", e_p95, "ms")
+        figures.add("asyncio_step_median", l_med, "ms")
+        figures.add("asyncio_step_p95", l_p95, "ms")
+        figures.add("noop_activity_step_median", n_med, "ms")
+        figures.add("noop_activity_step_p95", n_p95, "ms")
+        figures.add("ratio_engine_vs_asyncio", e_med / l_med, "x")
+        figures.add("ratio_engine_vs_noop", e_med / n_med, "x")
+
+        # 3. history per step at several conversation lengths
+        hist = Table(
+            "History per step (run workflow chain; bytes = serialized protobuf)",
+            [
+                "steps",
+                "wall s",
+                "step median ms",
+                "runs in chain",
+                "events",
+                "events/step",
+                "bytes",
+                "bytes/step",
+                "call_model input first/last B",
+                "session events",
+                "session bytes",
+                "instruction chars",
+                "reply chars",
+                "stream wf events/step",
+            ],
+        )
+        sizes: dict[int, tuple[int, int]] = {}
+        for steps in HISTORY_LENGTHS:
+            started = time.monotonic()
+            key, run_id, result = await run_steps(client, dep, steps, limit_s=900)
+            wall = time.monotonic() - started
+            chain = await workflow_chain(client.client, run_id)
+            session = await workflow_chain(client.client, session_workflow_id(key))
+            stream = await workflow_chain(client.client, events_workflow_id(key))
+            inputs = [
+                e.ByteSize()
+                for e in chain.events
+                if e.event_type == ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                and e.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL
+            ]
+            sizes[steps] = (chain.event_count, chain.size)
+            hist.add(
+                steps,
+                wall,
+                median(engine_steps(chain).total) * 1000,
+                len(chain.runs),
+                chain.event_count,
+                chain.event_count / steps,
+                chain.size,
+                chain.size / steps,
+                f"{inputs[0]}/{inputs[-1]}",
+                session.event_count,
+                session.size,
+                len(instruction(steps)),
+                len(result.reply),
+                stream.event_count / steps,
+            )
+            figures.add(f"history_events_per_step_{steps}", chain.event_count / steps, "events")
+            figures.add(f"history_bytes_per_step_{steps}", chain.size / steps, "B")
+            figures.add(f"session_history_bytes_{steps}", float(session.size), "B")
+        hist.print()
+        lo, hi = HISTORY_LENGTHS[1], HISTORY_LENGTHS[2]
+        marginal = (sizes[hi][1] - sizes[lo][1]) / (hi - lo)
+        note(
+            f"marginal history bytes per step between {lo} and {hi} steps: {marginal:.0f} B "
+            "(flat history per step means this is close to bytes/step at every length).\n"
+            "The first call_model input also carries the user message. The session's history "
+            "holds the user message and the run's result with its full reply (the offline "
+            "model's final reply lists every tool call, so it grows with steps here)."
+        )
+        figures.add("history_bytes_per_step_marginal", marginal, "B")
+        dep.stop_workers()  # the stream cases run their own workers
+
+        # 4. stream history per second of streaming, per batch interval
+        stream_table = Table(
+            f"Stream history: `count to {STREAM_COUNT}` at {STREAM_TOKEN_MS} ms/token, "
+            "one subscriber",
+            [
+                "batch ms",
+                "stream s",
+                "events wf +events",
+                "events/s",
+                "signals",
+                "poll updates",
+                "stream items",
+                "text_delta items",
+                "run events",
+                "run bytes",
+                "2-token run events/bytes",
+                "reply chars",
+                "visible==reply",
+            ],
+        )
+        for batch in STREAM_BATCHES_MS:
+            r = await stream_case(stack, batch)
+            rate = r.added_events / r.stream_seconds
+            stream_table.add(
+                batch,
+                r.stream_seconds,
+                r.added_events,
+                rate,
+                r.signals,
+                r.updates,
+                r.items,
+                r.text_items,
+                r.run_events,
+                r.run_bytes,
+                f"{r.small_run_events}/{r.small_run_bytes}",
+                r.reply_chars,
+                r.reply_ok,
+            )
+            figures.add(f"stream_history_events_per_s_batch{batch}", rate, "events/s")
+            figures.add(f"stream_items_batch{batch}", float(r.items), "items")
+            figures.add(f"stream_run_history_events_batch{batch}", float(r.run_events), "events")
+        stream_table.print()
+        note(
+            "method: events added to the session's events workflow (whole continue-as-new chain) "
+            "between just before the message and the run's end, divided by the call_model "
+            "activity's duration (started -> completed in the run's history). Signals are "
+            "publish batches, poll updates the subscriber's long polls. The run's own history is "
+            "compared with a 2-token run of the same session: its events must not grow with "
+            "streaming (its bytes differ by the reply, which the run's result carries)."
+        )
+    figures.print()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
