@@ -2,9 +2,10 @@
 
 Text deltas are coalesced: whatever arrives within one batch interval becomes one `text_delta`
 event, so the stream (and the events workflow's history) grows with batches, not tokens. Flushes
-are driven here rather than by the stream client's own timer, so urgent events (tool start, message
-end) go out at once and quiet periods send nothing. A retried attempt avoids showing the user the
-same text twice with `ResumeGuard`.
+are driven here rather than by the stream client's own timer: the first text of a message goes out
+at once, everything else with the next tick or when the activity ends (each activity flushes before
+it returns, so events stay in order across activities), and quiet periods send nothing. A retried
+attempt avoids showing the user the same text twice with `ResumeGuard`.
 """
 
 from __future__ import annotations
@@ -104,10 +105,14 @@ class StreamPublisher:
         if urgent:
             self._wake.set()
 
-    def text(self, template: AgentEvent, start_index: int, delta: str) -> None:
+    def text(
+        self, template: AgentEvent, start_index: int, delta: str, urgent: bool = False
+    ) -> None:
         """Queue `delta` (which starts at character `start_index` of the message)."""
         if not delta:
             return
+        if urgent:
+            self._wake.set()
         pending = self._pending
         if (
             pending is not None
@@ -169,11 +174,6 @@ class ResumeGuard:
             self.reset = True
         self.decided = True
         return True
-
-
-async def stream_offset(client: Client, session_key: str) -> int:
-    stream = WorkflowStreamClient.create(client, events_workflow_id(session_key))
-    return await stream.get_offset()
 
 
 async def published_message_text(

@@ -26,7 +26,6 @@ from activities.event_publishing import (
     ResumeGuard,
     StreamPublisher,
     published_message_text,
-    stream_offset,
     text_delta_template,
 )
 from activities.model_output.pipeline import Emission, OutputPipeline
@@ -265,51 +264,46 @@ class ModelCallActivity:
         )
         client = activity.client()
         prior_text = ""
-        details = info.heartbeat_details
-        start_offset: int | None = None
-        if details and isinstance(details[0], dict) and "stream_offset" in details[0]:
-            start_offset = int(details[0]["stream_offset"])
+        prior_unknown = False
+        if info.attempt > 1:
+            # Only a retry needs to know what an earlier attempt showed, and it reads that back
+            # from the stream itself (a query: no history, and no cost to first attempts).
             try:
                 prior_text = await published_message_text(
-                    client, inp.session_key, start_offset, inp.assistant_entry_id
+                    client, inp.session_key, 0, inp.assistant_entry_id
                 )
             except Exception as err:
                 log.warning("could not read back the earlier attempt's text: %s", err)
-        if start_offset is None:
-            try:
-                start_offset = await stream_offset(client, inp.session_key)
-            except Exception as err:
-                log.warning("could not read the stream offset: %s", err)
-        heartbeat_state = {"stream_offset": start_offset or 0}
-        activity.heartbeat(heartbeat_state)
+                prior_unknown = True
+        activity.heartbeat()
 
         publisher = StreamPublisher(
             client, inp.session_key, self.settings.stream_batch_interval, inp.run_id
         )
         async with publisher:
-            for event in inp.announce:
-                publisher.publish(event)
-            publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt), True)
-            if info.attempt > 1 and not prior_text and start_offset is None:
+            for announcement in inp.announce:
+                publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
+            # Not urgent: it goes out with the first text, or at the next tick.
+            publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt))
+            if prior_unknown:
                 # Nothing is known about what an earlier attempt showed: tell consumers to drop
                 # anything they have for this message.
                 publisher.publish(self._message_event(inp, EventKind.MESSAGE_RESET, info.attempt))
-            acc = await self._stream_call(
-                inp, request, resolved, publisher, prior_text, heartbeat_state
-            )
+            acc = await self._stream_call(inp, request, resolved, publisher, prior_text)
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
                 update={"stop_reason": acc.stop_reason, "usage": acc.usage}
             )
-            publisher.publish(end, urgent=True)
+            publisher.publish(end)  # flushed when the publisher closes, before returning
         return ModelCallResult(
             entry_id=entry.id,
             stop_reason=acc.stop_reason,
             tool_calls=refs,
             usage=acc.usage,
             text_chars=len(acc.text),
-            reply_preview=acc.reply[:200],
+            # Only a reply that ends the run is worth a place in history.
+            reply_preview="" if refs else acc.reply[:200],
             attempt=info.attempt,
         )
 
@@ -333,7 +327,6 @@ class ModelCallActivity:
         resolved: ResolvedModel,
         publisher: StreamPublisher,
         prior_text: str,
-        heartbeat_state: dict[str, int],
     ) -> _Accumulated:
         attempt = activity.info().attempt
         acc = _Accumulated()
@@ -371,7 +364,9 @@ class ModelCallActivity:
                     guard.reset = False
                 shown = max(shown, guard.publish_from)
                 if len(pipeline.visible) > shown:
-                    publisher.text(template, shown, pipeline.visible[shown:])
+                    # The first text of a message goes out at once: the time to first delta
+                    # should not wait for a batch tick.
+                    publisher.text(template, shown, pipeline.visible[shown:], urgent=shown == 0)
                     shown = len(pipeline.visible)
             for block in emission.blocks:
                 # Stable ids: a retried attempt that produces the same blocks repeats nothing.
@@ -393,7 +388,7 @@ class ModelCallActivity:
         async def heartbeat_loop() -> None:
             while True:
                 await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
-                activity.heartbeat(heartbeat_state)
+                activity.heartbeat()
 
         beats = asyncio.create_task(heartbeat_loop())
         try:

@@ -41,6 +41,8 @@ class RunFinishActivity:
         async with StreamPublisher(
             activity.client(), inp.result.session_key, self.settings.stream_batch_interval
         ) as publisher:
-            for event in inp.announce:
-                publisher.publish(event, urgent=True)
+            for announcement in inp.announce:
+                publisher.publish(
+                    announcement.to_event(inp.result.session_key, inp.result.run_id)
+                )  # flushed when the publisher closes
         return FinishRunResult(reply=reply)

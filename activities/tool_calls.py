@@ -111,8 +111,7 @@ class ToolActivities:
         )
         async with publisher:
             publisher.publish(
-                self._event(inp, EventKind.TOOL_EXECUTION_START, data={"input": call.arguments}),
-                urgent=True,
+                self._event(inp, EventKind.TOOL_EXECUTION_START, data={"input": call.arguments})
             )
             # Heartbeats let Temporal notice a dead worker within the heartbeat timeout and
             # deliver cancellation (abort) to a running tool.
@@ -148,7 +147,6 @@ class ToolActivities:
                     text=written.text[:2000],
                     duration_ms=duration_ms,
                 ),
-                urgent=True,
             )
         return ToolCallOutcome(
             tool_call_id=inp.tool_call_id,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlane.ids import file_safe
-from agentlane.transcript import Role, ToolCall, TranscriptEntry
+from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
 
 
 class TranscriptCorrupt(Exception):
@@ -160,7 +160,8 @@ class TranscriptStore:
     # -- writing ---------------------------------------------------------------------------
 
     def answer_unanswered(self, key: str, run_id: str, reason: str) -> list[TranscriptEntry]:
-        """Answer every tool call that has no result yet with `reason`, as an error result.
+        """Answer every tool call that has no result yet, as an error result explaining `reason`
+        (an `Unanswered` code, or the words themselves).
 
         Keeps the transcript valid (every call answered once) when calls were skipped or a run
         stopped before they ran.
@@ -169,7 +170,9 @@ class TranscriptStore:
         return self.append(
             key,
             [
-                tool_result_entry(call.id, call.name, reason, run_id, is_error=True, ts=now)
+                tool_result_entry(
+                    call.id, call.name, unanswered_text(reason), run_id, is_error=True, ts=now
+                )
                 for call in self.unanswered_tool_calls(key)
             ],
         )

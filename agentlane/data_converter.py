@@ -7,21 +7,56 @@ under the data folder (shared storage when workers run on several machines).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
 from temporalio.converter import (
+    CompositePayloadConverter,
     DataConverter,
+    DefaultPayloadConverter,
     ExternalStorage,
+    JSONPlainPayloadConverter,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
 )
+
+from agentlane.wire import CompactModel
+
+
+class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
+    """Leaves out model fields whose value is None, and, for activity contracts
+    (`CompactModel`), every field equal to its default.
+
+    Every optional field of the contracts defaults to None (a unit test checks it), so nothing
+    changes on the way back, and each event and activity input in history gets much smaller.
+    """
+
+    def to_payload(self, value: Any) -> Payload | None:
+        if isinstance(value, CompactModel):
+            data = value.__pydantic_serializer__.to_json(value, exclude_defaults=True)
+        else:
+            data = to_json(value, exclude_none=True)
+        return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
+
+
+class CompactPydanticPayloadConverter(CompositePayloadConverter):
+    """The SDK's pydantic converter with `_CompactJSONConverter` for JSON."""
+
+    def __init__(self) -> None:
+        compact = _CompactJSONConverter()
+        super().__init__(
+            *(
+                compact if isinstance(c, JSONPlainPayloadConverter) else c
+                for c in DefaultPayloadConverter.default_encoding_payload_converters
+            )
+        )
 
 
 class LocalFileStorageDriver(StorageDriver):
@@ -73,8 +108,8 @@ class LocalFileStorageDriver(StorageDriver):
 
 
 def make_data_converter(payloads_dir: Path, threshold: int = 128 * 1024) -> DataConverter:
-    return dataclasses.replace(
-        pydantic_data_converter,
+    return DataConverter(
+        payload_converter_class=CompactPydanticPayloadConverter,
         external_storage=ExternalStorage(
             drivers=[LocalFileStorageDriver(payloads_dir)], payload_size_threshold=threshold
         ),

@@ -61,3 +61,26 @@ class AgentEvent(BaseModel):
 
 def lifecycle_event_id(run_id: str, kind: EventKind, turn_index: int | None = None) -> str:
     return f"{run_id}/{kind.value}" + ("" if turn_index is None else f"/{turn_index}")
+
+
+class Announcement(BaseModel):
+    """A lifecycle event as the run workflow decides it: the activity that carries it to the
+    stream fills in the session, run and stable id. Kept small because it rides in activity
+    inputs, and so in history."""
+
+    kind: EventKind
+    ts: float
+    turn_index: int | None = None
+    has_tool_calls: bool | None = None
+    termination_reason: str | None = None
+    text: str | None = None
+    recoverable: bool | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+    def to_event(self, session_key: str, run_id: str) -> AgentEvent:
+        return AgentEvent(
+            event_id=lifecycle_event_id(run_id, self.kind, self.turn_index),
+            session_key=session_key,
+            run_id=run_id,
+            **self.model_dump(exclude_none=True),
+        )

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from agentlane.events import AgentEvent
+from agentlane.events import Announcement
 from agentlane.run import ModelRef, UserTurn
 from agentlane.usage import Usage
+from agentlane.wire import CompactModel
 
 CALL_MODEL = "call_model"
 
 
-class ModelCallInput(BaseModel):
+class ModelCallInput(CompactModel):
     session_key: str
     run_id: str
     turn_index: int
@@ -27,15 +28,15 @@ class ModelCallInput(BaseModel):
     append_user: list[UserTurn] = Field(default_factory=list)
     # Tool calls that never ran (skipped for a steering message, or the previous run aborted)
     # are answered with this explanation before the model sees the transcript.
-    unanswered_reason: str = "Tool call was not executed."
+    unanswered_reason: str = "not_executed"
     assistant_entry_id: str
     # Lifecycle events decided by the workflow, published ahead of this call's own events.
-    announce: list[AgentEvent] = Field(default_factory=list)
+    announce: list[Announcement] = Field(default_factory=list)
     idle_timeout_seconds: int = 120
     reasoning_mode: str = "off"
 
 
-class ToolCallRef(BaseModel):
+class ToolCallRef(CompactModel):
     id: str
     name: str
     summary: str
@@ -44,7 +45,7 @@ class ToolCallRef(BaseModel):
     rejected: bool = False
 
 
-class ModelCallResult(BaseModel):
+class ModelCallResult(CompactModel):
     entry_id: str
     stop_reason: str
     tool_calls: list[ToolCallRef] = Field(default_factory=list)

@@ -9,7 +9,7 @@ from enum import StrEnum
 from pydantic import BaseModel, Field
 
 from agentlane.errors import ExecutionErrorKind, ModelFailure
-from agentlane.events import AgentEvent
+from agentlane.events import Announcement
 from agentlane.messages import Routing
 from agentlane.usage import RunUsage
 
@@ -122,10 +122,10 @@ class RunCarry(BaseModel):
     seen_steer: list[str] = Field(default_factory=list)
     last_entry_id: str | None = None
     reply_preview: str = ""
-    unanswered_reason: str = "Tool call was not executed."
+    unanswered_reason: str = "not_executed"
     segments: int = 1
     # Lifecycle events decided but not yet published when the run continued as new.
-    announce: list[AgentEvent] = Field(default_factory=list)
+    announce: list[Announcement] = Field(default_factory=list)
 
 
 class RunInput(BaseModel):

@@ -3,19 +3,20 @@ lifecycle events and records the run in the store."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from agentlane.events import AgentEvent
+from agentlane.events import Announcement
 from agentlane.run import ExecutionResult
+from agentlane.wire import CompactModel
 
 FINISH_RUN = "finish_run"
 
 
-class FinishRunInput(BaseModel):
+class FinishRunInput(CompactModel):
     result: ExecutionResult
     unanswered_reason: str
-    announce: list[AgentEvent] = Field(default_factory=list)
+    announce: list[Announcement] = Field(default_factory=list)
 
 
-class FinishRunResult(BaseModel):
+class FinishRunResult(CompactModel):
     reply: str = ""

@@ -17,10 +17,6 @@ def model_task_queue(workflow_task_queue: str) -> str:
     return f"{workflow_task_queue}-model"
 
 
-def tool_task_queue(workflow_task_queue: str) -> str:
-    return f"{workflow_task_queue}-tools"
-
-
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"AGENTLANE_{name}", default)
 
@@ -47,10 +43,6 @@ class Settings(BaseModel):
     @property
     def model_task_queue(self) -> str:
         return model_task_queue(self.workflow_task_queue)
-
-    @property
-    def tool_task_queue(self) -> str:
-        return tool_task_queue(self.workflow_task_queue)
 
     @property
     def transcripts_dir(self) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from agentlane.wire import CompactModel
 
 TOOL_ACTIVITY_PREFIX = "tool_"
 BASE_TOOLS = ("read", "write", "edit", "exec")
@@ -12,7 +12,7 @@ def tool_activity_name(tool: str) -> str:
     return f"{TOOL_ACTIVITY_PREFIX}{tool}"
 
 
-class ToolCallInput(BaseModel):
+class ToolCallInput(CompactModel):
     session_key: str
     run_id: str
     turn_index: int
@@ -23,7 +23,7 @@ class ToolCallInput(BaseModel):
     exec_timeout_seconds: int = 120
 
 
-class ToolCallOutcome(BaseModel):
+class ToolCallOutcome(CompactModel):
     tool_call_id: str
     is_error: bool
     summary: str

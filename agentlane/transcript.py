@@ -15,6 +15,29 @@ from pydantic import BaseModel, Field
 from agentlane.usage import Usage
 
 
+class Unanswered(StrEnum):
+    """Why a tool call has no real result; the workflow sends the code, the store writes the
+    words (older histories carry the words themselves, which are used as they are)."""
+
+    NOT_EXECUTED = "not_executed"
+    SKIPPED_FOR_STEER = "skipped_for_steer"
+    RUN_STOPPED = "run_stopped"
+
+
+UNANSWERED_TEXT = {
+    Unanswered.NOT_EXECUTED: "Tool call was not executed.",
+    Unanswered.SKIPPED_FOR_STEER: "Skipped: the user sent a new message before this tool call ran.",
+    Unanswered.RUN_STOPPED: "Not executed: the run was stopped before this tool call ran.",
+}
+
+
+def unanswered_text(reason: str) -> str:
+    try:
+        return UNANSWERED_TEXT[Unanswered(reason)]
+    except ValueError:
+        return reason
+
+
 class Role(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"

@@ -24,9 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
 from temporalio.client import Client  # noqa: E402
+from temporalio.contrib.workflow_streams import WorkflowStreamClient  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities.event_publishing import StreamPublisher, stream_offset  # noqa: E402
+from activities.event_publishing import StreamPublisher  # noqa: E402
 from activities.providers.base import (  # noqa: E402
     Finish,
     ModelRequest,
@@ -39,7 +40,10 @@ from activities.tools.file_tools import write_file  # noqa: E402
 from activities.tools.specs import WriteArgs, tool_specs  # noqa: E402
 from activities.transcript_store import TranscriptStore  # noqa: E402
 from agentlane.events import AgentEvent, EventKind  # noqa: E402
-from agentlane.ids import events_workflow_id, session_workflow_id  # noqa: E402
+from agentlane.ids import (
+    events_workflow_id,  # noqa: E402
+    session_workflow_id,  # noqa: E402
+)
 from agentlane.model_calls import CALL_MODEL  # noqa: E402
 from agentlane.run import ExecutionResult, ExecutionStatus  # noqa: E402
 from agentlane.transcript import Role, ToolCall, TranscriptEntry  # noqa: E402
@@ -311,14 +315,14 @@ async def noop_loops(client: Client, task_queue: str, steps: int, runs: int) -> 
 
 
 async def publish_costs(client: AgentlaneClient, key: str, n: int) -> dict[str, list[float]]:
-    """The stream round trips every engine activity makes, timed from this process against a
-    live session's events workflow: the offset query the model activity makes before it
-    streams, and one urgent publish (open the stream client, publish, flush = one signal,
-    close) as each activity does at its start and end."""
+    """Stream round trips, timed from this process against a live session's events workflow:
+    an offset query (what a retried model attempt's read-back costs per page) and one publish
+    (open the stream client, publish, flush = one signal, close), as each activity does once
+    before it returns."""
     out: dict[str, list[float]] = {"offset query": [], "publish + flush (signal)": []}
     for i in range(n):
         started = time.perf_counter()
-        await stream_offset(client.client, key)
+        await WorkflowStreamClient.create(client.client, events_workflow_id(key)).get_offset()
         out["offset query"].append(time.perf_counter() - started)
         event = AgentEvent(
             kind=EventKind.TOOL_EXECUTION_START,

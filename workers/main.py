@@ -47,11 +47,15 @@ def build_workers(client: Client, settings: Settings) -> list[Worker]:
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
     return [
+        # Tool activities share the workflows' task queue so the server can hand them to this
+        # worker eagerly, with the workflow task's completion, instead of through another poll.
         Worker(
             client,
             task_queue=settings.workflow_task_queue,
             workflows=list(WORKFLOWS),
+            activities=[*tools.all(), finish.finish_run],
             max_concurrent_workflow_tasks=50,
+            max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
         Worker(
@@ -59,13 +63,6 @@ def build_workers(client: Client, settings: Settings) -> list[Worker]:
             task_queue=settings.model_task_queue,
             activities=[model.call_model],
             max_concurrent_activities=settings.max_concurrent_model_calls,
-            **common,  # type: ignore[arg-type]
-        ),
-        Worker(
-            client,
-            task_queue=settings.tool_task_queue,
-            activities=[*tools.all(), finish.finish_run],
-            max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
     ]
@@ -83,12 +80,11 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             pass
     tasks = [asyncio.create_task(w.run()) for w in workers]
     log.info(
-        "worker %s up on %s (queues %s, %s, %s)",
+        "worker %s up on %s (queues %s, %s)",
         os.getpid(),
         settings.temporal_address,
         settings.workflow_task_queue,
         settings.model_task_queue,
-        settings.tool_task_queue,
     )
     print(f"agentlane worker pid={os.getpid()} ready", flush=True)
     if ready:

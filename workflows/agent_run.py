@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ExecutionErrorKind,
         ModelFailure,
     )
-    from agentlane.events import AgentEvent, EventKind, lifecycle_event_id
+    from agentlane.events import Announcement, EventKind
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
     from agentlane.run import (
         ExecutionError,
@@ -41,12 +41,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
-    from agentlane.settings import model_task_queue, tool_task_queue
+    from agentlane.settings import model_task_queue
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+    from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
-
-SKIPPED_FOR_STEER = "Skipped: the user sent a new message before this tool call ran."
-ABORTED_BEFORE_RUN = "Not executed: the run was stopped before this tool call ran."
 
 
 @dataclass
@@ -109,7 +107,7 @@ class AgentRunWorkflow:
             pending_user=list(inp.request.prompt),
         )
         self.phase = RunPhase.STARTING
-        self.announce: list[AgentEvent] = list(self.c.announce)
+        self.announce: list[Announcement] = list(self.c.announce)
         self.c.announce = []
         self.abort_reason: str | None = None
 
@@ -143,18 +141,15 @@ class AgentRunWorkflow:
     def _emit(self, kind: EventKind, turn_index: int | None = None, **fields: object) -> None:
         """Queue a lifecycle event; it travels to the stream with the next activity."""
         self.announce.append(
-            AgentEvent(
+            Announcement(
                 kind=kind,
-                event_id=lifecycle_event_id(self.req.run_id, kind, turn_index),
-                session_key=self.req.session_key,
-                run_id=self.req.run_id,
                 ts=workflow.now().timestamp(),
                 turn_index=turn_index,
                 **fields,
             )
         )
 
-    def _take_announce(self) -> list[AgentEvent]:
+    def _take_announce(self) -> list[Announcement]:
         taken, self.announce = self.announce, []
         return taken
 
@@ -271,10 +266,11 @@ class AgentRunWorkflow:
             # The user turns are in the transcript now.
             self.c.pending_user = []
             self.c.steer = [t for t in self.c.steer if t not in append]
-            self.c.unanswered_reason = SKIPPED_FOR_STEER
+            self.c.unanswered_reason = Unanswered.SKIPPED_FOR_STEER
             self.c.usage = self.c.usage.record(result.usage)
             self.c.last_entry_id = result.entry_id
-            self.c.reply_preview = result.reply_preview
+            if result.reply_preview or not result.tool_calls:
+                self.c.reply_preview = result.reply_preview
             has_tool_calls = bool(result.tool_calls)
             if has_tool_calls:
                 self.phase = RunPhase.TOOLS
@@ -315,7 +311,6 @@ class AgentRunWorkflow:
                     exec_timeout_seconds=exec_timeout,
                 ),
                 result_type=ToolCallOutcome,
-                task_queue=tool_task_queue(workflow.info().task_queue),
                 start_to_close_timeout=opts.tool_start_to_close(name, exec_timeout),
                 heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
                 retry_policy=opts.TOOL_RETRY,
@@ -378,11 +373,10 @@ class AgentRunWorkflow:
                 FINISH_RUN,
                 FinishRunInput(
                     result=result,
-                    unanswered_reason=ABORTED_BEFORE_RUN,
+                    unanswered_reason=Unanswered.RUN_STOPPED,
                     announce=self._take_announce(),
                 ),
                 result_type=FinishRunResult,
-                task_queue=tool_task_queue(workflow.info().task_queue),
                 start_to_close_timeout=opts.FINISH_START_TO_CLOSE,
                 retry_policy=opts.FINISH_RETRY,
                 summary=f"finish: {reason.value}",

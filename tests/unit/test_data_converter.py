@@ -1,0 +1,75 @@
+"""The project's data converter: compact JSON, lossless for the contracts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentlane.data_converter import make_data_converter
+from agentlane.events import AgentEvent, EventKind
+from agentlane.run import ExecutionError, ExecutionErrorKind
+
+
+def test_no_contract_field_allows_none_with_another_default() -> None:
+    """The data converter leaves None fields out of payloads; that is lossless only while every
+    optional field defaults to None."""
+    import importlib
+    import inspect
+    import pkgutil
+    import typing
+
+    from pydantic import BaseModel
+
+    import agentlane
+
+    offenders = []
+    for info in pkgutil.iter_modules(agentlane.__path__):
+        module = importlib.import_module(f"agentlane.{info.name}")
+        for obj in vars(module).values():
+            if not (inspect.isclass(obj) and issubclass(obj, BaseModel)):
+                continue
+            for name, field in obj.model_fields.items():
+                if type(None) in typing.get_args(field.annotation) and (
+                    field.is_required() or field.default is not None
+                ):
+                    offenders.append(f"{obj.__name__}.{name}")
+    assert offenders == []
+
+
+def test_round_trip_drops_nothing(tmp_path: Path) -> None:
+    converter = make_data_converter(tmp_path).payload_converter
+    event = AgentEvent(
+        kind=EventKind.TURN_END,
+        event_id="r/turn_end/0",
+        session_key="s",
+        run_id="r",
+        turn_index=0,
+        has_tool_calls=False,
+        data={"kept": None},
+    )
+    payload = converter.to_payloads([event])[0]
+    assert b"null" not in payload.data.replace(b'"kept":null', b"")
+    assert b"tool_call_id" not in payload.data
+    assert converter.from_payloads([payload], [AgentEvent])[0] == event
+    error = ExecutionError(kind=ExecutionErrorKind.TIMEOUT, message="m")
+    back = converter.from_payloads(converter.to_payloads([error]), [ExecutionError])[0]
+    assert back == error and back.failure is None
+
+
+def test_activity_contracts_omit_defaults_and_round_trip(tmp_path: Path) -> None:
+    from agentlane.events import Announcement
+    from agentlane.model_calls import ModelCallInput
+    from agentlane.run import ModelRef
+
+    converter = make_data_converter(tmp_path).payload_converter
+    call = ModelCallInput(
+        session_key="s", run_id="r", turn_index=2, workspace="/w", model=ModelRef(),
+        tools=["read"], assistant_entry_id="r:t2",
+        announce=[Announcement(kind=EventKind.TURN_START, ts=1.5, turn_index=2)],
+    )
+    call.append_user.clear()
+    payload = converter.to_payloads([call])[0]
+    for left_out in (b"thinking", b"append_user", b"idle_timeout_seconds", b"reasoning_mode"):
+        assert left_out not in payload.data
+    assert converter.from_payloads([payload], [ModelCallInput])[0] == call
+    event = call.announce[0].to_event("s", "r")
+    assert event.event_id == "r/turn_start/2" and event.turn_index == 2
