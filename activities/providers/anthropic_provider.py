@@ -46,6 +46,7 @@ from activities.providers.base import (
     ToolCallComplete,
     ToolCallStart,
 )
+from activities.providers.client_cache import ClientCache
 from activities.providers.thinking_params import check_thinking_supported
 from agentlane.config import ModelEntry
 from agentlane.usage import Usage
@@ -77,6 +78,7 @@ class AnthropicProvider:
         self.entry = entry
         self.name = entry.provider
         self.timeout_seconds = timeout_seconds
+        self._clients: ClientCache[anthropic.AsyncAnthropic] = ClientCache()
 
     async def stream(
         self, request: ModelRequest, credentials: Credentials | None
@@ -102,49 +104,52 @@ class AnthropicProvider:
         )
         client = self._client(credentials)
         try:
-            try:
-                state = _StreamState()
-                events = await client.messages.create(**body, stream=True)
-                async with events:
-                    async for event in events:
-                        for out in _translate(event, state):
-                            yield out
-                        if state.finished:
-                            break
-            except anthropic.APIStatusError as err:
-                raise _status_error(err, provider=self.name, model=model, secret=secret) from None
-            except anthropic.APIConnectionError as err:
+            state = _StreamState()
+            events = await client.messages.create(**body, stream=True)
+            async with events:
+                async for event in events:
+                    for out in _translate(event, state):
+                        yield out
+                    if state.finished:
+                        break
+        except anthropic.APIStatusError as err:
+            raise _status_error(err, provider=self.name, model=model, secret=secret) from None
+        except anthropic.APIConnectionError as err:
+            raise sdk_errors.transport_error(
+                err, provider=self.name, model=model, secret=secret
+            ) from None
+        except ProviderError:
+            raise
+        except ValueError as err:  # invalid JSON or an event that fails validation
+            raise sdk_errors.malformed_stream_error(
+                err, provider=self.name, model=model, secret=secret
+            ) from None
+        except Exception as err:
+            # The SDK lets errors of the HTTP layer through once the stream has begun.
+            if sdk_errors.is_transport_failure(err):
                 raise sdk_errors.transport_error(
                     err, provider=self.name, model=model, secret=secret
                 ) from None
-            except ProviderError:
-                raise
-            except ValueError as err:  # invalid JSON or an event that fails validation
-                raise sdk_errors.malformed_stream_error(
-                    err, provider=self.name, model=model, secret=secret
-                ) from None
-            except Exception as err:
-                # The SDK lets errors of the HTTP layer through once the stream has begun.
-                if sdk_errors.is_transport_failure(err):
-                    raise sdk_errors.transport_error(
-                        err, provider=self.name, model=model, secret=secret
-                    ) from None
-                raise
-            if not state.finished:
-                raise sdk_errors.stream_incomplete_error(
-                    provider=self.name, model=model, missing="message_stop", secret=secret
-                )
-            yield Finish(
-                stop_reason=stop_reasons.from_anthropic(
-                    state.stop_reason, has_tool_calls=state.tool_count > 0
-                ),
-                usage=state.usage,
+            raise
+        if not state.finished:
+            raise sdk_errors.stream_incomplete_error(
+                provider=self.name, model=model, missing="message_stop", secret=secret
             )
-        finally:
-            await client.close()
+        yield Finish(
+            stop_reason=stop_reasons.from_anthropic(
+                state.stop_reason, has_tool_calls=state.tool_count > 0
+            ),
+            usage=state.usage,
+        )
 
     def _client(self, credentials: Credentials) -> anthropic.AsyncAnthropic:
         base_url = credentials.base_url or self.entry.base_url
+        key = (credentials.kind, base_url, credentials.api_key)
+        return self._clients.get(key, lambda: self._new_client(credentials, base_url))
+
+    def _new_client(
+        self, credentials: Credentials, base_url: str | None
+    ) -> anthropic.AsyncAnthropic:
         # Explicit credentials always: with none the SDK would read ANTHROPIC_API_KEY itself.
         if credentials.kind in ("token", "oauth"):
             return anthropic.AsyncAnthropic(

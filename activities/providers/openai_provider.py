@@ -47,6 +47,7 @@ from activities.providers.base import (
     ToolCallComplete,
     ToolCallStart,
 )
+from activities.providers.client_cache import ClientCache
 from activities.providers.openai_request import (
     OpenAIOptions,
     build_chat_body,
@@ -89,6 +90,7 @@ class _OpenAIBase:
         self.entry = entry
         self.name = entry.provider
         self.timeout_seconds = timeout_seconds
+        self._clients: ClientCache[openai.AsyncOpenAI] = ClientCache()
 
     @property
     def official(self) -> bool:
@@ -122,11 +124,14 @@ class _OpenAIBase:
 
     def _client(self, key: str | None, credentials: Credentials | None) -> openai.AsyncOpenAI:
         base_url = (credentials.base_url if credentials else None) or self.entry.base_url
-        return openai.AsyncOpenAI(
-            api_key=key or NO_KEY_PLACEHOLDER,
-            base_url=base_url,
-            max_retries=0,
-            timeout=self.timeout_seconds,
+        return self._clients.get(
+            (base_url, key),
+            lambda: openai.AsyncOpenAI(
+                api_key=key or NO_KEY_PLACEHOLDER,
+                base_url=base_url,
+                max_retries=0,
+                timeout=self.timeout_seconds,
+            ),
         )
 
     def _convert(self, err: Exception, model: str, secret: str | None) -> Exception:
@@ -161,34 +166,31 @@ class OpenAIChatProvider(_OpenAIBase):
         client = self._client(key, credentials)
         state = _State()
         try:
-            try:
-                chunks = await client.chat.completions.create(**body, stream=True)
-                async with chunks:
-                    async for chunk in chunks:
-                        for out in self._translate(chunk, state):
-                            yield out
-            except ProviderError:
+            chunks = await client.chat.completions.create(**body, stream=True)
+            async with chunks:
+                async for chunk in chunks:
+                    for out in self._translate(chunk, state):
+                        yield out
+        except ProviderError:
+            raise
+        except Exception as err:
+            converted = self._convert(err, request.model, key)
+            if converted is err:
                 raise
-            except Exception as err:
-                converted = self._convert(err, request.model, key)
-                if converted is err:
-                    raise
-                raise converted from None
-            if state.finish_reason is None:
-                raise sdk_errors.stream_incomplete_error(
-                    provider=self.name, model=request.model, missing="finish_reason", secret=key
-                )
-            for call in sorted(state.calls.values(), key=lambda c: c.ordinal):
-                arguments = self._tool_arguments(request, call, "".join(call.parts))
-                yield ToolCallComplete(call.ordinal, call.id, call.name, arguments)
-            yield Finish(
-                stop_reason=stop_reasons.from_openai_chat(
-                    state.finish_reason, has_tool_calls=bool(state.calls)
-                ),
-                usage=state.usage,
+            raise converted from None
+        if state.finish_reason is None:
+            raise sdk_errors.stream_incomplete_error(
+                provider=self.name, model=request.model, missing="finish_reason", secret=key
             )
-        finally:
-            await client.close()
+        for call in sorted(state.calls.values(), key=lambda c: c.ordinal):
+            arguments = self._tool_arguments(request, call, "".join(call.parts))
+            yield ToolCallComplete(call.ordinal, call.id, call.name, arguments)
+        yield Finish(
+            stop_reason=stop_reasons.from_openai_chat(
+                state.finish_reason, has_tool_calls=bool(state.calls)
+            ),
+            usage=state.usage,
+        )
 
     def _translate(self, chunk: ChatCompletionChunk, state: _State) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -239,36 +241,33 @@ class OpenAIResponsesProvider(_OpenAIBase):
         client = self._client(key, credentials)
         state = _State()
         try:
-            try:
-                events = await client.responses.create(**body, stream=True)
-                async with events:
-                    async for event in events:
-                        for out in self._translate(request, event, state, key):
-                            yield out
-                        if state.finished:
-                            break
-            except ProviderError:
+            events = await client.responses.create(**body, stream=True)
+            async with events:
+                async for event in events:
+                    for out in self._translate(request, event, state, key):
+                        yield out
+                    if state.finished:
+                        break
+        except ProviderError:
+            raise
+        except Exception as err:
+            converted = self._convert(err, request.model, key)
+            if converted is err:
                 raise
-            except Exception as err:
-                converted = self._convert(err, request.model, key)
-                if converted is err:
-                    raise
-                raise converted from None
-            if not state.finished:
-                raise sdk_errors.stream_incomplete_error(
-                    provider=self.name,
-                    model=request.model,
-                    missing="response.completed",
-                    secret=key,
-                )
-            yield Finish(
-                stop_reason=stop_reasons.from_openai_responses(
-                    state.incomplete_reason, has_tool_calls=bool(state.calls)
-                ),
-                usage=state.usage,
+            raise converted from None
+        if not state.finished:
+            raise sdk_errors.stream_incomplete_error(
+                provider=self.name,
+                model=request.model,
+                missing="response.completed",
+                secret=key,
             )
-        finally:
-            await client.close()
+        yield Finish(
+            stop_reason=stop_reasons.from_openai_responses(
+                state.incomplete_reason, has_tool_calls=bool(state.calls)
+            ),
+            usage=state.usage,
+        )
 
     def _translate(
         self, request: ModelRequest, event: object, state: _State, key: str | None

@@ -62,8 +62,13 @@ def test_activity_contracts_omit_defaults_and_round_trip(tmp_path: Path) -> None
 
     converter = make_data_converter(tmp_path).payload_converter
     call = ModelCallInput(
-        session_key="s", run_id="r", turn_index=2, workspace="/w", model=ModelRef(),
-        tools=["read"], assistant_entry_id="r:t2",
+        session_key="s",
+        run_id="r",
+        turn_index=2,
+        workspace="/w",
+        model=ModelRef(),
+        tools=["read"],
+        assistant_entry_id="r:t2",
         announce=[Announcement(kind=EventKind.TURN_START, ts=1.5, turn_index=2)],
     )
     call.append_user.clear()
