@@ -31,10 +31,9 @@ class Settings(BaseModel):
     # The global lane: how many model calls one worker runs at once.
     max_concurrent_model_calls: int = 4
     max_concurrent_tool_calls: int = 8
-    # Liveness: see README "Timeouts". Heartbeat timeout bounds how long a dead worker's
-    # activity goes unnoticed; the sticky timeout bounds the wait for its cached workflows.
-    heartbeat_timeout: timedelta = timedelta(seconds=3)
-    retry_initial_interval: timedelta = timedelta(milliseconds=500)
+    # How long a workflow task waits on a dead worker's sticky queue before any worker takes it
+    # (README "Durability and timeouts"; the activity heartbeat timeout is set by the workflows,
+    # workflows/activity_options.py).
     sticky_schedule_to_start: timedelta = timedelta(seconds=2)
     stream_batch_interval: timedelta = timedelta(milliseconds=200)
     payload_offload_threshold: int = 128 * 1024
@@ -68,7 +67,6 @@ class Settings(BaseModel):
             workflow_task_queue=_env("TASK_QUEUE", "agentlane"),
             max_concurrent_model_calls=int(_env("MAX_MODEL_CALLS", "4")),
             max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
-            heartbeat_timeout=timedelta(seconds=float(_env("HEARTBEAT_TIMEOUT_S", "3"))),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
             default_model=_env("MODEL", "offline/planner"),
