@@ -109,6 +109,7 @@ class _Accumulated:
     stop_reason: str = "end_turn"
     usage: Usage = field(default_factory=Usage)
     reply: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def _reasoning_mode(raw: str) -> ReasoningMode:
@@ -403,6 +404,7 @@ class ModelCallActivity:
                 elif isinstance(event, Finish):
                     acc.stop_reason = event.stop_reason
                     acc.usage = event.usage
+                    acc.meta = dict(event.meta)
             deliver(pipeline.finish(), final=True)
         except IdleTimeout as err:
             await self._record_partial(inp, pipeline, "idle_timeout")
@@ -508,5 +510,6 @@ class ModelCallActivity:
             stop_reason=acc.stop_reason,
             usage=acc.usage,
             model=inp.model.label(),
+            meta=acc.meta,
         )
         return entry, rejected_results, refs

@@ -34,7 +34,7 @@ from anthropic.types import (
 from anthropic.types import TextDelta as SdkTextDelta
 
 from activities.providers import sdk_errors, stop_reasons
-from activities.providers.anthropic_request import build_messages_body
+from activities.providers.anthropic_request import THINKING_META_KEY, build_messages_body
 from activities.providers.base import (
     Credentials,
     Finish,
@@ -71,6 +71,8 @@ class _StreamState:
     tools: dict[int, _ToolBlock] = field(default_factory=dict)
     tool_count: int = 0
     finished: bool = False
+    # Thinking blocks with their signatures, by content-block index, to send back next turn.
+    thinking: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 class AnthropicProvider:
@@ -140,6 +142,11 @@ class AnthropicProvider:
                 state.stop_reason, has_tool_calls=state.tool_count > 0
             ),
             usage=state.usage,
+            meta=(
+                {THINKING_META_KEY: [state.thinking[i] for i in sorted(state.thinking)]}
+                if state.thinking
+                else {}
+            ),
         )
 
     def _client(self, credentials: Credentials) -> anthropic.AsyncAnthropic:
@@ -195,8 +202,14 @@ def _block_start(event: RawContentBlockStartEvent, state: _StreamState) -> list[
     if isinstance(block, TextBlock):
         return [TextDelta(block.text)] if block.text else []
     if isinstance(block, ThinkingBlock):
+        state.thinking[event.index] = {
+            "type": "thinking",
+            "thinking": block.thinking,
+            "signature": block.signature or "",
+        }
         return [ReasoningDelta(block.thinking)] if block.thinking else []
     if isinstance(block, RedactedThinkingBlock):
+        state.thinking[event.index] = {"type": "redacted_thinking", "data": block.data}
         return []
     if isinstance(block, ToolUseBlock):
         tool = _ToolBlock(ordinal=state.tool_count, id=block.id, name=block.name)
@@ -214,6 +227,8 @@ def _block_delta(event: RawContentBlockDeltaEvent, state: _StreamState) -> list[
     if isinstance(delta, SdkTextDelta):
         return [TextDelta(delta.text)] if delta.text else []
     if isinstance(delta, ThinkingDelta):
+        if event.index in state.thinking:
+            state.thinking[event.index]["thinking"] += delta.thinking
         return [ReasoningDelta(delta.thinking)] if delta.thinking else []
     if isinstance(delta, InputJSONDelta):
         tool = state.tools.get(event.index)
@@ -224,6 +239,8 @@ def _block_delta(event: RawContentBlockDeltaEvent, state: _StreamState) -> list[
             tool.parts.append(delta.partial_json)
         return []
     if isinstance(delta, SignatureDelta):
+        if event.index in state.thinking:
+            state.thinking[event.index]["signature"] += delta.signature
         return []
     return []
 

@@ -76,6 +76,9 @@ class ToolCallComplete:
 class Finish:
     stop_reason: str
     usage: Usage
+    # Provider state the next request must send back (Anthropic's signed thinking blocks); it is
+    # kept in the assistant entry's meta, never in workflow history.
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 StreamEvent = TextDelta | ReasoningDelta | ToolCallStart | ToolCallComplete | Finish

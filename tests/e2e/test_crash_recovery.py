@@ -152,7 +152,7 @@ async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
         fresh_client = await AgentlaneClient.connect(settings_for(dep))
         result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
         await asyncio.wait_for(watcher, 60)
-        assert result.status == ExecutionStatus.SUCCESS
+        assert result.status == ExecutionStatus.SUCCESS, result.error
         assert result.reply.startswith("survived")
         assert offsets == sorted(set(offsets)), "the watcher skipped back or repeated items"
         counted = " ".join(str(i) for i in range(1, 81))

@@ -335,3 +335,35 @@ async def test_unsupported_thinking_level_is_a_typed_failure(
     assert failure.thinking == "xhigh"
     assert "supported values are" in failure.raw_message.lower()
     assert fake.requests("anthropic") == [], "rejected before anything was sent"
+
+
+async def test_anthropic_signed_thinking_goes_back_with_the_tool_result(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """With thinking on, Anthropic wants the signed thinking block of a tool-use turn back in
+    the next request; it is kept in the transcript entry's meta, not in history."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(
+        Reply(
+            thinking="I should read the notes first.",
+            tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})],
+        ),
+        Reply(text="Done."),
+    )
+    key = f"sig-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(
+        key, "read my notes", workspace=str(ws), model="anthropic/fake-claude",
+        session_overrides={"thinking": "low"},
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.reply == "Done."
+    second = fake.requests("anthropic")[-1].body
+    assistant = [m for m in second["messages"] if m["role"] == "assistant"][-1]
+    thinking = [b for b in assistant["content"] if b["type"] == "thinking"]
+    assert thinking and thinking[0]["thinking"] == "I should read the notes first."
+    assert thinking[0]["signature"].startswith("sig-fake-")
+    assert assistant["content"][-1]["type"] == "tool_use"
+    history = await client.client.get_workflow_handle(receipt.run_id).fetch_history()
+    assert "sig-fake-" not in history.to_json()
