@@ -1,24 +1,32 @@
 """exec: a shell command in the workspace, with a timeout and captured output.
 
-The command runs in its own process group so a timeout or an abort kills everything it started.
+The command runs in its own process group. When its shell exits, times out or is aborted,
+whatever it left running in that group is stopped too, and if the worker itself dies the shell
+dies with it. Output goes to a file the activity follows and streams to a callback as it grows.
 It is not a sandbox: the command can reach anything the worker's user can (the sandbox layer is
-separate). Output is streamed to a callback as it arrives.
+separate).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import ctypes
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 from activities.tools.results import ToolResult, clip
 from activities.tools.specs import ExecArgs
 from activities.tools.workspace import workspace_root
 
 DEFAULT_TIMEOUT_SECONDS = 120
+# Output beyond this is not read (the result keeps the head and tail of what was).
+MAX_CAPTURE_BYTES = 10_000_000
+FOLLOW_INTERVAL_SECONDS = 0.1
 _PR_SET_PDEATHSIG = 1
 
 
@@ -41,6 +49,47 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
+class _OutputFollower:
+    """Reads what the command writes to its output file as it grows.
+
+    A file rather than a pipe: a background process the command leaves behind cannot hold the
+    tool open by keeping a pipe's write end.
+    """
+
+    def __init__(self, path: Path, on_output: Callable[[str], None]) -> None:
+        self._file = path.open("rb")
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._on_output = on_output
+        self.chunks: list[str] = []
+        self.size = 0
+
+    def read_new(self, limit: int = MAX_CAPTURE_BYTES) -> None:
+        room = limit - self.size
+        if room <= 0:
+            return
+        data = self._file.read(min(room, 1 << 20))
+        if not data:
+            return
+        self.size += len(data)
+        text = self._decoder.decode(data)
+        if text:
+            self.chunks.append(text)
+            self._on_output(text)
+
+    async def follow(self) -> None:
+        while True:
+            self.read_new()
+            await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
+
+    def close(self) -> None:
+        self.read_new()
+        tail = self._decoder.decode(b"", final=True)
+        if tail:
+            self.chunks.append(tail)
+            self._on_output(tail)
+        self._file.close()
+
+
 async def run_exec(
     workspace: str,
     args: ExecArgs,
@@ -49,45 +98,39 @@ async def run_exec(
 ) -> ToolResult:
     root = workspace_root(workspace)
     timeout = args.timeout or default_timeout
-    proc = await asyncio.create_subprocess_exec(
-        "bash",
-        "-c",
-        args.command,
-        cwd=root,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=_die_with_worker if sys.platform == "linux" else None,
-    )
-    chunks: list[str] = []
-
-    async def pump() -> None:
-        assert proc.stdout is not None
-        while True:
-            data = await proc.stdout.read(4096)
-            if not data:
-                return
-            text = data.decode("utf-8", errors="replace")
-            chunks.append(text)
-            on_output(text)
-
-    pump_task = asyncio.create_task(pump())
-    timed_out = False
-    try:
-        async with asyncio.timeout(timeout):
-            await proc.wait()
-    except TimeoutError:
-        timed_out = True
-        _kill_group(proc)
-        await proc.wait()
-    except asyncio.CancelledError:
-        _kill_group(proc)
-        await proc.wait()
-        pump_task.cancel()
-        raise
-    await pump_task
-    output = clip("".join(chunks))
+    with tempfile.TemporaryDirectory(prefix="agentlane-exec-") as scratch:
+        out_path = Path(scratch) / "output"
+        with out_path.open("wb") as out:
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "-c",
+                args.command,
+                cwd=root,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_worker if sys.platform == "linux" else None,
+            )
+        follower = _OutputFollower(out_path, on_output)
+        following = asyncio.create_task(follower.follow())
+        timed_out = False
+        try:
+            async with asyncio.timeout(timeout):
+                await proc.wait()
+        except TimeoutError:
+            timed_out = True
+        finally:
+            # Whatever the command started and left running in its process group stops with
+            # it (also on timeout and on cancellation).
+            _kill_group(proc)
+            if proc.returncode is None:
+                await proc.wait()
+            following.cancel()
+            follower.close()
+    output = clip("".join(follower.chunks))
+    if follower.size >= MAX_CAPTURE_BYTES:
+        output += f"\n… [output capped at {MAX_CAPTURE_BYTES} bytes]"
     code = proc.returncode
     if timed_out:
         return ToolResult(

@@ -353,7 +353,10 @@ async def test_anthropic_signed_thinking_goes_back_with_the_tool_result(
     )
     key = f"sig-{uuid.uuid4().hex[:8]}"
     receipt = await client.send(
-        key, "read my notes", workspace=str(ws), model="anthropic/fake-claude",
+        key,
+        "read my notes",
+        workspace=str(ws),
+        model="anthropic/fake-claude",
         session_overrides={"thinking": "low"},
     )
     assert receipt.run_id
