@@ -42,3 +42,10 @@ def session_key_from_workflow_id(workflow_id: str) -> str:
 def file_safe(key: str) -> str:
     """Session keys may contain ':' which some filesystems dislike; map it once."""
     return key.replace(":", "_")
+
+
+def chain_token_of(first_run_id: str) -> str:
+    """A short id unique to one workflow chain (stable across continue-as-new), for transcript
+    entry ids. From the run id's random tail: its head is a timestamp in UUIDv7 run ids, shared
+    by chains started within the same minute."""
+    return first_run_id.replace("-", "")[-10:]

@@ -182,6 +182,14 @@ class AgentlaneClient:
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
 
+    async def close(self, session_key: str) -> None:
+        """End the session once its queue is empty (its event stream ends with it). A later
+        message to the same key starts a new session with the same transcript."""
+        handle = self.client.get_workflow_handle(
+            session_workflow_id(check_session_key(session_key))
+        )
+        await handle.signal(SessionWorkflow.close)
+
     async def abort(self, session_key: str, reason: str = "user abort") -> None:
         handle = self.client.get_workflow_handle(
             session_workflow_id(check_session_key(session_key))

@@ -119,6 +119,15 @@ async def _abort(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _close(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient
+
+    client = await AgentlaneClient.connect()
+    await client.close(args.session)
+    print(f"session {args.session} closes once its queue is empty")
+    return 0
+
+
 async def _sessions(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
@@ -243,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.add_argument("--reason", default="user abort")
     p.set_defaults(func=_abort)
+
+    p = sub.add_parser("close", help="end a session (its transcript stays)")
+    p.add_argument("session")
+    p.set_defaults(func=_close)
 
     p = sub.add_parser("sessions", help="list running sessions")
     p.set_defaults(func=_sessions)

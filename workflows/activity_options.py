@@ -35,7 +35,10 @@ FINISH_START_TO_CLOSE = timedelta(seconds=60)
 FINISH_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=20)
 
 
-def tool_start_to_close(tool: str, exec_timeout_seconds: int) -> timedelta:
-    if tool == "exec":
-        return timedelta(seconds=exec_timeout_seconds) + EXEC_GRACE
-    return FILE_TOOL_START_TO_CLOSE
+# exec enforces its own timeout (the call may ask for up to an hour); the activity's limit only
+# has to be above it. A dead worker is noticed through heartbeats long before.
+EXEC_START_TO_CLOSE = timedelta(seconds=3600) + EXEC_GRACE
+
+
+def tool_start_to_close(tool: str) -> timedelta:
+    return EXEC_START_TO_CLOSE if tool == "exec" else FILE_TOOL_START_TO_CLOSE

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ModelFailure,
     )
     from agentlane.events import Announcement, EventKind
+    from agentlane.ids import chain_token_of
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
     from agentlane.run import (
         ExecutionError,
@@ -215,6 +216,11 @@ class AgentRunWorkflow:
         except (asyncio.CancelledError, ActivityError, CancelledError):
             pass
 
+    def _entry_id(self, turn: int) -> str:
+        # Run ids repeat when a closed session is reopened; the chain's first run id does not
+        # (and it survives continue-as-new), so transcript ids stay unique.
+        return f"{self.req.run_id}.{chain_token_of(workflow.info().first_execution_run_id)}:t{turn}"
+
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
         limit = self.req.continue_as_new_after_events
@@ -245,7 +251,7 @@ class AgentRunWorkflow:
                         tools=self.req.tools,
                         append_user=append,
                         unanswered_reason=self.c.unanswered_reason,
-                        assistant_entry_id=f"{self.req.run_id}:t{turn}",
+                        assistant_entry_id=self._entry_id(turn),
                         announce=announce,
                         idle_timeout_seconds=self.req.idle_timeout_seconds,
                         reasoning_mode=self.req.reasoning_mode,
@@ -296,7 +302,6 @@ class AgentRunWorkflow:
     async def _run_tool(
         self, turn: int, entry_id: str, call_id: str, name: str, summary: str
     ) -> LoopEnd | None:
-        exec_timeout = 120
         try:
             await workflow.execute_activity(
                 tool_activity_name(name),
@@ -308,10 +313,9 @@ class AgentRunWorkflow:
                     assistant_entry_id=entry_id,
                     tool_call_id=call_id,
                     tool_name=name,
-                    exec_timeout_seconds=exec_timeout,
                 ),
                 result_type=ToolCallOutcome,
-                start_to_close_timeout=opts.tool_start_to_close(name, exec_timeout),
+                start_to_close_timeout=opts.tool_start_to_close(name),
                 heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
                 retry_policy=opts.TOOL_RETRY,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

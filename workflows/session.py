@@ -19,7 +19,7 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from agentlane.errors import ExecutionErrorKind
     from agentlane.event_stream import EventsInput
-    from agentlane.ids import events_workflow_id, run_workflow_id
+    from agentlane.ids import chain_token_of, events_workflow_id, run_workflow_id
     from agentlane.messages import (
         MAX_MESSAGE_CHARS,
         AbortRequest,
@@ -90,7 +90,12 @@ class SessionWorkflow:
                 -RECENT_MESSAGE_IDS:
             ]
         turn = UserTurn(
-            entry_id=f"{self.s.key}:m{seq}", text=msg.text, routing=msg.routing, sender=msg.sender
+            # Message numbers restart when a closed session is reopened; the chain's first run id
+            # makes the transcript id unique anyway (and survives continue-as-new).
+            entry_id=f"{self.s.key}.{chain_token_of(workflow.info().first_execution_run_id)}:m{seq}",
+            text=msg.text,
+            routing=msg.routing,
+            sender=msg.sender,
         )
         action = decide(mode, busy=self.child is not None)
         if action == Action.RUN_NOW:
@@ -260,6 +265,9 @@ class SessionWorkflow:
             if not self.s.queue:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self.closing:
+                    await workflow.get_external_workflow_handle(
+                        events_workflow_id(self.s.key)
+                    ).signal(SessionEventsWorkflow.close)
                     return
                 self.s.continued += 1
                 workflow.continue_as_new(SessionInput(state=self.s))

@@ -71,3 +71,25 @@ async def test_second_message_continues_the_same_session(
         "write a.txt with one",
         "read a.txt",
     ]
+
+
+async def test_close_ends_session_and_stream_and_a_new_message_reopens(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    import asyncio
+
+    from temporalio.client import WorkflowExecutionStatus
+
+    first = await client.send(session_key, "say one", workspace=str(workspace))
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    await client.close(session_key)
+    for workflow_id in (f"session:{session_key}", f"session:{session_key}:events"):
+        handle = client.client.get_workflow_handle(workflow_id)
+        await asyncio.wait_for(handle.result(), 20)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+    again = await client.send(session_key, "say two", workspace=str(workspace))
+    assert again.run_id == f"session:{session_key}:run:1"  # a new session workflow
+    assert (await client.wait_for_run(again.run_id)).reply == "two"
+    texts = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
+    assert texts == ["say one", "say two"]
