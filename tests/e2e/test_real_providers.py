@@ -48,6 +48,13 @@ provider = "openai"
 id = "fake-reasoner"
 api = "openai-responses"
 base_url = "{fake.openai_base_url}"
+
+[[models]]
+provider = "local"
+id = "qwen"
+api = "openai-compatible"
+base_url = "{fake.openai_base_url}"
+context_window = 32000
 """
 
 
@@ -370,3 +377,26 @@ async def test_anthropic_signed_thinking_goes_back_with_the_tool_result(
     assert assistant["content"][-1]["type"] == "tool_use"
     history = await client.client.get_workflow_handle(receipt.run_id).fetch_history()
     assert "sig-fake-" not in history.to_json()
+
+
+async def test_openai_compatible_server_without_a_key(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A local vLLM / Ollama / llama.cpp server by base URL: no key configured, and the OpenAI
+    key in the worker's environment is not sent to it."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.set_keys(openai=[])  # a keyless server
+    try:
+        fake.script(Reply(text="Hello from a local model."))
+        key = f"l-{uuid.uuid4().hex[:8]}"
+        receipt = await client.send(key, "hi", workspace=str(ws), model="local/qwen")
+        assert receipt.run_id
+        result = await client.wait_for_run(receipt.run_id)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        assert result.reply == "Hello from a local model."
+        sent = fake.requests("openai-chat")[-1]
+        assert sent.body["model"] == "qwen"
+        assert OPENAI_KEY not in str(sent.headers)
+    finally:
+        fake.set_keys(openai=[OPENAI_KEY])
