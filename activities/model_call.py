@@ -22,6 +22,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.cancellation import cancelled_for_good
 from activities.event_publishing import (
     ResumeGuard,
     StreamPublisher,
@@ -410,6 +411,8 @@ class ModelCallActivity:
             await self._record_partial(inp, pipeline, "idle_timeout")
             raise ApplicationError(str(err), type=MODEL_IDLE_TIMEOUT, non_retryable=True) from err
         except asyncio.CancelledError:
+            if not cancelled_for_good():
+                raise  # a retry follows; it must not find this attempt's text as final
             await asyncio.shield(self._record_partial(inp, pipeline, "aborted"))
             publisher.publish(
                 self._message_event(inp, EventKind.MESSAGE_END, attempt).model_copy(

@@ -19,6 +19,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.cancellation import cancelled_for_good
 from activities.event_publishing import StreamPublisher
 from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, read_file, write_file
@@ -121,6 +122,8 @@ class ToolActivities:
             except (InvalidToolArguments, PathOutsideWorkspace, WorkspaceMissing) as err:
                 result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
             except asyncio.CancelledError:
+                if not cancelled_for_good():
+                    raise  # a retry follows and answers the call
                 result = ToolResult(
                     "Tool call was cancelled: the run was aborted.", True, "aborted"
                 )
