@@ -86,12 +86,22 @@ async def workspace_error(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def close_and_reopen(client: AgentlaneClient, ws: Path) -> None:
+    r = await client.send("reopen", "write a.txt with 1 then say first", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+    await client.close("reopen")
+    await asyncio.wait_for(client.client.get_workflow_handle("session:reopen").result(), 30)
+    r = await client.send("reopen", "read a.txt then say second", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
     "interrupt_and_abort": interrupt_and_abort,
     "continue_as_new": continue_as_new,
     "workspace_error": workspace_error,
+    "close_and_reopen": close_and_reopen,
 }
 
 
@@ -100,7 +110,7 @@ async def export_all(client: AgentlaneClient, target: Path) -> int:
     async for wf in client.client.list_workflows(""):
         handle = client.client.get_workflow_handle(wf.id, run_id=wf.run_id)
         history = await handle.fetch_history()
-        name = f"{wf.id.replace(':', '_')}__{wf.run_id[:8]}.json"
+        name = f"{wf.id.replace(':', '_')}__{wf.run_id}.json"
         (target / name).write_text(json.dumps(json.loads(history.to_json()), indent=None))
         count += 1
     return count
