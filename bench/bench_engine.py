@@ -501,9 +501,9 @@ async def main() -> None:
             diag.add(k, *stats_ms(v), len(v))
         diag.print()
         note(
-            "the model activity makes one offset query and at least two urgent publishes "
-            "(message start, message end), the tool activity two (tool start, tool end); the "
-            "in-process loop above does the same work without them."
+            "each activity flushes its events once before it returns (one publish signal; a "
+            "message's first text is flushed at once too); only a retried model attempt makes "
+            "offset queries; the in-process loop above does the same work without them."
         )
         figures.add("engine_step_median", e_med, "ms")
         figures.add("engine_step_p95", e_p95, "ms")

@@ -35,6 +35,12 @@ class TerminalRenderer:
             if fresh:
                 self.out.write(fresh)
                 self.at_line_start = fresh.endswith("\n")
+        elif kind == EventKind.REASONING_DELTA:
+            # Only present in reasoning mode "stream"; shown dimmed, apart from the answer.
+            if event.text and event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                self.out.write(self._dim(event.text))
+                self.at_line_start = event.text.endswith("\n")
         elif kind == EventKind.MESSAGE_RESET:
             self.view.apply(event)
             self._line(f"↻ model call retried (attempt {event.attempt}); its reply restarts:")

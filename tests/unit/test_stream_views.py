@@ -219,3 +219,29 @@ def test_retried_diverging_attempt_resets_then_shows_the_new_text() -> None:
     for e in second:
         view.apply(e)
     assert view.texts["m1"] == full == "Hi there, friend"
+
+
+def test_terminal_renderer_shows_text_once_and_reasoning_apart() -> None:
+    import io
+
+    from agentlane.events import AgentEvent, EventKind
+    from clients.render import TerminalRenderer
+
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False)
+
+    def event(kind: EventKind, event_id: str, **fields: object) -> AgentEvent:
+        return AgentEvent(
+            kind=kind,
+            event_id=event_id,
+            session_key="s",
+            run_id="r",
+            message_id="m",
+            **fields,  # type: ignore[arg-type]
+        )
+
+    renderer.render(event(EventKind.REASONING_DELTA, "m/r/0", text="thinking… ", index=0))
+    renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Hello ", index=0))
+    renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Hello ", index=0))  # repeated
+    renderer.render(event(EventKind.TEXT_DELTA, "m/d/6", text="world", index=6))
+    assert out.getvalue() == "thinking… Hello world"
