@@ -18,7 +18,7 @@ from activities.auth_store import (
     set_key,
 )
 
-SECRET = "sk-ant-api03-verysecretvalue"
+SECRET = "test-anthropic-key-verysecretvalue"
 
 
 def test_set_key_creates_a_0600_file_atomically(tmp_path: Path) -> None:

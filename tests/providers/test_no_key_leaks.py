@@ -11,7 +11,7 @@ from tests.providers.conftest import collect, provider_for, request_for
 
 # The server accepts exactly these keys, so a scripted fault is answered to a *valid* key too.
 KEYS = {
-    "anthropic/claude-haiku-4-5": "sk-ant-api03-LEAKCHECK-anthropic-0123456789",
+    "anthropic/claude-haiku-4-5": "test-key-LEAKCHECK-anthropic-0123456789",
     "openai/gpt-4.1": "sk-proj-LEAKCHECK-openai-chat-0123456789",
     "openai/gpt-5": "sk-proj-LEAKCHECK-openai-resp-0123456789",
 }
