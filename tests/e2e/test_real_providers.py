@@ -7,16 +7,17 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from agentlane.events import EventKind
-from agentlane.run import ExecutionStatus, TerminationReason
+from agentlane.run import ExecutionResult, ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
-from tests.e2e.support import assert_transcript_valid, collect
+from tests.e2e.support import Collected, assert_transcript_valid, collect
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment
@@ -90,13 +91,48 @@ def ws(deployment: Deployment) -> Path:
     return path
 
 
+@dataclass
+class Finished:
+    client: AgentlaneClient
+    key: str
+    got: Collected
+    result: ExecutionResult
+
+
+async def send_and_finish(
+    deployment: Deployment,
+    fake: FakeProviderServer,
+    ws: Path,
+    text: str,
+    model: str,
+    *replies: Reply,
+    overrides: dict[str, object] | None = None,
+) -> Finished:
+    """Script the fake server's replies, send one message to a new session, and wait for the
+    run: the events a watcher saw and the run's result."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    if replies:
+        fake.script(*replies)
+    key = f"p-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send(
+        key, text, workspace=str(ws), model=model, session_overrides=overrides
+    )
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    return Finished(client, key, got, await client.wait_for_run(receipt.run_id))
+
+
 @pytest.mark.parametrize("model", MODELS)
 async def test_tool_loop_through_real_sdk(
     deployment: Deployment, fake: FakeProviderServer, ws: Path, model: str
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    fake.script(
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "what do my notes say?",
+        model,
         Reply(
             text="Let me look.",
             tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})],
@@ -106,11 +142,7 @@ async def test_tool_loop_through_real_sdk(
             delay=0.01,
         ),
     )
-    key = f"p-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(key, "what do my notes say?", workspace=str(ws), model=model)
-    assert receipt.run_id
-    got = await collect(client, key, receipt.run_id)
-    result = await client.wait_for_run(receipt.run_id)
+    got, result = done.got, done.result
     assert result.status == ExecutionStatus.SUCCESS, result.error
     assert result.reply == "The notes start with alpha."
     assert result.tool_calls == 1 and result.turns == 2
@@ -119,7 +151,7 @@ async def test_tool_loop_through_real_sdk(
     # The think block never reached the user; it is kept as reasoning.
     assert "the user wants" not in got.visible
     assert got.visible == "Let me look.The notes start with alpha."
-    entries = client.transcript(key)
+    entries = done.client.transcript(done.key)
     assert_transcript_valid(entries)
     tool = next(e for e in entries if e.role == Role.TOOL)
     assert tool.text == "alpha line\nbeta line" and not tool.is_error
@@ -137,7 +169,6 @@ async def test_tool_loop_through_real_sdk(
 async def test_provider_failures_are_typed(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
     cases = [
         (Fault.http(429, retry_after=7), "rate_limit", 429),
         (Fault.http(401), "auth", 401),
@@ -145,13 +176,10 @@ async def test_provider_failures_are_typed(
         (Fault.http(529), "overloaded", 529),
     ]
     for fault, reason, status in cases:
-        fake.reset()
-        fake.script(Reply.error(fault))
-        key = f"f-{uuid.uuid4().hex[:8]}"
-        receipt = await client.send(key, "hello", workspace=str(ws), model="anthropic/fake-claude")
-        assert receipt.run_id
-        got = await collect(client, key, receipt.run_id)
-        result = await client.wait_for_run(receipt.run_id)
+        done = await send_and_finish(
+            deployment, fake, ws, "hello", "anthropic/fake-claude", Reply.error(fault)
+        )
+        got, result = done.got, done.result
         assert result.status == ExecutionStatus.ERROR
         assert result.error is not None and result.error.failure is not None
         failure = result.error.failure
@@ -168,18 +196,17 @@ async def test_provider_failures_are_typed(
 async def test_dropped_stream_is_retried_without_duplicate_text(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
     text = "One two three four five six seven eight nine ten."
-    fake.script(
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "count",
+        "openai/fake-gpt",
         Reply(text=text, delay=0.02, fault=Fault.drop(after_deltas=4)),
         Reply(text=text, delay=0.02),
     )
-    key = f"d-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(key, "count", workspace=str(ws), model="openai/fake-gpt")
-    assert receipt.run_id
-    got = await collect(client, key, receipt.run_id)
-    result = await client.wait_for_run(receipt.run_id)
+    got, result = done.got, done.result
     assert result.status == ExecutionStatus.SUCCESS
     assert result.reply == text
     assert got.visible == text
@@ -189,19 +216,17 @@ async def test_dropped_stream_is_retried_without_duplicate_text(
 async def test_model_silence_hits_the_idle_limit(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    fake.script(Reply(text="Thinking about it", fault=Fault.stall(30, after_deltas=1)))
-    key = f"i-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(
-        key,
-        "hello",
-        workspace=str(ws),
-        model="anthropic/fake-claude",
-        session_overrides={"idle_timeout_seconds": 2},
-    )
-    assert receipt.run_id
-    result = await client.wait_for_run(receipt.run_id)
+    result = (
+        await send_and_finish(
+            deployment,
+            fake,
+            ws,
+            "hello",
+            "anthropic/fake-claude",
+            Reply(text="Thinking about it", fault=Fault.stall(30, after_deltas=1)),
+            overrides={"idle_timeout_seconds": 2},
+        )
+    ).result
     assert result.termination_reason == TerminationReason.IDLE_TIMEOUT_120S
     assert result.error is not None and "idle timeout" in result.error.message.lower()
 
@@ -209,14 +234,10 @@ async def test_model_silence_hits_the_idle_limit(
 async def test_silent_reply_delivers_nothing(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    fake.script(Reply(text="NO_REPLY"))
-    key = f"s-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(key, "ok thanks", workspace=str(ws), model="openai/fake-gpt")
-    assert receipt.run_id
-    got = await collect(client, key, receipt.run_id)
-    result = await client.wait_for_run(receipt.run_id)
+    done = await send_and_finish(
+        deployment, fake, ws, "ok thanks", "openai/fake-gpt", Reply(text="NO_REPLY")
+    )
+    got, result = done.got, done.result
     assert result.status == ExecutionStatus.SUCCESS
     assert result.reply == "" and got.visible == ""
 
@@ -226,13 +247,11 @@ async def test_no_key_in_any_history_stream_or_log(
 ) -> None:
     """Runs after the others in this module: every workflow history in the namespace, every
     stream item and the worker's log are searched for the provider keys."""
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    fake.script(Reply(text="fine"))
-    key = f"k-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(key, "hi", workspace=str(ws), model="anthropic/fake-claude")
-    assert receipt.run_id
-    await client.wait_for_run(receipt.run_id)
+    client = (
+        await send_and_finish(
+            deployment, fake, ws, "hi", "anthropic/fake-claude", Reply(text="fine")
+        )
+    ).client
     needles = [ANTHROPIC_KEY, OPENAI_KEY, ANTHROPIC_KEY[-16:], OPENAI_KEY[-16:]]
     searched = 0
     async for wf in client.client.list_workflows(""):
@@ -266,13 +285,16 @@ LONG_REPLY = (
 async def test_block_replies_respect_fences_and_sizes(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    fake.script(Reply(text=LONG_REPLY, chunk_size=40))
-    key = f"b-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(key, "explain", workspace=str(ws), model="anthropic/fake-claude")
-    assert receipt.run_id
-    got = await collect(client, key, receipt.run_id)
+    got = (
+        await send_and_finish(
+            deployment,
+            fake,
+            ws,
+            "explain",
+            "anthropic/fake-claude",
+            Reply(text=LONG_REPLY, chunk_size=40),
+        )
+    ).got
     blocks = [e.text or "" for e in got.events if e.kind == EventKind.BLOCK_REPLY]
     assert len(blocks) >= 3
     for block in blocks:
@@ -291,20 +313,16 @@ async def test_block_replies_respect_fences_and_sizes(
 async def test_reasoning_modes(
     deployment: Deployment, fake: FakeProviderServer, ws: Path, mode: str
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    fake.script(Reply(thinking="First, check the notes.\nThen answer.", text="The answer."))
-    key = f"r-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(
-        key,
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
         "think",
-        workspace=str(ws),
-        model="anthropic/fake-claude",
-        session_overrides={"reasoning_mode": mode, "thinking": "low"},
+        "anthropic/fake-claude",
+        Reply(thinking="First, check the notes.\nThen answer.", text="The answer."),
+        overrides={"reasoning_mode": mode, "thinking": "low"},
     )
-    assert receipt.run_id
-    got = await collect(client, key, receipt.run_id)
-    result = await client.wait_for_run(receipt.run_id)
+    got, result = done.got, done.result
     assert result.reply == "The answer." and got.visible == "The answer."
     reasoning = "".join(e.text or "" for e in got.events if e.kind == EventKind.REASONING_DELTA)
     blocks = [e.text for e in got.events if e.kind == EventKind.BLOCK_REPLY]
@@ -324,18 +342,16 @@ async def test_reasoning_modes(
 async def test_unsupported_thinking_level_is_a_typed_failure(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    key = f"t-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(
-        key,
-        "think hard",
-        workspace=str(ws),
-        model="anthropic/fake-claude",
-        session_overrides={"thinking": "xhigh"},
-    )
-    assert receipt.run_id
-    result = await client.wait_for_run(receipt.run_id)
+    result = (
+        await send_and_finish(
+            deployment,
+            fake,
+            ws,
+            "think hard",
+            "anthropic/fake-claude",
+            overrides={"thinking": "xhigh"},
+        )
+    ).result
     assert result.error is not None and result.error.failure is not None
     failure = result.error.failure
     assert failure.reason == "thinking_unsupported"
@@ -349,25 +365,20 @@ async def test_anthropic_signed_thinking_goes_back_with_the_tool_result(
 ) -> None:
     """With thinking on, Anthropic wants the signed thinking block of a tool-use turn back in
     the next request; it is kept in the transcript entry's meta, not in history."""
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
-    fake.script(
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "read my notes",
+        "anthropic/fake-claude",
         Reply(
             thinking="I should read the notes first.",
             tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})],
         ),
         Reply(text="Done."),
+        overrides={"thinking": "low"},
     )
-    key = f"sig-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(
-        key,
-        "read my notes",
-        workspace=str(ws),
-        model="anthropic/fake-claude",
-        session_overrides={"thinking": "low"},
-    )
-    assert receipt.run_id
-    result = await client.wait_for_run(receipt.run_id)
+    result = done.result
     assert result.reply == "Done."
     second = fake.requests("anthropic")[-1].body
     assistant = [m for m in second["messages"] if m["role"] == "assistant"][-1]
@@ -375,7 +386,7 @@ async def test_anthropic_signed_thinking_goes_back_with_the_tool_result(
     assert thinking and thinking[0]["thinking"] == "I should read the notes first."
     assert thinking[0]["signature"].startswith("sig-fake-")
     assert assistant["content"][-1]["type"] == "tool_use"
-    history = await client.client.get_workflow_handle(receipt.run_id).fetch_history()
+    history = await done.client.client.get_workflow_handle(result.run_id).fetch_history()
     assert "sig-fake-" not in history.to_json()
 
 
@@ -384,15 +395,13 @@ async def test_openai_compatible_server_without_a_key(
 ) -> None:
     """A local vLLM / Ollama / llama.cpp server by base URL: no key configured, and the OpenAI
     key in the worker's environment is not sent to it."""
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    fake.reset()
     fake.set_keys(openai=[])  # a keyless server
     try:
-        fake.script(Reply(text="Hello from a local model."))
-        key = f"l-{uuid.uuid4().hex[:8]}"
-        receipt = await client.send(key, "hi", workspace=str(ws), model="local/qwen")
-        assert receipt.run_id
-        result = await client.wait_for_run(receipt.run_id)
+        result = (
+            await send_and_finish(
+                deployment, fake, ws, "hi", "local/qwen", Reply(text="Hello from a local model.")
+            )
+        ).result
         assert result.status == ExecutionStatus.SUCCESS, result.error
         assert result.reply == "Hello from a local model."
         sent = fake.requests("openai-chat")[-1]
