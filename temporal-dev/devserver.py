@@ -47,6 +47,14 @@ def dynamic_config(extra: list[str] | None = None) -> list[str]:
     return args
 
 
+def sqlite_pragmas() -> list[str]:
+    """Write-ahead log, synced at checkpoints: every commit still survives a crash of the server
+    process (kill -9 included); only an OS crash or power cut can roll back the last commits.
+    The stock rollback journal syncs every commit and costs about 4 ms per dispatch here
+    (measured: a no-op activity step 15.5 -> 11.5 ms on 2 cores)."""
+    return ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
+
+
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
@@ -94,6 +102,7 @@ class DevServer:
             "warn",
             "--search-attribute",
             "AgentSessionKey=Keyword",
+            *sqlite_pragmas(),
         ]
         if self.ui_port is None:
             cmd.append("--headless")
