@@ -57,7 +57,7 @@ from agentlane.errors import (
     WORKSPACE_MISSING,
     ModelFailure,
 )
-from agentlane.events import AgentEvent, EventKind
+from agentlane.events import AgentEvent, EventKind, turn_boundary
 from agentlane.model_calls import (
     CALL_MODEL,
     ModelCallInput,
@@ -202,8 +202,20 @@ class ModelCallActivity:
         ]
         self.store.append(key, users)
 
-    @staticmethod
-    def _check_workspace(inp: ModelCallInput) -> None:
+    def _workspace(self, inp: ModelCallInput) -> str:
+        """The run's workspace: named in the input on the run's first call (and recorded),
+        looked up from that record on later calls."""
+        run_chain = inp.assistant_entry_id.rsplit(":t", 1)[0]
+        if not inp.workspace:
+            recorded = self.store.run_workspace(inp.session_key, run_chain)
+            if recorded is None:
+                raise ApplicationError(
+                    f"no workspace recorded for run {inp.run_id}: the transcript store under "
+                    f"{self.store.root} is not the one this run started with",
+                    type=WORKSPACE_MISSING,
+                    non_retryable=True,
+                )
+            return recorded
         path = Path(inp.workspace)
         if inp.create_workspace:
             path.mkdir(parents=True, exist_ok=True)
@@ -214,13 +226,14 @@ class ModelCallActivity:
                 type=WORKSPACE_MISSING,
                 non_retryable=True,
             )
+        self.store.record_run_workspace(inp.session_key, run_chain, inp.workspace)
+        return inp.workspace
 
     @staticmethod
     def _result_from_entry(
         entry: TranscriptEntry, attempt: int, allowed: set[str]
     ) -> ModelCallResult:
         return ModelCallResult(
-            entry_id=entry.id,
             stop_reason=entry.stop_reason or "end_turn",
             tool_calls=[
                 ToolCallRef(
@@ -242,7 +255,7 @@ class ModelCallActivity:
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, inp: ModelCallInput) -> ModelCallResult:
         info = activity.info()
-        self._check_workspace(inp)
+        workspace = await asyncio.to_thread(self._workspace, inp)
         existing = await asyncio.to_thread(self.store.get, inp.session_key, inp.assistant_entry_id)
         if existing is not None:
             # An earlier attempt finished the call but died before reporting it. Checked before
@@ -258,7 +271,7 @@ class ModelCallActivity:
         tools = tool_specs(inp.tools)
         request = ModelRequest(
             model=resolved.model_id,
-            system=build_system_prompt(inp.workspace, tools),
+            system=build_system_prompt(workspace, tools),
             entries=entries,
             tools=tools if resolved.entry.capabilities.tools else [],
             thinking=inp.thinking,
@@ -283,7 +296,10 @@ class ModelCallActivity:
             client, inp.session_key, self.settings.stream_batch_interval, inp.run_id
         )
         async with publisher:
-            for announcement in inp.announce:
+            for announcement in [
+                *inp.announce,
+                *turn_boundary(inp.turn_index, inp.close_turn, inp.open_turn),
+            ]:
                 publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
             # Not urgent: it goes out with the first text, or at the next tick.
             publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt))
@@ -299,7 +315,6 @@ class ModelCallActivity:
             )
             publisher.publish(end)  # flushed when the publisher closes, before returning
         return ModelCallResult(
-            entry_id=entry.id,
             stop_reason=acc.stop_reason,
             tool_calls=refs,
             usage=acc.usage,

@@ -48,6 +48,8 @@ INTERRUPTED_EXEC = (
 
 
 async def _heartbeat_forever() -> None:
+    if activity.info().is_local:
+        return  # a local activity has no heartbeat; its workflow task is its liveness
     while True:
         activity.heartbeat()
         await asyncio.sleep(1)
@@ -100,7 +102,6 @@ class ToolActivities:
         if existing is not None:
             # A previous attempt (or the run's clean-up) already answered this call.
             return ToolCallOutcome(
-                tool_call_id=inp.tool_call_id,
                 is_error=existing.is_error,
                 summary=existing.meta.get("summary", "") or existing.text[:120],
                 duration_ms=0,
@@ -152,7 +153,6 @@ class ToolActivities:
                 ),
             )
         return ToolCallOutcome(
-            tool_call_id=inp.tool_call_id,
             is_error=written.is_error,
             summary=str(written.meta.get("summary", ""))[:200],
             duration_ms=duration_ms,

@@ -74,6 +74,28 @@ class TranscriptStore:
     def path(self, key: str) -> Path:
         return self.session_dir(key) / "transcript.jsonl"
 
+    # -- a run's context -------------------------------------------------------------------
+
+    def _run_workspace_path(self, key: str, run_chain: str) -> Path:
+        return self.session_dir(key) / "run-workspaces" / file_safe(run_chain)
+
+    def record_run_workspace(self, key: str, run_chain: str, workspace: str) -> None:
+        """Remember the workspace of one run (`run_chain`: run id and chain token), so that its
+        later steps need not carry the path in their inputs, and so in history."""
+        path = self._run_workspace_path(key, run_chain)
+        if path.exists() and path.read_text() == workspace:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(workspace)
+        tmp.replace(path)
+
+    def run_workspace(self, key: str, run_chain: str) -> str | None:
+        try:
+            return self._run_workspace_path(key, run_chain).read_text()
+        except FileNotFoundError:
+            return None
+
     # -- reading ---------------------------------------------------------------------------
 
     def _refresh(self, key: str) -> _Parsed:

@@ -69,7 +69,9 @@ class Announcement(BaseModel):
     inputs, and so in history."""
 
     kind: EventKind
-    ts: float
+    # None: stamped when the activity publishes it (turn events, whose time the next activity
+    # knows as well as the workflow, leave it out to keep step inputs small).
+    ts: float | None = None
     turn_index: int | None = None
     has_tool_calls: bool | None = None
     termination_reason: str | None = None
@@ -84,3 +86,19 @@ class Announcement(BaseModel):
             run_id=run_id,
             **self.model_dump(exclude_none=True),
         )
+
+
+def turn_boundary(turn_index: int, close_turn: bool | None, open_turn: bool) -> list[Announcement]:
+    """The turn events a model call publishes after its announcements: `turn_end` of the previous
+    turn when `close_turn` is set (its value: whether that turn had tool calls), then
+    `turn_start` of its own turn."""
+    out: list[Announcement] = []
+    if close_turn is not None:
+        out.append(
+            Announcement(
+                kind=EventKind.TURN_END, turn_index=turn_index - 1, has_tool_calls=close_turn
+            )
+        )
+    if open_turn:
+        out.append(Announcement(kind=EventKind.TURN_START, turn_index=turn_index))
+    return out

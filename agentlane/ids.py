@@ -49,3 +49,19 @@ def chain_token_of(first_run_id: str) -> str:
     entry ids. From the run id's random tail: its head is a timestamp in UUIDv7 run ids, shared
     by chains started within the same minute."""
     return first_run_id.replace("-", "")[-10:]
+
+
+def assistant_entry_id(run_id: str, chain: str, turn_index: int) -> str:
+    """The transcript id of a run's model call at `turn_index`. Run ids repeat when a closed
+    session is reopened; the chain token (`chain_token_of`) does not, so ids stay unique."""
+    return f"{run_id}.{chain}:t{turn_index}"
+
+
+def chain_of_entry_id(entry_id: str, run_id: str, turn_index: int) -> str | None:
+    """The chain token `entry_id` was built from, or None if it was not built that way."""
+    head, tail = f"{run_id}.", f":t{turn_index}"
+    if entry_id.startswith(head) and entry_id.endswith(tail):
+        chain = entry_id[len(head) : len(entry_id) - len(tail)]
+        if chain and assistant_entry_id(run_id, chain, turn_index) == entry_id:
+            return chain
+    return None

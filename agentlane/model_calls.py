@@ -6,32 +6,35 @@ from pydantic import Field
 
 from agentlane.events import Announcement
 from agentlane.run import ModelRef, UserTurn
+from agentlane.tool_calls import BASE_TOOLS
 from agentlane.usage import Usage
-from agentlane.wire import CompactModel
+from agentlane.wire import CompactModel, RunStepInput
 
 CALL_MODEL = "call_model"
 
 
-class ModelCallInput(CompactModel):
-    session_key: str
-    run_id: str
-    turn_index: int
-    workspace: str
+class ModelCallInput(RunStepInput):
+    # Named on a run's first call (of each continue-as-new segment); empty on later calls, which
+    # use the workspace that call recorded.
+    workspace: str = ""
     # The default per-session workspace is created on first use; a workspace the user named must
     # already exist.
     create_workspace: bool = False
     model: ModelRef
     thinking: str = "off"
-    tools: list[str]
+    tools: list[str] = Field(default_factory=lambda: list(BASE_TOOLS))
     # Appended to the transcript (idempotently) before the call: the run's prompt on its first
     # turn, steering messages later.
     append_user: list[UserTurn] = Field(default_factory=list)
     # Tool calls that never ran (skipped for a steering message, or the previous run aborted)
     # are answered with this explanation before the model sees the transcript.
     unanswered_reason: str = "not_executed"
-    assistant_entry_id: str
     # Lifecycle events decided by the workflow, published ahead of this call's own events.
     announce: list[Announcement] = Field(default_factory=list)
+    # Then, if set, `turn_end` of the previous turn (the value: whether it had tool calls) and
+    # `turn_start` of this one: the boundary every step has, as flags.
+    close_turn: bool | None = None
+    open_turn: bool = False
     idle_timeout_seconds: int = 120
     reasoning_mode: str = "off"
 
@@ -46,7 +49,9 @@ class ToolCallRef(CompactModel):
 
 
 class ModelCallResult(CompactModel):
-    entry_id: str
+    # Empty: the id the call was asked to write (`ModelCallInput.assistant_entry_id`), which the
+    # workflow knows; results from earlier versions spell it out.
+    entry_id: str = ""
     stop_reason: str
     tool_calls: list[ToolCallRef] = Field(default_factory=list)
     usage: Usage = Usage()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentlane.wire import CompactModel
+from agentlane.wire import CompactModel, RunStepInput
 
 TOOL_ACTIVITY_PREFIX = "tool_"
 BASE_TOOLS = ("read", "write", "edit", "exec")
@@ -12,20 +12,18 @@ def tool_activity_name(tool: str) -> str:
     return f"{TOOL_ACTIVITY_PREFIX}{tool}"
 
 
-class ToolCallInput(CompactModel):
-    session_key: str
-    run_id: str
-    turn_index: int
+class ToolCallInput(RunStepInput):
     workspace: str
-    assistant_entry_id: str
     tool_call_id: str
     tool_name: str
     exec_timeout_seconds: int = 120
 
 
 class ToolCallOutcome(CompactModel):
-    tool_call_id: str
-    is_error: bool
-    summary: str
-    duration_ms: int
+    # Left empty by current activities: the workflow knows which call it scheduled (and the
+    # outcome of a local activity is recorded in history without its input).
+    tool_call_id: str = ""
+    is_error: bool = False
+    summary: str = ""
+    duration_ms: int = 0
     replayed: bool = False

@@ -12,6 +12,7 @@ made N tool calls in N+1 model calls).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -129,12 +130,14 @@ def workflow_tasks_of(events: list[HistoryEvent]) -> list[WorkflowTask]:
 class StepTimes:
     total: list[float] = field(default_factory=list)
     parts: dict[str, list[float]] = field(default_factory=dict)
+    workflow_tasks: list[int] = field(default_factory=list)  # per step
 
     def add(self, part: str, value: float) -> None:
         self.parts.setdefault(part, []).append(value)
 
     def merge(self, other: StepTimes) -> None:
         self.total += other.total
+        self.workflow_tasks += other.workflow_tasks
         for k, v in other.parts.items():
             self.parts.setdefault(k, []).extend(v)
 
@@ -149,34 +152,87 @@ def _split_workflow_tasks(
     out.add("workflow task run on worker", sum(w.completed - w.started for w in inside))
 
 
+@dataclass
+class LocalActivity:
+    name: str
+    scheduled: float
+    completed: float
+    recorded: float  # the marker event: the workflow task that ran it completed
+
+
+def local_activities_of(events: list[HistoryEvent]) -> list[LocalActivity]:
+    """Local activities from their markers (the SDK writes the type and its schedule and
+    completion times as JSON in the marker's `data` detail)."""
+    out: list[LocalActivity] = []
+    for e in events:
+        if e.event_type != ET.EVENT_TYPE_MARKER_RECORDED:
+            continue
+        attrs = e.marker_recorded_event_attributes
+        if attrs.marker_name != "core_local_activity" or "data" not in attrs.details:
+            continue
+        data = json.loads(attrs.details["data"].payloads[0].data)
+
+        def seconds(t: dict[str, int]) -> float:
+            return t.get("seconds", 0) + t.get("nanos", 0) / 1e9
+
+        out.append(
+            LocalActivity(
+                data["activity_type"],
+                seconds(data["original_schedule_time"]),
+                seconds(data["complete_time"]),
+                ts(e),
+            )
+        )
+    return out
+
+
 def engine_steps(chain: Chain) -> StepTimes:
     """One step = from one `call_model` ACTIVITY_TASK_SCHEDULED to the next, within one run of
-    the chain. It holds: model activity dispatch (scheduled -> started) and run (started ->
-    completed), a workflow task (model completed -> tool scheduled), the tool activity's
-    dispatch and run, another workflow task (tool completed -> next model scheduled). The two
-    workflow tasks are summed per step."""
+    the chain, with exactly one tool call in between. It holds: the model activity's dispatch
+    (scheduled -> started) and run (started -> completed), then the workflow task that the
+    model's completion triggers, which runs the tool (read/write/edit are local activities,
+    executed inside that task) and schedules the next model call. A tool that is a regular
+    activity (exec) adds its own dispatch and run and a second workflow task."""
     out = StepTimes()
+    wft_counts: list[int] = []
     for run in chain.runs:
         events = list(run.events)
         acts, wfts = activities_of(events), workflow_tasks_of(events)
-        for i in range(len(acts) - 2):
-            model, tool, nxt = acts[i], acts[i + 1], acts[i + 2]
-            if (
-                model.name != CALL_MODEL
-                or nxt.name != CALL_MODEL
-                or not tool.name.startswith("tool_")
-            ):
+        local = local_activities_of(events)
+        models = [a for a in acts if a.name == CALL_MODEL]
+        for model, nxt in zip(models, models[1:], strict=False):
+            tools = [
+                a
+                for a in acts
+                if a.name.startswith("tool_") and model.completed <= a.scheduled <= nxt.scheduled
+            ]
+            local_tools = [
+                t
+                for t in local
+                if t.name.startswith("tool_")
+                and model.completed - 1e-4 <= t.recorded <= nxt.scheduled + 1e-4
+            ]
+            if len(tools) + len(local_tools) != 1:
                 continue
             out.total.append(nxt.scheduled - model.scheduled)
             out.add("model activity dispatch", model.started - model.scheduled)
             out.add("model activity run", model.completed - model.started)
-            out.add("tool activity dispatch", tool.started - tool.scheduled)
-            out.add("tool activity run", tool.completed - tool.started)
-            two = StepTimes()
-            _split_workflow_tasks(two, wfts, model.completed, tool.scheduled)
-            _split_workflow_tasks(two, wfts, tool.completed, nxt.scheduled)
-            for k, v in two.parts.items():
-                out.add(f"2 x {k}", sum(v))
+            for tool in tools:
+                out.add("tool activity dispatch", tool.started - tool.scheduled)
+                out.add("tool activity run", tool.completed - tool.started)
+            for lt in local_tools:
+                out.add(
+                    "tool run (local activity, in the workflow task)", lt.completed - lt.scheduled
+                )
+            inside = [
+                w
+                for w in wfts
+                if w.scheduled >= model.completed - 1e-4 and w.completed <= nxt.scheduled + 1e-4
+            ]
+            out.add("workflow task dispatch", sum(w.started - w.scheduled for w in inside))
+            out.add("workflow task run on worker", sum(w.completed - w.started for w in inside))
+            wft_counts.append(len(inside))
+    out.workflow_tasks = wft_counts
     return out
 
 
@@ -285,26 +341,35 @@ async def noop_activity() -> None:
 @workflow.defn(name="BenchNoopLoop", sandboxed=False)
 class NoopLoop:
     @workflow.run
-    async def run(self, n: int) -> None:
-        # The activity has its own task queue, like the engine's model and tool activities:
-        # on the workflow's own queue the SDK would run it eagerly (no dispatch through the
-        # server), which the engine never gets.
+    async def run(self, n: int, with_local: bool) -> None:
+        # The activity has its own task queue, like the engine's model activity: on the
+        # workflow's own queue the SDK would run it eagerly (no dispatch through the server),
+        # which the model call never gets. `with_local` adds a no-op local activity after each,
+        # the shape of an engine step (model call, then a file tool as a local activity).
         queue = f"{workflow.info().task_queue}-act"
         for _ in range(n):
             await workflow.execute_activity(
                 noop_activity, task_queue=queue, start_to_close_timeout=timedelta(seconds=30)
             )
+            if with_local:
+                await workflow.execute_local_activity(
+                    noop_activity, start_to_close_timeout=timedelta(seconds=30)
+                )
 
 
-async def noop_loops(client: Client, task_queue: str, steps: int, runs: int) -> StepTimes:
+async def noop_loops(
+    client: Client, task_queue: str, steps: int, runs: int, with_local: bool = False
+) -> StepTimes:
     total = StepTimes()
     async with (
-        Worker(client, task_queue=task_queue, workflows=[NoopLoop]),
+        Worker(client, task_queue=task_queue, workflows=[NoopLoop], activities=[noop_activity]),
         Worker(client, task_queue=f"{task_queue}-act", activities=[noop_activity]),
     ):
         for i in range(runs + 1):
             wid = fresh_key("noop")
-            await client.execute_workflow(NoopLoop.run, steps, id=wid, task_queue=task_queue)
+            await client.execute_workflow(
+                NoopLoop.run, args=[steps, with_local], id=wid, task_queue=task_queue
+            )
             if i == 0:
                 continue  # warm-up
             total.merge(noop_steps(await workflow_chain(client, wid)))
@@ -454,16 +519,26 @@ async def main() -> None:
         for _ in range(TIMING_RUNS):
             loop_times += await asyncio_loop(stack.root / "loop", TIMING_STEPS)
         noop = await noop_loops(client.client, f"{dep.task_queue}-noop", TIMING_STEPS, TIMING_RUNS)
+        shaped = await noop_loops(
+            client.client, f"{dep.task_queue}-shaped", TIMING_STEPS, TIMING_RUNS, with_local=True
+        )
 
         e_med, e_p95 = stats_ms(engine.total)
         l_med, l_p95 = stats_ms(loop_times)
         n_med, n_p95 = stats_ms(noop.total)
+        s_med, s_p95 = stats_ms(shaped.total)
         table = Table(
             f"Time per step ({TIMING_RUNS} runs x {TIMING_STEPS} steps each; ms)",
             ["what", "median", "p95", "samples"],
         )
         table.add(
             "engine step (model + tool activity + workflow tasks)", e_med, e_p95, len(engine.total)
+        )
+        table.add(
+            "  workflow tasks per step (count, median)",
+            median([float(n) for n in engine.workflow_tasks]),
+            "",
+            len(engine.workflow_tasks),
         )
         for k, v in engine.parts.items():
             m, p = stats_ms(v)
@@ -480,6 +555,12 @@ async def main() -> None:
         for k, v in noop.parts.items():
             m, p = stats_ms(v)
             table.add(f"  of which {k}", m, p, len(v))
+        table.add(
+            "baseline 3: no-op activity + no-op local activity per step (the engine's shape)",
+            s_med,
+            s_p95,
+            len(shaped.total),
+        )
         table.print()
         note(
             "method: engine and no-op steps are read from the workflows' histories: the time "
@@ -488,9 +569,9 @@ async def main() -> None:
             "completed; what the parts do not cover is server time between a completion and "
             "the next schedule). The asyncio loop is timed with perf_counter.\n"
             f"engine median per run: {', '.join(f'{m:.1f}' for m in per_run)} ms\n"
-            f"ratio engine/asyncio = {e_med / l_med:.1f}x; engine/no-op = {e_med / n_med:.1f}x "
-            f"(an engine step holds two activities: engine/(2 x no-op) = "
-            f"{e_med / (2 * n_med):.1f}x)"
+            f"ratio engine/asyncio = {e_med / l_med:.1f}x; engine/no-op = {e_med / n_med:.1f}x; "
+            f"engine/same-shape no-op = {e_med / s_med:.1f}x (an engine step holds the model "
+            "call, a regular activity on its own queue, and the tool call, a local activity)"
         )
         costs = await publish_costs(client, warm_key, 30)
         diag = Table(
@@ -513,6 +594,9 @@ async def main() -> None:
         figures.add("noop_activity_step_p95", n_p95, "ms")
         figures.add("ratio_engine_vs_asyncio", e_med / l_med, "x")
         figures.add("ratio_engine_vs_noop", e_med / n_med, "x")
+        figures.add("noop_shaped_step_median", s_med, "ms")
+        figures.add("noop_shaped_step_p95", s_p95, "ms")
+        figures.add("ratio_engine_vs_shaped_noop", e_med / s_med, "x")
 
         # 3. history per step at several conversation lengths
         hist = Table(

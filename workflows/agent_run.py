@@ -28,8 +28,8 @@ with workflow.unsafe.imports_passed_through():
         ExecutionErrorKind,
         ModelFailure,
     )
-    from agentlane.events import Announcement, EventKind
-    from agentlane.ids import chain_token_of
+    from agentlane.events import Announcement, EventKind, turn_boundary
+    from agentlane.ids import assistant_entry_id, chain_token_of
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
     from agentlane.run import (
         ExecutionError,
@@ -111,6 +111,9 @@ class AgentRunWorkflow:
         self.announce: list[Announcement] = list(self.c.announce)
         self.c.announce = []
         self.abort_reason: str | None = None
+        # The first model call of each run segment names the workspace; it records it for the
+        # calls after it.
+        self.workspace_recorded = False
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -141,10 +144,13 @@ class AgentRunWorkflow:
 
     def _emit(self, kind: EventKind, turn_index: int | None = None, **fields: object) -> None:
         """Queue a lifecycle event; it travels to the stream with the next activity."""
+        # Turn events ride in every step's input (so in history) and go out with the very next
+        # activity: they take its time when published rather than carry the workflow's.
+        per_turn = kind in (EventKind.TURN_START, EventKind.TURN_END)
         self.announce.append(
             Announcement(
                 kind=kind,
-                ts=workflow.now().timestamp(),
+                ts=None if per_turn else workflow.now().timestamp(),
                 turn_index=turn_index,
                 **fields,
             )
@@ -217,9 +223,9 @@ class AgentRunWorkflow:
             pass
 
     def _entry_id(self, turn: int) -> str:
-        # Run ids repeat when a closed session is reopened; the chain's first run id does not
-        # (and it survives continue-as-new), so transcript ids stay unique.
-        return f"{self.req.run_id}.{chain_token_of(workflow.info().first_execution_run_id)}:t{turn}"
+        # The chain's first run id survives continue-as-new.
+        chain = chain_token_of(workflow.info().first_execution_run_id)
+        return assistant_entry_id(self.req.run_id, chain, turn)
 
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
@@ -233,10 +239,15 @@ class AgentRunWorkflow:
             if self._continue_as_new_due():
                 return LoopEnd(continue_as_new=True)
             turn = self.c.turn_index
-            self._emit(EventKind.TURN_START, turn)
             append = self.c.pending_user + self.c.steer
             self.phase = RunPhase.STREAMING
             announce = self._take_announce()
+            # The turn boundary every step has (previous turn's end, this turn's start) travels
+            # as two flags rather than two announcements: it is in every step's input.
+            close_turn: bool | None = None
+            last = announce[-1] if announce else None
+            if last and last.kind == EventKind.TURN_END and last.turn_index == turn - 1:
+                close_turn = bool(announce.pop().has_tool_calls)
             try:
                 result = await workflow.execute_activity(
                     CALL_MODEL,
@@ -244,7 +255,7 @@ class AgentRunWorkflow:
                         session_key=self.req.session_key,
                         run_id=self.req.run_id,
                         turn_index=turn,
-                        workspace=self.req.workspace,
+                        workspace="" if self.workspace_recorded else self.req.workspace,
                         create_workspace=self.req.create_workspace,
                         model=self.req.model,
                         thinking=self.req.thinking,
@@ -253,6 +264,8 @@ class AgentRunWorkflow:
                         unanswered_reason=self.c.unanswered_reason,
                         assistant_entry_id=self._entry_id(turn),
                         announce=announce,
+                        close_turn=close_turn,
+                        open_turn=True,
                         idle_timeout_seconds=self.req.idle_timeout_seconds,
                         reasoning_mode=self.req.reasoning_mode,
                     ),
@@ -267,14 +280,16 @@ class AgentRunWorkflow:
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
                     raise asyncio.CancelledError from err
-                self.announce = announce + self.announce
+                self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
                 return _failure(err)
-            # The user turns are in the transcript now.
+            self.workspace_recorded = True
+            # The user turns are in the transcript now, and unanswered calls have been answered.
             self.c.pending_user = []
             self.c.steer = [t for t in self.c.steer if t not in append]
-            self.c.unanswered_reason = Unanswered.SKIPPED_FOR_STEER
+            self.c.unanswered_reason = Unanswered.NOT_EXECUTED
             self.c.usage = self.c.usage.record(result.usage)
-            self.c.last_entry_id = result.entry_id
+            entry_id = result.entry_id or self._entry_id(turn)
+            self.c.last_entry_id = entry_id
             if result.reply_preview or not result.tool_calls:
                 self.c.reply_preview = result.reply_preview
             has_tool_calls = bool(result.tool_calls)
@@ -286,10 +301,9 @@ class AgentRunWorkflow:
                     if self.c.steer:
                         # Steering: remaining calls are answered as skipped by the next model
                         # call, which then sees the user's new message.
+                        self.c.unanswered_reason = Unanswered.SKIPPED_FOR_STEER
                         break
-                    failure = await self._run_tool(
-                        turn, result.entry_id, call.id, call.name, call.summary
-                    )
+                    failure = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
                     if failure is not None:
                         return failure
             self._emit(EventKind.TURN_END, turn, has_tool_calls=has_tool_calls)
@@ -302,25 +316,37 @@ class AgentRunWorkflow:
     async def _run_tool(
         self, turn: int, entry_id: str, call_id: str, name: str, summary: str
     ) -> LoopEnd | None:
+        inp = ToolCallInput(
+            session_key=self.req.session_key,
+            run_id=self.req.run_id,
+            turn_index=turn,
+            workspace=self.req.workspace,
+            assistant_entry_id=entry_id,
+            tool_call_id=call_id,
+            tool_name=name,
+        )
         try:
-            await workflow.execute_activity(
-                tool_activity_name(name),
-                ToolCallInput(
-                    session_key=self.req.session_key,
-                    run_id=self.req.run_id,
-                    turn_index=turn,
-                    workspace=self.req.workspace,
-                    assistant_entry_id=entry_id,
-                    tool_call_id=call_id,
-                    tool_name=name,
-                ),
-                result_type=ToolCallOutcome,
-                start_to_close_timeout=opts.tool_start_to_close(name),
-                heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
-                retry_policy=opts.TOOL_RETRY,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=summary,
-            )
+            if name in opts.LOCAL_TOOLS and workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
+                await workflow.execute_local_activity(
+                    tool_activity_name(name),
+                    inp,
+                    result_type=ToolCallOutcome,
+                    start_to_close_timeout=opts.LOCAL_TOOL_START_TO_CLOSE,
+                    retry_policy=opts.TOOL_RETRY,
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    summary=summary,
+                )
+            else:
+                await workflow.execute_activity(
+                    tool_activity_name(name),
+                    inp,
+                    result_type=ToolCallOutcome,
+                    start_to_close_timeout=opts.tool_start_to_close(name),
+                    heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+                    retry_policy=opts.TOOL_RETRY,
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    summary=summary,
+                )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
@@ -372,19 +398,30 @@ class AgentRunWorkflow:
             error=end.error,
             last_entry_id=self.c.last_entry_id,
         )
+        finish = FinishRunInput(
+            result=result,
+            unanswered_reason=Unanswered.RUN_STOPPED,
+            announce=self._take_announce(),
+        )
         try:
-            finished = await workflow.execute_activity(
-                FINISH_RUN,
-                FinishRunInput(
-                    result=result,
-                    unanswered_reason=Unanswered.RUN_STOPPED,
-                    announce=self._take_announce(),
-                ),
-                result_type=FinishRunResult,
-                start_to_close_timeout=opts.FINISH_START_TO_CLOSE,
-                retry_policy=opts.FINISH_RETRY,
-                summary=f"finish: {reason.value}",
-            )
+            if workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
+                finished = await workflow.execute_local_activity(
+                    FINISH_RUN,
+                    finish,
+                    result_type=FinishRunResult,
+                    start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                    retry_policy=opts.FINISH_RETRY,
+                    summary=f"finish: {reason.value}",
+                )
+            else:
+                finished = await workflow.execute_activity(
+                    FINISH_RUN,
+                    finish,
+                    result_type=FinishRunResult,
+                    start_to_close_timeout=opts.FINISH_START_TO_CLOSE,
+                    retry_policy=opts.FINISH_RETRY,
+                    summary=f"finish: {reason.value}",
+                )
             result.reply = finished.reply
         except ActivityError as err:
             workflow.logger.warning("finish_run failed: %s", err)
