@@ -22,7 +22,8 @@ What an activity waits for when it ends (`EventLease.__aexit__`):
 
 Events are best effort, the transcript is the record: a flush that fails for good (the events
 workflow is gone because the session closed) is logged and its events dropped; a transient one
-is retried for `_MAX_RETRY`. Neither ever raises out of a lease.
+is retried for `_MAX_RETRY`. Neither raises out of a lease's exit (only an explicit `flush()`
+reports a failure to its caller).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 
 # How long one flush may take (an activity that ends by exception waits for one).
 EXIT_FLUSH_TIMEOUT_SECONDS = 10.0
-# A session's client now lives as long as the session is busy, not one activity: a batch the
+# A session's client outlives any one activity (it lives while the session is busy): a batch the
 # server keeps refusing is dropped after this (well under the stream's 15-minute publisher TTL,
 # which its exactly-once dedup relies on) instead of holding back everything behind it.
 _MAX_RETRY = timedelta(seconds=60)
