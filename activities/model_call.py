@@ -25,7 +25,6 @@ from temporalio.exceptions import ApplicationError
 from activities.cancellation import cancelled_for_good
 from activities.event_publishing import (
     ResumeGuard,
-    StreamPublisher,
     published_message_text,
     text_delta_template,
 )
@@ -47,6 +46,7 @@ from activities.providers.error_classification import (
     role_ordering_error,
 )
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
+from activities.stream_publishers import EventLease, SessionPublishers
 from activities.system_prompt import build_system_prompt
 from activities.tools.specs import tool_specs
 from activities.transcript_store import TranscriptStore, tool_result_entry
@@ -178,10 +178,17 @@ def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) ->
 
 
 class ModelCallActivity:
-    def __init__(self, store: TranscriptStore, resolver: ProviderResolver, settings: Settings):
+    def __init__(
+        self,
+        store: TranscriptStore,
+        resolver: ProviderResolver,
+        settings: Settings,
+        publishers: SessionPublishers,
+    ):
         self.store = store
         self.resolver = resolver
         self.settings = settings
+        self.publishers = publishers
 
     # -- transcript preparation -------------------------------------------------------------
 
@@ -292,10 +299,7 @@ class ModelCallActivity:
                 prior_unknown = True
         activity.heartbeat()
 
-        publisher = StreamPublisher(
-            client, inp.session_key, self.settings.stream_batch_interval, inp.run_id
-        )
-        async with publisher:
+        async with self.publishers.lease(client, inp.session_key) as publisher:
             for announcement in [
                 *inp.announce,
                 *turn_boundary(inp.turn_index, inp.close_turn, inp.open_turn),
@@ -313,7 +317,11 @@ class ModelCallActivity:
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
                 update={"stop_reason": acc.stop_reason, "usage": acc.usage}
             )
-            publisher.publish(end)  # flushed when the publisher closes, before returning
+            # Sent right after this returns, without waiting (a failure waits: the lease's exit),
+            # except for a reply that ends the run.
+            publisher.publish(end)
+            if not refs:
+                publisher.wait_on_exit()
         return ModelCallResult(
             stop_reason=acc.stop_reason,
             tool_calls=refs,
@@ -342,7 +350,7 @@ class ModelCallActivity:
         inp: ModelCallInput,
         request: ModelRequest,
         resolved: ResolvedModel,
-        publisher: StreamPublisher,
+        publisher: EventLease,
         prior_text: str,
     ) -> _Accumulated:
         attempt = activity.info().attempt

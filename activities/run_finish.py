@@ -8,17 +8,16 @@ import json
 
 from temporalio import activity
 
-from activities.event_publishing import StreamPublisher
 from activities.model_output.normalization import normalize_text
+from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
-from agentlane.settings import Settings
 
 
 class RunFinishActivity:
-    def __init__(self, store: TranscriptStore, settings: Settings) -> None:
+    def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
         self.store = store
-        self.settings = settings
+        self.publishers = publishers
 
     def _close_and_record(self, inp: FinishRunInput) -> str:
         result = inp.result
@@ -38,11 +37,13 @@ class RunFinishActivity:
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, inp: FinishRunInput) -> FinishRunResult:
         reply = await asyncio.to_thread(self._close_and_record, inp)
-        async with StreamPublisher(
-            activity.client(), inp.result.session_key, self.settings.stream_batch_interval
-        ) as publisher:
+        # The one activity that waits for its events on success: `agent_end` is where watchers
+        # stop, and waiting also makes durable whatever this process published for the session
+        # before it (one buffer per session).
+        lease = self.publishers.lease(
+            activity.client(), inp.result.session_key, wait_for_flush=True
+        )
+        async with lease as publisher:
             for announcement in inp.announce:
-                publisher.publish(
-                    announcement.to_event(inp.result.session_key, inp.result.run_id)
-                )  # flushed when the publisher closes
+                publisher.publish(announcement.to_event(inp.result.session_key, inp.result.run_id))
         return FinishRunResult(reply=reply)

@@ -20,7 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.cancellation import cancelled_for_good
-from activities.event_publishing import StreamPublisher
+from activities.stream_publishers import EventLease, SessionPublishers
 from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, read_file, write_file
 from activities.tools.results import ToolResult
@@ -36,7 +36,6 @@ from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT
 from agentlane.events import AgentEvent, EventKind
-from agentlane.settings import Settings
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
 from agentlane.transcript import ToolCall, TranscriptEntry
 
@@ -56,9 +55,9 @@ async def _heartbeat_forever() -> None:
 
 
 class ToolActivities:
-    def __init__(self, store: TranscriptStore, settings: Settings) -> None:
+    def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
         self.store = store
-        self.settings = settings
+        self.publishers = publishers
 
     def _marker(self, inp: ToolCallInput, kind: str = "exec-started") -> Path:
         """A per-call file that tells a retried attempt what an earlier attempt did."""
@@ -93,7 +92,7 @@ class ToolActivities:
     async def _run(
         self,
         inp: ToolCallInput,
-        execute: Callable[[ToolCall, StreamPublisher], Awaitable[ToolResult]],
+        execute: Callable[[ToolCall, EventLease], Awaitable[ToolResult]],
     ) -> ToolCallOutcome:
         started = time.monotonic()
         existing = await asyncio.to_thread(
@@ -108,10 +107,7 @@ class ToolActivities:
                 replayed=True,
             )
         call = await asyncio.to_thread(self._find_call, inp)
-        publisher = StreamPublisher(
-            activity.client(), inp.session_key, self.settings.stream_batch_interval, inp.run_id
-        )
-        async with publisher:
+        async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             publisher.publish(
                 self._event(inp, EventKind.TOOL_EXECUTION_START, data={"input": call.arguments})
             )
@@ -184,7 +180,7 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("read"))
     async def tool_read(self, inp: ToolCallInput) -> ToolCallOutcome:
-        async def execute(call: ToolCall, _: StreamPublisher) -> ToolResult:
+        async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ReadArgs, call.arguments)
             return await asyncio.to_thread(read_file, inp.workspace, args)
@@ -193,7 +189,7 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("write"))
     async def tool_write(self, inp: ToolCallInput) -> ToolCallOutcome:
-        async def execute(call: ToolCall, _: StreamPublisher) -> ToolResult:
+        async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(WriteArgs, call.arguments)
             return await asyncio.to_thread(write_file, inp.workspace, args)
@@ -202,7 +198,7 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("edit"))
     async def tool_edit(self, inp: ToolCallInput) -> ToolCallOutcome:
-        async def execute(call: ToolCall, _: StreamPublisher) -> ToolResult:
+        async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(EditArgs, call.arguments)
             marker = self._marker(inp, "edit-applied")
@@ -218,7 +214,7 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("exec"))
     async def tool_exec(self, inp: ToolCallInput) -> ToolCallOutcome:
-        async def execute(call: ToolCall, publisher: StreamPublisher) -> ToolResult:
+        async def execute(call: ToolCall, publisher: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ExecArgs, call.arguments)
             marker = self._marker(inp)

@@ -28,7 +28,6 @@ from temporalio.client import Client  # noqa: E402
 from temporalio.contrib.workflow_streams import WorkflowStreamClient  # noqa: E402
 from temporalio.worker import Worker  # noqa: E402
 
-from activities.event_publishing import StreamPublisher  # noqa: E402
 from activities.providers.base import (  # noqa: E402
     Finish,
     ModelRequest,
@@ -36,6 +35,7 @@ from activities.providers.base import (  # noqa: E402
     ToolCallComplete,
 )
 from activities.providers.offline import OfflineProvider  # noqa: E402
+from activities.stream_publishers import SessionPublishers  # noqa: E402
 from activities.system_prompt import build_system_prompt  # noqa: E402
 from activities.tools.file_tools import write_file  # noqa: E402
 from activities.tools.specs import WriteArgs, tool_specs  # noqa: E402
@@ -380,24 +380,28 @@ async def noop_loops(
 async def publish_costs(client: AgentlaneClient, key: str, n: int) -> dict[str, list[float]]:
     """Stream round trips, timed from this process against a live session's events workflow:
     an offset query (what a retried model attempt's read-back costs per page) and one publish
-    (open the stream client, publish, flush = one signal, close), as each activity does once
-    before it returns."""
+    flushed through a lease on a publisher pool (one signal), which is what a failed attempt and
+    run end wait for before they return; other activities send it in the background."""
     out: dict[str, list[float]] = {"offset query": [], "publish + flush (signal)": []}
-    for i in range(n):
-        started = time.perf_counter()
-        await WorkflowStreamClient.create(client.client, events_workflow_id(key)).get_offset()
-        out["offset query"].append(time.perf_counter() - started)
-        event = AgentEvent(
-            kind=EventKind.TOOL_EXECUTION_START,
-            event_id=f"bench/{i}",
-            session_key=key,
-            run_id="bench",
-        )
-        started = time.perf_counter()
-        publisher = StreamPublisher(client.client, key, timedelta(milliseconds=200), "bench")
-        async with publisher:
-            publisher.publish(event, urgent=True)
-        out["publish + flush (signal)"].append(time.perf_counter() - started)
+    publishers = SessionPublishers(timedelta(milliseconds=200))
+    try:
+        for i in range(n):
+            started = time.perf_counter()
+            await WorkflowStreamClient.create(client.client, events_workflow_id(key)).get_offset()
+            out["offset query"].append(time.perf_counter() - started)
+            event = AgentEvent(
+                kind=EventKind.TOOL_EXECUTION_START,
+                event_id=f"bench/{i}",
+                session_key=key,
+                run_id="bench",
+            )
+            started = time.perf_counter()
+            async with publishers.lease(client.client, key) as publisher:
+                publisher.publish(event)
+                await publisher.flush()
+            out["publish + flush (signal)"].append(time.perf_counter() - started)
+    finally:
+        await publishers.close()
     return out
 
 
@@ -580,9 +584,10 @@ async def main() -> None:
             diag.add(k, *stats_ms(v), len(v))
         diag.print()
         note(
-            "each activity flushes its events once before it returns (one publish signal; a "
-            "message's first text is flushed at once too); only a retried model attempt makes "
-            "offset queries; the in-process loop above does the same work without them."
+            "activities hand their events to the worker's per-session publisher and return "
+            "without waiting for the signal (a message's first text is sent at once); only a "
+            "failed or cancelled attempt and run end wait for it; only a retried model attempt "
+            "makes offset queries; the in-process loop above does the same work without them."
         )
         figures.add("engine_step_median", e_med, "ms")
         figures.add("engine_step_p95", e_p95, "ms")

@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 from activities.model_call import ModelCallActivity
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import RunFinishActivity
+from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
 from agentlane.settings import Settings
@@ -35,11 +36,19 @@ log = logging.getLogger("agentlane.worker")
 WORKFLOWS: Sequence[type] = (SessionWorkflow, AgentRunWorkflow, SessionEventsWorkflow)
 
 
-def build_workers(client: Client, settings: Settings) -> list[Worker]:
+# How long a stopping worker may spend sending the events its activities left behind.
+PUBLISHERS_CLOSE_TIMEOUT_SECONDS = 10.0
+
+
+def build_workers(
+    client: Client, settings: Settings, publishers: SessionPublishers
+) -> list[Worker]:
+    """`publishers` is this process's one pool: every activity of a session publishes through the
+    same buffer, which is what keeps their events in order."""
     store = TranscriptStore(settings.transcripts_dir)
-    model = ModelCallActivity(store, ProviderResolver(settings), settings)
-    tools = ToolActivities(store, settings)
-    finish = RunFinishActivity(store, settings)
+    model = ModelCallActivity(store, ProviderResolver(settings), settings, publishers)
+    tools = ToolActivities(store, publishers)
+    finish = RunFinishActivity(store, publishers)
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         max_heartbeat_throttle_interval=timedelta(seconds=1),
@@ -70,7 +79,8 @@ def build_workers(client: Client, settings: Settings) -> list[Worker]:
 
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> None:
     client = await connect(settings)
-    workers = build_workers(client, settings)
+    publishers = SessionPublishers(settings.stream_batch_interval)
+    workers = build_workers(client, settings, publishers)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -96,6 +106,12 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
         if task in tasks and task.exception():
             log.error("a worker stopped: %s", task.exception())
     await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+    # Activities no longer wait for their events on success; send what they left.
+    try:
+        async with asyncio.timeout(PUBLISHERS_CLOSE_TIMEOUT_SECONDS):
+            await publishers.close()
+    except TimeoutError:
+        log.warning("stopped with events not sent to the stream")
 
 
 def main(argv: list[str] | None = None) -> None:

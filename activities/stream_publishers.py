@@ -1,0 +1,376 @@
+"""Publishing events from activities: one stream client per session per worker process.
+
+All activities of a session that run in this process publish through one FIFO buffer and one
+`WorkflowStreamClient`, so the stream holds their events in the order they were published, and
+one flush loop per session sends them: a batch goes out one batch interval after its first event,
+at once when something urgent arrives (a message's first text, a lease that ends). Text deltas
+are coalesced per lease: whatever arrives within one batch becomes one `text_delta` event, so the
+stream (and the events workflow's history) grows with batches, not tokens.
+
+What an activity waits for when it ends (`EventLease.__aexit__`):
+- a normal exit waits for nothing: its events are handed to the flush loop and sent a signal
+  round trip later. Within this process nothing published later can overtake them. Across
+  worker processes the next activity's first events may reach the stream a few ms before this
+  one's last; and a worker killed (kill -9) within those few ms loses them from the stream (the
+  transcript is the record).
+- an exit by exception (failure, cancellation) waits for the flush: a retried model attempt reads
+  back from the stream what the failed one showed (`published_message_text`) and must find all
+  of it, or the user would see text twice. If that flush fails, what it could not deliver is
+  dropped rather than sent after the retry has looked.
+- `wait_for_flush=True` (run end) waits too: it makes the run's last events durable and, the
+  buffer being shared, everything published before them in this process. A model call whose
+  reply ends the run waits as well (`wait_on_exit`): run end may run in another worker process,
+  and the final text must reach the stream before `agent_end` and survive a crash right after.
+
+Events are best effort, the transcript is the record: a flush that fails for good (the events
+workflow is gone because the session closed) is logged and its events dropped; a transient one
+is retried for `_MAX_RETRY`. Neither raises out of a lease's exit (only an explicit `flush()`
+reports a failure to its caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from types import TracebackType
+
+from temporalio.client import Client
+from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentlane.events import EVENTS_TOPIC, AgentEvent
+from agentlane.ids import events_workflow_id
+
+log = logging.getLogger(__name__)
+
+# How long one flush may take (an activity that ends by exception waits for one).
+EXIT_FLUSH_TIMEOUT_SECONDS = 10.0
+# A session's client outlives any one activity (it lives while the session is busy): a batch the
+# server keeps refusing is dropped after this (well under the stream's 15-minute publisher TTL,
+# which its exactly-once dedup relies on) instead of holding back everything behind it.
+_MAX_RETRY = timedelta(seconds=60)
+# Errors worth retrying with the same batch; anything else (the events workflow does not exist or
+# has completed, a batch the server will never take) drops the batch.
+_TRANSIENT = frozenset(
+    {
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.ABORTED,
+        RPCStatusCode.INTERNAL,
+        RPCStatusCode.UNKNOWN,
+        RPCStatusCode.CANCELLED,
+    }
+)
+
+
+@dataclass
+class _PendingText:
+    template: AgentEvent
+    start_index: int
+    text: str
+
+
+class EventLease:
+    """One activity's publisher; returned by `SessionPublishers.lease`."""
+
+    def __init__(
+        self, pool: SessionPublishers, client: Client, session_key: str, wait_for_flush: bool
+    ) -> None:
+        self._pool = pool
+        self._client = client
+        self._key = session_key
+        self._wait_for_flush = wait_for_flush
+        self._pending: _PendingText | None = None
+        self._session: _SessionStream | None = None
+
+    def wait_on_exit(self) -> None:
+        """Make a normal exit wait for the flush too (decided late: e.g. once a model call knows
+        its reply ends the run, whose text must be in the stream before `agent_end`)."""
+        self._wait_for_flush = True
+
+    @property
+    def session(self) -> _SessionStream:
+        if self._session is None:
+            raise RuntimeError("publish inside `async with pool.lease(...)`")
+        return self._session
+
+    async def __aenter__(self) -> EventLease:
+        # The session is looked up here, not in `lease()`: an idle session retired in between
+        # must not receive this lease.
+        self._session = self._pool.session(self._client, self._key)
+        self._session.open_lease(self)
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        session = self.session
+        session.close_lease(self)
+        if et is None and not self._wait_for_flush:
+            session.wake()
+            return
+        if not await session.flush_logged() and et is not None:
+            # A retry of this activity may read the stream back as soon as this one reports; a
+            # batch that reached the stream after that would show its text twice.
+            session.drop_unsent()
+
+    def publish(self, event: AgentEvent, urgent: bool = False) -> None:
+        self.move_pending_text()
+        self.session.add(event.model_copy(update={"ts": event.ts or time.time()}))
+        if urgent:
+            self.session.wake()
+
+    def text(
+        self, template: AgentEvent, start_index: int, delta: str, urgent: bool = False
+    ) -> None:
+        """Queue `delta` (which starts at character `start_index` of the message)."""
+        if not delta:
+            return
+        pending = self._pending
+        if (
+            pending is not None
+            and pending.template.message_id == template.message_id
+            and pending.template.kind == template.kind
+            and pending.start_index + len(pending.text) == start_index
+        ):
+            pending.text += delta
+        else:
+            self.move_pending_text()
+            self._pending = _PendingText(template, start_index, delta)
+            self.session.stir()
+        if urgent:
+            self.session.wake()
+
+    def has_pending_text(self) -> bool:
+        return self._pending is not None
+
+    def move_pending_text(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        event = pending.template.model_copy(
+            update={
+                "text": pending.text,
+                "index": pending.start_index,
+                "event_id": f"{pending.template.event_id}/{pending.start_index}",
+                "ts": time.time(),
+            }
+        )
+        self.session.add(event)
+
+    async def flush(self) -> None:
+        """Send everything this session has buffered in this process; raises if that fails."""
+        await self.session.flush()
+
+
+class _SessionStream:
+    """One session's buffer, stream client and flush loop in this process."""
+
+    def __init__(
+        self,
+        pool: SessionPublishers,
+        client: Client,
+        session_key: str,
+        batch_interval: float,
+        idle_after: float,
+    ) -> None:
+        self.key = session_key
+        self._pool = pool
+        self._client = client
+        self._interval = batch_interval
+        self._idle_after = idle_after
+        self._stream, self._topic = self._new_stream()
+        self._buffer: list[AgentEvent] = []
+        self._leases: list[EventLease] = []
+        # Something arrived (start the batch clock) / send now.
+        self._stirred = asyncio.Event()
+        self._wake = asyncio.Event()
+        # The stream client holds a batch a failed signal did not deliver.
+        self._unsent = False
+        self._last_used = time.monotonic()
+        self._stopping = False
+        self._loop = asyncio.create_task(self._run(), name=f"event flusher {session_key}")
+
+    def _new_stream(self) -> tuple[WorkflowStreamClient, TopicHandle[AgentEvent]]:
+        # The client's own timer is never started (it is not entered): the loop here decides
+        # when to send.
+        stream = WorkflowStreamClient.create(
+            self._client, events_workflow_id(self.key), max_retry_duration=_MAX_RETRY
+        )
+        return stream, stream.topic(EVENTS_TOPIC, type=AgentEvent)
+
+    # -- called by leases (synchronous: nothing here waits) --------------------------------
+
+    def open_lease(self, lease: EventLease) -> None:
+        self._leases.append(lease)
+        self._stirred.set()
+
+    def close_lease(self, lease: EventLease) -> None:
+        lease.move_pending_text()
+        if lease in self._leases:
+            self._leases.remove(lease)
+        self._last_used = time.monotonic()
+        self._stirred.set()
+
+    def add(self, event: AgentEvent) -> None:
+        self._buffer.append(event)
+        self._stirred.set()
+
+    def stir(self) -> None:
+        self._stirred.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+        self._stirred.set()
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _holds_data(self) -> bool:
+        return (
+            bool(self._buffer)
+            or self._unsent
+            or any(lease.has_pending_text() for lease in self._leases)
+        )
+
+    async def flush(self) -> None:
+        for lease in self._leases:
+            lease.move_pending_text()
+        stream, topic = self._stream, self._topic
+        for event in self._buffer:
+            topic.publish(event)
+        self._buffer.clear()
+        try:
+            await stream.flush()
+        except RPCError as err:
+            if err.status in _TRANSIENT:
+                self._unsent = True
+            else:
+                self._drop(stream)
+            raise
+        except (TimeoutError, asyncio.CancelledError):
+            # The stream client still holds what it could not send (or, after `_MAX_RETRY`, it
+            # dropped the batch but may hold newer items): the loop tries again.
+            self._unsent = True
+            raise
+        except Exception:
+            self._drop(stream)
+            raise
+        if stream is self._stream:
+            self._unsent = False
+
+    def _drop(self, failed: WorkflowStreamClient) -> None:
+        """Forget what the failed client holds: it would be refused again, and hold back the
+        events published after it."""
+        if failed is self._stream:
+            self.drop_unsent()
+
+    def drop_unsent(self) -> None:
+        """Drop what the stream client holds (handed over, not delivered); events still in the
+        buffer stay."""
+        self._stream, self._topic = self._new_stream()
+        self._unsent = False
+
+    async def flush_logged(self) -> bool:
+        try:
+            async with asyncio.timeout(EXIT_FLUSH_TIMEOUT_SECONDS):
+                await self.flush()
+            return True
+        except Exception as err:  # events are best effort; the transcript is the record
+            log.warning("could not send events of session %s: %r", self.key, err)
+            return False
+
+    async def _run(self) -> None:
+        try:
+            while not self._stopping:
+                if not self._holds_data():
+                    self._wake.clear()
+                    self._stirred.clear()
+                    idle_left = self._idle_after - (time.monotonic() - self._last_used)
+                    if not self._leases and idle_left <= 0:
+                        self._pool.forget(self)
+                        return
+                    try:
+                        async with asyncio.timeout(None if self._leases else idle_left):
+                            await self._stirred.wait()
+                    except TimeoutError:
+                        pass
+                    continue
+                if not self._wake.is_set():
+                    try:
+                        async with asyncio.timeout(self._interval):
+                            await self._wake.wait()
+                    except TimeoutError:
+                        pass
+                self._wake.clear()
+                if self._stopping:
+                    return
+                # Bounded so a hung signal cannot stall the session: the next round resends the
+                # same batch under the same sequence number, which the stream deduplicates.
+                await self.flush_logged()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # Never leave a session without a loop: the next lease starts a fresh one.
+            log.exception("event flusher of session %s failed", self.key)
+            self._pool.forget(self)
+
+    async def stop(self) -> None:
+        """Stop the loop and send what is left (bounded by the caller)."""
+        self._stopping = True
+        self._wake.set()
+        self._stirred.set()
+        if self._loop is not asyncio.current_task():
+            # By flag first, cancel as a backstop: the loop may be in the middle of a signal.
+            done, _ = await asyncio.wait({self._loop}, timeout=1)
+            if not done:
+                self._loop.cancel()
+        if self._holds_data():
+            await self.flush_logged()
+
+
+class SessionPublishers:
+    """The worker process's event publishers, one per session, shared by its activities.
+
+    Activities take a lease for their run time (`async with pool.lease(client, key) as p`); a
+    session idle for `idle_after` (no lease open, nothing left to send) has its client closed,
+    and `close()` sends what is left of all of them when the worker stops.
+    """
+
+    def __init__(
+        self, batch_interval: timedelta, idle_after: timedelta = timedelta(seconds=30)
+    ) -> None:
+        self._interval = batch_interval.total_seconds()
+        self._idle_after = idle_after.total_seconds()
+        self._sessions: dict[str, _SessionStream] = {}
+
+    def lease(
+        self, client: Client, session_key: str, *, wait_for_flush: bool = False
+    ) -> EventLease:
+        """`async with` it for an activity's run time. `wait_for_flush`: a normal exit waits
+        for the session's events to reach the stream too (an exit by exception always does)."""
+        return EventLease(self, client, session_key, wait_for_flush)
+
+    def session(self, client: Client, session_key: str) -> _SessionStream:
+        session = self._sessions.get(session_key)
+        if session is None:
+            session = _SessionStream(self, client, session_key, self._interval, self._idle_after)
+            self._sessions[session_key] = session
+        return session
+
+    def sessions(self) -> list[str]:
+        """Keys of the sessions with a live stream client here (for tests and diagnostics)."""
+        return list(self._sessions)
+
+    def forget(self, session: _SessionStream) -> None:
+        """Called by a session's own loop as it ends; a later lease for its key starts afresh."""
+        if self._sessions.get(session.key) is session:
+            del self._sessions[session.key]
+
+    async def close(self) -> None:
+        """Send what every session has left; call after the workers stopped, with a timeout."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        await asyncio.gather(*(s.stop() for s in sessions), return_exceptions=True)
