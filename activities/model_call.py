@@ -317,10 +317,11 @@ class ModelCallActivity:
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
                 update={"stop_reason": acc.stop_reason, "usage": acc.usage}
             )
-            # Sent right after this returns, without waiting (a failure waits: the lease's exit),
-            # except for a reply that ends the run.
+            # Sent with the next batch, without waiting (a failure waits: the lease's exit),
+            # except for text: what the user was shown must survive a crash right after this
+            # returns, and a reply that ends the run must be in the stream before `agent_end`.
             publisher.publish(end)
-            if not refs:
+            if acc.text or not refs:
                 publisher.wait_on_exit()
         return ModelCallResult(
             stop_reason=acc.stop_reason,

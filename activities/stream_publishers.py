@@ -111,7 +111,9 @@ class EventLease:
         session = self.session
         session.close_lease(self)
         if et is None and not self._wait_for_flush:
-            session.wake()
+            # No wake: the batch goes out with the session's next tick, together with what the
+            # next steps publish meanwhile. A signal per activity would double the server's work
+            # per step (each one is a history event and a workflow task of the events workflow).
             return
         if not await session.flush_logged() and et is not None:
             # A retry of this activity may read the stream back as soon as this one reports; a

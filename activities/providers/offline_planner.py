@@ -19,6 +19,7 @@ call and resumes correctly after a crash.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,7 +134,10 @@ def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
     return []
 
 
+@functools.lru_cache(maxsize=256)
 def make_plan(instruction: str) -> Plan:
+    """The plan for an instruction, parsed once (a run asks for it on every call; the offline
+    model should cost next to nothing). Shared: callers must not modify it."""
     plan = Plan()
     for clause in split_clauses(instruction):
         m = re.match(r"summari[sz]e\s+(\S+)\s+(?:into|to|in)\s+(\S+)$", clause, re.IGNORECASE)

@@ -6,7 +6,9 @@ from them and the same models validate what the model sends back.
 
 from __future__ import annotations
 
-from typing import TypeVar
+import copy
+import functools
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -56,11 +58,20 @@ TOOL_DESCRIPTIONS = {
 }
 
 
-def tool_spec(name: str) -> ToolSpec:
+@functools.cache
+def _schema(name: str) -> dict[str, Any]:
+    # Built once per process: pydantic's schema generation costs about a millisecond per tool,
+    # and every model call asks for the specs.
     schema = TOOL_ARGS[name].model_json_schema()
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
+    return schema
+
+
+def tool_spec(name: str) -> ToolSpec:
+    # A copy: provider adapters may rewrite a schema for their wire format.
+    schema = copy.deepcopy(_schema(name))
     return ToolSpec(name=name, description=TOOL_DESCRIPTIONS[name], parameters=schema)
 
 
