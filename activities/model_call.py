@@ -297,7 +297,10 @@ class ModelCallActivity:
             except Exception as err:
                 log.warning("could not read back the earlier attempt's text: %s", err)
                 prior_unknown = True
-        activity.heartbeat()
+            # The read-back may have taken a while. A first attempt sends no heartbeat before
+            # its stream's first second: a call that ends sooner needs none (one server round
+            # trip less per step), and the heartbeat timeout is 3 s.
+            activity.heartbeat()
 
         async with self.publishers.lease(client, inp.session_key) as publisher:
             for announcement in [
