@@ -295,3 +295,14 @@ def test_concurrent_appends_from_threads(tmp_path: Path, shared_instance: bool) 
     assert lines[0].get("parent_id") is None
     assert all(lines[n]["parent_id"] == ids[n - 1] for n in range(1, len(lines)))
     assert [e.id for e in TranscriptStore(tmp_path).read(KEY)] == ids
+
+
+def test_run_workspace_is_recorded_per_run_and_chain(tmp_path: Path) -> None:
+    store = TranscriptStore(tmp_path)
+    assert store.run_workspace("k", "session:k:run:1.abc") is None
+    store.record_run_workspace("k", "session:k:run:1.abc", "/w/one")
+    store.record_run_workspace("k", "session:k:run:1.def", "/w/two")  # the session reopened
+    assert store.run_workspace("k", "session:k:run:1.abc") == "/w/one"
+    assert store.run_workspace("k", "session:k:run:1.def") == "/w/two"
+    store.record_run_workspace("k", "session:k:run:1.abc", "/w/one")  # a retry: unchanged
+    assert store.run_workspace("k", "session:k:run:1.abc") == "/w/one"
