@@ -380,8 +380,9 @@ async def noop_loops(
 async def publish_costs(client: AgentlaneClient, key: str, n: int) -> dict[str, list[float]]:
     """Stream round trips, timed from this process against a live session's events workflow:
     an offset query (what a retried model attempt's read-back costs per page) and one publish
-    flushed through a lease on a publisher pool (one signal), which is what a failed attempt and
-    run end wait for before they return; other activities send it in the background."""
+    flushed through a lease on a publisher pool (one signal), which is what a failed attempt, a
+    model call that showed text and run end wait for before they return; the others leave their
+    events to the next batch."""
     out: dict[str, list[float]] = {"offset query": [], "publish + flush (signal)": []}
     publishers = SessionPublishers(timedelta(milliseconds=200))
     try:
@@ -586,8 +587,9 @@ async def main() -> None:
         note(
             "activities hand their events to the worker's per-session publisher and return "
             "without waiting for the signal (a message's first text is sent at once); only a "
-            "failed or cancelled attempt and run end wait for it; only a retried model attempt "
-            "makes offset queries; the in-process loop above does the same work without them."
+            "failed or cancelled attempt, a model call that showed text and run end wait for "
+            "it; only a retried model attempt makes offset queries; the in-process loop above "
+            "does the same work without them."
         )
         figures.add("engine_step_median", e_med, "ms")
         figures.add("engine_step_p95", e_p95, "ms")
