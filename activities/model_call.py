@@ -28,6 +28,7 @@ from activities.event_publishing import (
     published_message_text,
     text_delta_template,
 )
+from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.model_output.pipeline import Emission, OutputPipeline
 from activities.model_output.think_tags import ReasoningMode
 from activities.providers.base import (
@@ -70,7 +71,6 @@ from agentlane.usage import Usage
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_EVERY_SECONDS = 1.0
 
 
 class IdleTimeout(Exception):
@@ -298,8 +298,8 @@ class ModelCallActivity:
                 log.warning("could not read back the earlier attempt's text: %s", err)
                 prior_unknown = True
             # The read-back may have taken a while. A first attempt sends no heartbeat before
-            # its stream's first second: a call that ends sooner needs none (one server round
-            # trip less per step), and the heartbeat timeout is 3 s.
+            # its stream's first quarter second: a call that ends sooner needs none (one server
+            # round trip less per step), and the heartbeat timeout is 3 s.
             activity.heartbeat()
 
         async with self.publishers.lease(client, inp.session_key) as publisher:

@@ -20,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.cancellation import cancelled_for_good
+from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, read_file, write_file
@@ -51,7 +52,7 @@ async def _heartbeat_forever() -> None:
         return  # a local activity has no heartbeat; its workflow task is its liveness
     while True:
         activity.heartbeat()
-        await asyncio.sleep(1)
+        await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
 
 
 class ToolActivities:

@@ -79,8 +79,22 @@ class InboundMessage(BaseModel):
     agent_id: str = "main"
 
 
+def check_inbound(msg: InboundMessage) -> None:
+    """Reject what no session can take, with a message that says why (the session's validator
+    and the client share it, so a client can refuse before any round trip)."""
+    if not msg.text.strip():
+        raise ValueError("message text is empty")
+    if len(msg.text) > MAX_MESSAGE_CHARS:
+        raise ValueError(
+            f"message is {len(msg.text)} characters; the limit is {MAX_MESSAGE_CHARS}. "
+            "Put large content in a workspace file and refer to it."
+        )
+    if msg.mode is not None:
+        parse_queue_mode(msg.mode)
+
+
 class SendDisposition(StrEnum):
-    STARTED = "started"
+    STARTED = "started"  # the session was idle: its run starts now
     QUEUED = "queued"
     STEERED = "steered"
     INTERRUPTED = "interrupted"
@@ -100,3 +114,30 @@ class SendReceipt(BaseModel):
 class AbortRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = "user abort"
+
+
+class AbortReceipt(BaseModel):
+    """What an abort found: the run it stops, or nothing to abort."""
+
+    session_key: str
+    run_id: str | None = None
+    queue_length: int = 0
+    note: str = ""
+
+
+class FateState(StrEnum):
+    PENDING = "pending"  # accepted and waiting in the queue
+    STARTED = "started"  # a run took it as (part of) its prompt
+    STEERED = "steered"  # steered into a run that was already going
+    DUPLICATE = "duplicate"  # a redelivery of a message already received
+    DROPPED = "dropped"  # dropped by the queue's cap policy; in the overflow summary
+    FAILED = "failed"  # its runs kept ending abnormally; given up after the retry limit
+
+
+class MessageFate(BaseModel):
+    """What became of one accepted message (`wait_started` answers with it)."""
+
+    seq: int
+    state: FateState
+    run_id: str | None = None
+    note: str = ""

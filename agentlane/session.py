@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from agentlane.messages import QueueMode, Routing
+from agentlane.messages import MessageFate, QueueMode, Routing
 from agentlane.run import ExecutionResult, ModelRef, UserTurn
 from agentlane.usage import Usage
 
@@ -17,6 +17,9 @@ class QueuedMessage(BaseModel):
     turn: UserTurn
     enqueued_at: float
     message_id: str | None = None
+    # Runs that took this message and ended abnormally (failed, terminated, timed out): it is
+    # put back at the head of the queue until MAX_RUN_ATTEMPTS, then given up visibly.
+    attempts: int = 0
     # Messages queued while a run was busy wait for the debounce after it; a message that
     # found the session idle, or an interrupt, runs at once.
     debounce: bool = False
@@ -39,6 +42,16 @@ class SessionSettings(BaseModel):
     events_continue_as_new_after_events: int | None = None
 
 
+class InFlight(BaseModel):
+    """The messages a run holds: they leave the session's hands only when the run ends normally
+    (SPEC §17.5: items are removed only once handled)."""
+
+    run_id: str
+    items: list[QueuedMessage] = Field(default_factory=list)
+    # Turns steered into the run: if the run dies, they are queued again as follow-ups.
+    steered: list[UserTurn] = Field(default_factory=list)
+
+
 class SessionState(BaseModel):
     """Everything the session needs after continue-as-new, and nothing large."""
 
@@ -55,6 +68,11 @@ class SessionState(BaseModel):
     last_result: ExecutionResult | None = None
     last_enqueued_at: float = 0.0
     continued: int = 0
+    in_flight: InFlight | None = None
+    # What became of recent messages, for `wait_started` (bounded; newest last).
+    fates: list[MessageFate] = Field(default_factory=list)
+    # Messages given up after MAX_RUN_ATTEMPTS abnormal run ends.
+    failed_messages: int = 0
 
 
 class SessionInput(BaseModel):
@@ -81,6 +99,7 @@ class SessionStatus(BaseModel):
     model: str = ""
     last_result: ExecutionResult | None = None
     routing: Routing | None = None
+    failed_messages: int = 0
 
 
 class RunPhase(StrEnum):

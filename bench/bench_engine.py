@@ -257,7 +257,7 @@ async def run_steps(
     """One fresh session, one run of `steps` tool steps; returns (session key, run id, result)."""
     key = fresh_key(f"eng{steps}")
     ws = workspace(dep, key)
-    receipt = await client.send(key, instruction(steps), workspace=str(ws))
+    receipt = await client.send_and_start(key, instruction(steps), workspace=str(ws))
     assert receipt.run_id
     result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), limit_s)
     if result.status != ExecutionStatus.SUCCESS or result.tool_calls != steps:
@@ -448,7 +448,7 @@ async def stream_case(stack: Stack, batch_ms: int) -> StreamResult:
         ws = workspace(dep, key)
         # A short first run creates the session and its events workflow, and gives the size of
         # a run that barely streams, to compare with.
-        first = await client.send(key, "say ready", workspace=str(ws))
+        first = await client.send_and_start(key, "say ready", workspace=str(ws))
         assert first.run_id
         await client.wait_for_run(first.run_id)
         await wait_idle(client, key, runs=1)
@@ -458,7 +458,7 @@ async def stream_case(stack: Stack, batch_ms: int) -> StreamResult:
         before = await workflow_chain(client.client, events_id)
         offset = await client.events_offset(key)
         watcher = Watcher(client, key, offset).start()
-        receipt = await client.send(key, f"count to {STREAM_COUNT}")
+        receipt = await client.send_and_start(key, f"count to {STREAM_COUNT}")
         assert receipt.run_id
         result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
         await watcher.wait()

@@ -78,7 +78,7 @@ async def one_run(client: AgentlaneClient, dep: Deployment, key: str, kill: bool
     offset = await client.events_offset(key)
     watcher = Watcher(client, key, offset).start()
     sent = time.monotonic()
-    receipt = await client.send(key, INSTRUCTION)
+    receipt = await client.send_and_start(key, INSTRUCTION)
     assert receipt.run_id
     await asyncio.wait_for(watcher.new_text.wait(), 60)
     first = time.monotonic()
@@ -156,7 +156,7 @@ async def main() -> None:
             f"dev server {stack.server.address}; two worker processes on one task queue; "
             f"`{INSTRUCTION}` (offline model, 50 ms per number)"
         )
-        first = await client.send(key, "say ready", workspace=str(ws))
+        first = await client.send_and_start(key, "say ready", workspace=str(ws))
         assert first.run_id
         await client.wait_for_run(first.run_id)
         runs = 1

@@ -200,7 +200,7 @@ async def engine_first_delta(
         offset = await client.events_offset(key) if i else 0
         watcher = Watcher(client, key, offset).start()
         started = time.monotonic()
-        receipt = await client.send(key, text, workspace=str(ws), model=ref)
+        receipt = await client.send_and_start(key, text, workspace=str(ws), model=ref)
         returned = time.monotonic()
         assert receipt.run_id
         result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)

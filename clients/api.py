@@ -1,7 +1,7 @@
 """The Python client API: how chat adapters, the CLI, cron and tests talk to sessions.
 
     client = await AgentlaneClient.connect()
-    receipt = await client.send("alice", "read notes.txt then say done")
+    receipt = await client.send_and_start("alice", "read notes.txt then say done")
     async for item in client.watch("alice", from_offset=0, until_run=receipt.run_id):
         ...
 
@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+import random
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
+    WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
@@ -37,7 +41,17 @@ from agentlane.ids import (
     session_key_from_workflow_id,
     session_workflow_id,
 )
-from agentlane.messages import AbortRequest, InboundMessage, Routing, SendReceipt
+from agentlane.messages import (
+    AbortReceipt,
+    AbortRequest,
+    FateState,
+    InboundMessage,
+    MessageFate,
+    Routing,
+    SendDisposition,
+    SendReceipt,
+    check_inbound,
+)
 from agentlane.run import ExecutionResult, ModelRef
 from agentlane.session import (
     RunProgress,
@@ -53,9 +67,25 @@ from agentlane.transcript import TranscriptEntry
 from workflows.agent_run import AgentRunWorkflow
 from workflows.session import SessionWorkflow
 
+T = TypeVar("T")
+
 
 class SendRejected(Exception):
     """The session refused the message (empty, too long, unknown mode, queue full...)."""
+
+
+class SessionNotFound(Exception):
+    """No session with that key exists (it never did, or it was closed)."""
+
+
+class NoWorker(Exception):
+    """No worker answered in time. What was sent is durably accepted where that is possible;
+    the message says so and names the command that starts a worker."""
+
+
+# How long a call waits for a worker before saying there is none (the message stays accepted).
+WORKER_WAIT_SECONDS = 4.0
+NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
 
 
 @dataclass
@@ -153,21 +183,68 @@ class AgentlaneClient:
         workspace: str | None = None,
         model: str | None = None,
         session_overrides: dict[str, object] | None = None,
+        worker_wait: float = WORKER_WAIT_SECONDS,
     ) -> SendReceipt:
-        """Send a message, creating the session if it does not exist yet."""
+        """Send a message, creating the session if it does not exist yet.
+
+        Returns once the session holds the message durably, not when its run starts (learn that
+        from the event stream, or with `wait_started`). With no worker answering within
+        `worker_wait` seconds the message is handed over as a signal, which the server keeps in
+        history until a worker runs it, and `NoWorker` says so."""
         key = check_session_key(session_key)
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
-        message = InboundMessage(
-            text=text,
-            mode=mode,
-            message_id=message_id,
-            routing=routing or Routing(),
-            sender=sender,
-            workspace=workspace,
-        )
+        try:
+            message = InboundMessage(
+                text=text,
+                mode=mode,
+                # A redelivery through the no-worker path must not run twice.
+                message_id=message_id or f"client-{uuid.uuid4().hex}",
+                routing=routing or Routing(),
+                sender=sender,
+                workspace=workspace,
+            )
+            check_inbound(message)
+        except ValueError as err:
+            raise SendRejected(str(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})
-        start = WithStartWorkflowOperation(
+        try:
+            receipt: SendReceipt = await asyncio.wait_for(
+                self._with_backoff(
+                    lambda: self.client.execute_update_with_start_workflow(
+                        SessionWorkflow.send,
+                        message,
+                        start_workflow_operation=self._start_operation(key, state),
+                    )
+                ),
+                worker_wait,
+            )
+            return receipt
+        except WorkflowUpdateFailedError as err:
+            raise SendRejected(_failure_text(err)) from err
+        except TimeoutError:
+            pass
+        await self.client.start_workflow(
+            SessionWorkflow.run,
+            SessionInput(state=state),
+            id=session_workflow_id(key),
+            task_queue=self.settings.workflow_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=f"chat session **{key}**",
+            start_signal="enqueue",
+            start_signal_args=[message],
+        )
+        raise NoWorker(
+            f"message accepted by session {key}, but no worker answered within "
+            f"{worker_wait:.0f} s on task queue {self.settings.workflow_task_queue}: it runs "
+            f"when a worker starts; {NO_WORKER_HINT}"
+        )
+
+    def _start_operation(self, key: str, state: SessionState) -> WithStartWorkflowOperation[
+        SessionWorkflow, None
+    ]:
+        # One operation per call: the SDK fills in its result and it cannot be reused.
+        return WithStartWorkflowOperation(
             SessionWorkflow.run,
             SessionInput(state=state),
             id=session_workflow_id(key),
@@ -175,12 +252,41 @@ class AgentlaneClient:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"chat session **{key}**",
         )
-        try:
-            return await self.client.execute_update_with_start_workflow(
-                SessionWorkflow.send, message, start_workflow_operation=start
+
+    @staticmethod
+    async def _with_backoff(call: Callable[[], Awaitable[T]]) -> T:
+        """Retry what the server refused for load (a workflow takes only a few updates at once):
+        a burst of senders waits its turn instead of failing."""
+        delay = 0.02
+        while True:
+            try:
+                return await call()
+            except RPCError as err:
+                if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                    raise
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+
+    async def send_and_start(self, session_key: str, text: str, **kwargs: Any) -> SendReceipt:
+        """`send`, then wait until a message that starts a run (an idle session, an interrupt)
+        has its run id. Queued and steered messages return at once, as from `send`."""
+        receipt = await self.send(session_key, text, **kwargs)
+        if receipt.disposition in (SendDisposition.STARTED, SendDisposition.INTERRUPTED):
+            fate = await self.wait_started(session_key, receipt.message_seq)
+            receipt = receipt.model_copy(update={"run_id": fate.run_id})
+        return receipt
+
+    async def wait_started(self, session_key: str, seq: int) -> MessageFate:
+        """Until message `seq` is taken by a run (or steered, dropped or given up)."""
+        key = check_session_key(session_key)
+        handle = self.client.get_workflow_handle(session_workflow_id(key))
+        while True:
+            fate: MessageFate = await self._with_backoff(
+                lambda: handle.execute_update(SessionWorkflow.wait_started, seq)
             )
-        except WorkflowUpdateFailedError as err:
-            raise SendRejected(_failure_text(err)) from err
+            if fate.state != FateState.PENDING:
+                return fate
+            await asyncio.sleep(0.05)  # the session is continuing as new
 
     async def close(self, session_key: str) -> None:
         """End the session once its queue is empty (its event stream ends with it). A later
@@ -190,19 +296,59 @@ class AgentlaneClient:
         )
         await handle.signal(SessionWorkflow.close)
 
-    async def abort(self, session_key: str, reason: str = "user abort") -> None:
-        handle = self.client.get_workflow_handle(
-            session_workflow_id(check_session_key(session_key))
-        )
+    async def abort(self, session_key: str, reason: str = "user abort") -> AbortReceipt:
+        """Abort the session's run in flight. The receipt names it, or says there was none."""
+        key = check_session_key(session_key)
+        handle = await self._running_session(key)
+        try:
+            receipt: AbortReceipt = await asyncio.wait_for(
+                self._with_backoff(
+                    lambda: handle.execute_update(
+                        SessionWorkflow.abort_run, AbortRequest(reason=reason)
+                    )
+                ),
+                WORKER_WAIT_SECONDS,
+            )
+            return receipt
+        except TimeoutError:
+            pass
+        # The signal is durable: the run stops as soon as a worker picks the session up.
         await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))
+        raise NoWorker(
+            f"abort recorded for session {key}, but no worker answered within "
+            f"{WORKER_WAIT_SECONDS:.0f} s: it takes effect when a worker starts; {NO_WORKER_HINT}"
+        )
+
+    async def _running_session(self, key: str) -> WorkflowHandle[Any, Any]:
+        handle = self.client.get_workflow_handle(session_workflow_id(key))
+        try:
+            desc = await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise SessionNotFound(f"session {key} does not exist") from err
+            raise
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            raise SessionNotFound(
+                f"session {key} does not exist any more (it was "
+                f"{desc.status.name.lower() if desc.status else 'closed'}); "
+                "a new message to it starts it again"
+            )
+        return handle
 
     # -- observing --------------------------------------------------------------------------
 
     async def status(self, session_key: str) -> SessionStatus:
-        handle = self.client.get_workflow_handle(
-            session_workflow_id(check_session_key(session_key))
-        )
-        status: SessionStatus = await handle.query(SessionWorkflow.status)
+        key = check_session_key(session_key)
+        handle = await self._running_session(key)
+        try:
+            status: SessionStatus = await asyncio.wait_for(
+                handle.query(SessionWorkflow.status), WORKER_WAIT_SECONDS
+            )
+        except TimeoutError as err:
+            raise NoWorker(
+                f"session {key} exists, but no worker answered within "
+                f"{WORKER_WAIT_SECONDS:.0f} s; {NO_WORKER_HINT}"
+            ) from err
         if status.current_run_id:
             progress = await self.run_progress(status.current_run_id)
             if progress is not None:
@@ -265,6 +411,10 @@ class AgentlaneClient:
         while True:
             stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
             try:
+                if offset and offset > await stream.get_offset():
+                    # A stream that ends before our offset is a new incarnation of the session
+                    # (closed, then reopened): its offsets start again from 0.
+                    offset = 0
                 async for item in stream.subscribe(
                     [EVENTS_TOPIC],
                     from_offset=offset,

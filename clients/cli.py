@@ -40,16 +40,48 @@ def ui_link(settings: Settings, workflow_id: str) -> str:
     )
 
 
+# Exit codes (README "CLI exit codes"): scripts can tell the outcome without parsing output.
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_REJECTED = 2
+EXIT_RUN_FAILED = 3
+EXIT_RUN_ABORTED = 4
+EXIT_NO_WORKER = 5
+EXIT_NOT_FOUND = 6
+EXIT_UNREACHABLE = 7
+
+
+def _message_text(args: argparse.Namespace) -> str:
+    """The text from the arguments, a file (`--file`), or standard input (`-` or no text): a
+    message longer than the OS argument limit can still be sent."""
+    if args.file:
+        return Path(args.file).read_text(encoding="utf-8", errors="strict")
+    if args.text in ([], ["-"]):
+        if sys.stdin.isatty() and not args.text:
+            raise SystemExit("agentlane send: give the text, `-` for standard input, or --file")
+        return sys.stdin.buffer.read().decode("utf-8", errors="strict")
+    return " ".join(args.text)
+
+
 async def _send(args: argparse.Namespace) -> int:
-    from clients.api import AgentlaneClient, SendRejected
+    from agentlane.messages import FateState, SendDisposition
+    from agentlane.run import ExecutionStatus
+    from clients.api import AgentlaneClient, NoWorker, SendRejected
     from clients.render import TerminalRenderer
 
+    try:
+        text = _message_text(args)
+    except UnicodeDecodeError as err:
+        print(
+            f"rejected: the message is not valid UTF-8 ({err.reason} at byte {err.start})",
+            file=sys.stderr,
+        )
+        return EXIT_REJECTED
     client = await AgentlaneClient.connect()
-    text = " ".join(args.text)
     offset = 0
     if args.watch:
         try:
-            offset = await client.events_offset(args.session)
+            offset = await asyncio.wait_for(client.events_offset(args.session), 3)
         except Exception:
             offset = 0
     try:
@@ -63,25 +95,43 @@ async def _send(args: argparse.Namespace) -> int:
         )
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
-        return 2
+        return EXIT_REJECTED
+    except NoWorker as err:
+        print(str(err), file=sys.stderr)
+        return EXIT_NO_WORKER
     print(
         f"{receipt.disposition.value}: message #{receipt.message_seq} "
-        f"({receipt.mode.value}) run={receipt.run_id or '-'} queue={receipt.queue_length}"
+        f"({receipt.mode.value}) queue={receipt.queue_length}"
         + (f" — {receipt.note}" if receipt.note else ""),
         file=sys.stderr,
     )
-    if args.watch and receipt.run_id and receipt.disposition.value in ("started", "interrupted"):
-        renderer = TerminalRenderer()
-        async for item in client.watch(args.session, offset, until_run=receipt.run_id):
-            renderer.render(item.event)
-        result = await client.wait_for_run(receipt.run_id)
-        print(
-            f"\nrun {result.run_id}: {result.status.value} "
-            f"({result.termination_reason.value}), {result.turns} turns, "
-            f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
-            file=sys.stderr,
-        )
-    return 0
+    if not args.watch or receipt.disposition in (
+        SendDisposition.DUPLICATE,
+        SendDisposition.STEERED,
+    ):
+        return EXIT_OK
+    fate = await client.wait_started(args.session, receipt.message_seq)
+    if fate.state != FateState.STARTED or fate.run_id is None:
+        print(f"message #{fate.seq} {fate.state.value}: {fate.note}", file=sys.stderr)
+        return EXIT_RUN_FAILED if fate.state == FateState.FAILED else EXIT_OK
+    print(f"run {fate.run_id} started", file=sys.stderr)
+    renderer = TerminalRenderer()
+    async for item in client.watch(args.session, offset, until_run=fate.run_id):
+        renderer.render(item.event)
+    result = await client.wait_for_run(fate.run_id)
+    print(
+        f"\nrun {result.run_id}: {result.status.value} "
+        f"({result.termination_reason.value}), {result.turns} turns, "
+        f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
+        file=sys.stderr,
+    )
+    if result.status == ExecutionStatus.ABORTED:
+        return EXIT_RUN_ABORTED
+    if result.status == ExecutionStatus.ERROR:
+        if result.error is not None:
+            print(f"error: {result.error.message}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    return EXIT_OK
 
 
 async def _watch(args: argparse.Namespace) -> int:
@@ -114,9 +164,14 @@ async def _abort(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    await client.abort(args.session, args.reason)
-    print(f"abort sent to session {args.session}")
-    return 0
+    receipt = await client.abort(args.session, args.reason)
+    print(receipt.note)
+    if receipt.run_id is None:
+        return EXIT_OK
+    if args.wait:
+        result = await client.wait_for_run(receipt.run_id)
+        print(f"run {result.run_id}: {result.status.value} ({result.termination_reason.value})")
+    return EXIT_OK
 
 
 async def _close(args: argparse.Namespace) -> int:
@@ -225,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("send", help="send a message to a session (created if new)")
     p.add_argument("session")
-    p.add_argument("text", nargs="+")
+    p.add_argument("text", nargs="*", help="the message; `-` or nothing reads standard input")
+    p.add_argument("--file", help="read the message from this file (UTF-8)")
     p.add_argument("--mode", help="steer, followup, collect, queue, steer-backlog, interrupt")
     p.add_argument("--workspace", help="workspace folder (used when the session is created)")
     p.add_argument("--model", help="provider/model, e.g. offline/planner")
@@ -251,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("abort", help="abort the session's current run")
     p.add_argument("session")
     p.add_argument("--reason", default="user abort")
+    p.add_argument(
+        "--no-wait", dest="wait", action="store_false", help="do not wait for the run to end"
+    )
     p.set_defaults(func=_abort)
 
     p = sub.add_parser("close", help="end a session (its transcript stays)")
@@ -289,12 +348,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from clients.api import NoWorker, SessionNotFound
+
     args = build_parser().parse_args(argv)
     try:
         code = args.func(args) if getattr(args, "sync", False) else asyncio.run(args.func(args))
     except InvalidSessionKey as err:
         print(f"error: {err}", file=sys.stderr)
-        code = 2
+        code = EXIT_REJECTED
+    except SessionNotFound as err:
+        print(f"error: {err}", file=sys.stderr)
+        code = EXIT_NOT_FOUND
+    except NoWorker as err:
+        print(str(err), file=sys.stderr)
+        code = EXIT_NO_WORKER
+    except (ConnectionError, OSError) as err:
+        print(f"error: cannot reach the Temporal server: {err}", file=sys.stderr)
+        code = EXIT_UNREACHABLE
     except KeyboardInterrupt:
         code = 130
     except Exception as err:  # a CLI prints a clear line, not a traceback

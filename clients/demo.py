@@ -47,7 +47,7 @@ async def _run_session(settings: Settings, session: str, workspace: Path) -> int
     offset = 0
     if await client.session_exists(session):
         offset = await client.events_offset(session)
-    receipt = await client.send(session, INSTRUCTION, workspace=str(workspace))
+    receipt = await client.send_and_start(session, INSTRUCTION, workspace=str(workspace))
     print(f"you › {INSTRUCTION}\n")
     renderer = TerminalRenderer()
     async for item in client.watch(session, offset, until_run=receipt.run_id):

@@ -19,6 +19,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import RunFinishActivity
@@ -51,8 +52,9 @@ def build_workers(
     finish = RunFinishActivity(store, publishers)
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
-        max_heartbeat_throttle_interval=timedelta(seconds=1),
-        default_heartbeat_throttle_interval=timedelta(seconds=1),
+        # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
+        max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
     return [

@@ -189,10 +189,9 @@ class AgentRunWorkflow:
             if loop.done():
                 end = loop.result()
             else:
-                await self._stop(loop)
-                end = LoopEnd(TerminationReason.ABORT_SIGNAL)
+                end = await self._stop(loop)
         except builtins.TimeoutError:
-            await self._stop(loop)
+            await self._stop(loop, budget=True)
             end = LoopEnd(
                 TerminationReason.TIMEOUT_48H,
                 ExecutionError(
@@ -203,9 +202,10 @@ class AgentRunWorkflow:
         except asyncio.CancelledError:
             # Cancelled through Temporal (UI, CLI or a parent closing): end like an abort.
             self.abort_reason = self.abort_reason or "run cancelled"
-            await self._stop(loop)
-            end = LoopEnd(TerminationReason.ABORT_SIGNAL)
-        if end.continue_as_new:
+            end = await self._stop(loop)
+        # An abort that arrives with the hand-over wins over it: the next segment would only
+        # start to stop.
+        if end.continue_as_new and self.abort_reason is None:
             await workflow.wait_condition(workflow.all_handlers_finished)
             self.c.segments += 1
             workflow.continue_as_new(RunInput(request=self.req, carry=self._carry_for_next()))
@@ -215,12 +215,27 @@ class AgentRunWorkflow:
         # Lifecycle events not yet published go out with the next segment's first activity.
         return self.c.model_copy(update={"announce": self._take_announce()})
 
-    async def _stop(self, loop: asyncio.Task[LoopEnd]) -> None:
+    async def _stop(self, loop: asyncio.Task[LoopEnd], budget: bool = False) -> LoopEnd:
+        """Cancel what the loop is waiting on and wait for it to stop.
+
+        A cancel can lose the race with the activity it targets: the result arrives first and the
+        loop carries on. That is why the loop also checks `abort_reason` at every safe point; the
+        cancel only shortens the wait for a step that is still running."""
         loop.cancel()
+        ended: LoopEnd | None = None
         try:
-            await loop
+            ended = await loop
         except (asyncio.CancelledError, ActivityError, CancelledError):
             pass
+        if budget:
+            return LoopEnd(TerminationReason.TIMEOUT_48H)
+        if ended is not None and ended.reason is not None:
+            return ended  # the step in flight finished the run (or failed it) first
+        return LoopEnd(TerminationReason.ABORT_SIGNAL)
+
+    def _aborted(self) -> bool:
+        """A safe point: the loop stops here when an abort (or interrupt) has been accepted."""
+        return self.abort_reason is not None
 
     def _entry_id(self, turn: int) -> str:
         # The chain's first run id survives continue-as-new.
@@ -236,6 +251,9 @@ class AgentRunWorkflow:
 
     async def _loop(self) -> LoopEnd:
         while True:
+            # Safe point: before a model call.
+            if self._aborted():
+                return LoopEnd(TerminationReason.ABORT_SIGNAL)
             if self._continue_as_new_due():
                 return LoopEnd(continue_as_new=True)
             turn = self.c.turn_index
@@ -298,6 +316,10 @@ class AgentRunWorkflow:
                 for call in result.tool_calls:
                     if call.rejected:
                         continue
+                    # Safe point: between a model call and its tools, and between two tools.
+                    # The calls not run are answered as aborted by finish_run.
+                    if self._aborted():
+                        return LoopEnd(TerminationReason.ABORT_SIGNAL)
                     if self.c.steer:
                         # Steering: remaining calls are answered as skipped by the next model
                         # call, which then sees the user's new message.

@@ -21,13 +21,16 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.event_stream import EventsInput
     from agentlane.ids import chain_token_of, events_workflow_id, run_workflow_id
     from agentlane.messages import (
-        MAX_MESSAGE_CHARS,
+        AbortReceipt,
         AbortRequest,
+        FateState,
         InboundMessage,
+        MessageFate,
         QueueMode,
         SendDisposition,
         SendReceipt,
         UnknownQueueMode,
+        check_inbound,
         parse_queue_mode,
     )
     from agentlane.run import (
@@ -41,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         UserTurn,
     )
     from agentlane.session import (
+        InFlight,
         QueuedMessage,
         SessionInput,
         SessionPhase,
@@ -59,6 +63,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.session_events import SessionEventsWorkflow
 
 RECENT_MESSAGE_IDS = 500
+# A message whose runs end abnormally this many times is given up (visibly), never retried in a
+# silent loop.
+MAX_RUN_ATTEMPTS = 3
+# Fates kept for `wait_started`; older messages have long started.
+RECENT_FATES = 1000
+# `send` answers as soon as the message is in the session's state; code before this patch
+# waited for the message's run to start (holding one of the workflow's few in-flight updates).
+ACCEPT_ON_ENQUEUE_PATCH = "send-returns-on-accept"
+# Continue as new between runs even while messages wait (a burst must not grow history forever).
+HANDOVER_WITH_QUEUE_PATCH = "continue-as-new-with-queue"
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -70,6 +84,10 @@ class SessionWorkflow:
         self.current_run_id: str | None = None
         self.started: dict[int, str] = {}
         self.closing = False
+        # Set just before continue-as-new: `wait_started` callers get `pending` and ask again.
+        self.handing_over = False
+        # An abort that arrived while the run's child was being started.
+        self.abort_pending: str | None = None
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -78,11 +96,26 @@ class SessionWorkflow:
 
     @workflow.update
     async def send(self, msg: InboundMessage) -> SendReceipt:
+        return await self._accept(msg)
+
+    @workflow.signal
+    async def enqueue(self, msg: InboundMessage) -> None:
+        """The durable way in when no worker answers an update: a signal is in history the moment
+        the server takes it. The client has run the same checks (`check_inbound`) already."""
+        try:
+            self.validate_send(msg)
+        except ValueError as err:
+            workflow.logger.warning("message not accepted: %s", err)
+            return
+        await self._accept(msg)
+
+    async def _accept(self, msg: InboundMessage) -> SendReceipt:
         mode = self._mode_of(msg)
         self.s.message_seq += 1
         seq = self.s.message_seq
         if msg.message_id:
             if msg.message_id in self.s.recent_message_ids:
+                self._set_fate(seq, FateState.DUPLICATE, note="already received (same message id)")
                 return self._receipt(
                     seq, SendDisposition.DUPLICATE, mode, note="already received (same message id)"
                 )
@@ -97,14 +130,22 @@ class SessionWorkflow:
             routing=msg.routing,
             sender=msg.sender,
         )
-        action = decide(mode, busy=self.child is not None)
+        accept_now = workflow.patched(ACCEPT_ON_ENQUEUE_PATCH)
+        action = decide(mode, busy=self._busy())
         if action == Action.RUN_NOW:
             self._enqueue(seq, mode, turn, msg.message_id, debounce=False)
+            if accept_now:
+                return self._receipt(seq, SendDisposition.STARTED, mode)
             await workflow.wait_condition(lambda: seq in self.started)
             return self._receipt(seq, SendDisposition.STARTED, mode, run_id=self.started[seq])
         if action == Action.INTERRUPT:
             self._enqueue(seq, mode, turn, msg.message_id, debounce=False, front=True)
-            await self._signal_abort("interrupted by a new message")
+            interrupted = self.current_run_id
+            await self._abort_current("interrupted by a new message")
+            if accept_now:
+                return self._receipt(
+                    seq, SendDisposition.INTERRUPTED, mode, note=f"stops {interrupted}"
+                )
             await workflow.wait_condition(lambda: seq in self.started)
             return self._receipt(seq, SendDisposition.INTERRUPTED, mode, run_id=self.started[seq])
         if action in (Action.STEER, Action.STEER_AND_QUEUE):
@@ -112,6 +153,8 @@ class SessionWorkflow:
             if action == Action.STEER_AND_QUEUE or not steered:
                 self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
             if steered:
+                if action == Action.STEER:
+                    self._set_fate(seq, FateState.STEERED, run_id=self.current_run_id)
                 return self._receipt(seq, SendDisposition.STEERED, mode, run_id=self.current_run_id)
             return self._receipt(
                 seq,
@@ -126,20 +169,14 @@ class SessionWorkflow:
 
     @send.validator
     def validate_send(self, msg: InboundMessage) -> None:
-        if not msg.text.strip():
-            raise ValueError("message text is empty")
-        if len(msg.text) > MAX_MESSAGE_CHARS:
-            raise ValueError(
-                f"message is {len(msg.text)} characters; the limit is {MAX_MESSAGE_CHARS}. "
-                "Put large content in a workspace file and refer to it."
-            )
+        check_inbound(msg)
         try:
             mode = self._mode_of(msg)
         except UnknownQueueMode as err:
             raise ValueError(str(err)) from err
         if self.closing:
             raise ValueError("the session is closing and accepts no more messages")
-        queued = mode not in (QueueMode.STEER, QueueMode.INTERRUPT) or self.child is None
+        queued = mode not in (QueueMode.STEER, QueueMode.INTERRUPT) or not self._busy()
         if queued and len(self.s.queue) >= self.s.settings.queue_cap:
             raise ValueError(
                 f"the session's queue is full ({len(self.s.queue)} messages waiting); "
@@ -185,6 +222,9 @@ class SessionWorkflow:
         if debounce:
             self.s.last_enqueued_at = workflow.time()
 
+    def _busy(self) -> bool:
+        return self.s.in_flight is not None or self.child is not None
+
     async def _steer(self, turn: UserTurn) -> bool:
         if self.child is None:
             return False
@@ -192,19 +232,70 @@ class SessionWorkflow:
             await self.child.signal(AgentRunWorkflow.steer, turn)
         except Exception:  # the run ended between the check and the signal
             return False
+        if self.s.in_flight is not None:
+            self.s.in_flight.steered.append(turn)
         return True
 
-    async def _signal_abort(self, reason: str) -> None:
+    async def _abort_current(self, reason: str) -> str | None:
+        """Stop the run in flight, if any; return its id. An abort that arrives while the run's
+        child is still being started is held and delivered as soon as it has started."""
+        if not self._busy():
+            return None
         if self.child is None:
-            return
+            self.abort_pending = reason
+            return self.current_run_id
         try:
             await self.child.signal(AgentRunWorkflow.abort, reason)
         except Exception:
             workflow.logger.info("abort: run %s already ended", self.current_run_id)
+        return self.current_run_id
 
     @workflow.signal
     async def abort(self, req: AbortRequest) -> None:
-        await self._signal_abort(req.reason)
+        """Fire-and-forget abort, kept for clients (and histories) from before `abort_run`."""
+        await self._abort_current(req.reason)
+
+    @workflow.update
+    async def abort_run(self, req: AbortRequest) -> AbortReceipt:
+        """Abort the run in flight and say which one, or that there is nothing to abort."""
+        run_id = await self._abort_current(req.reason)
+        waiting = len(self.s.queue)
+        if run_id is None:
+            note = "nothing to abort: no run is in progress"
+            if waiting:
+                note += f" ({waiting} queued message(s) will run)"
+        else:
+            note = f"aborting {run_id}"
+            if waiting:
+                note += f"; {waiting} queued message(s) run after it"
+        return AbortReceipt(
+            session_key=self.s.key, run_id=run_id, queue_length=waiting, note=note
+        )
+
+    @workflow.update
+    async def wait_started(self, seq: int) -> MessageFate:
+        """Wait until message `seq` has been taken by a run (or steered, dropped, given up).
+        Answers `pending` when the session hands over to its next execution: ask again."""
+        await workflow.wait_condition(lambda: self._fate(seq) is not None or self.handing_over)
+        return self._fate(seq) or MessageFate(seq=seq, state=FateState.PENDING)
+
+    @wait_started.validator
+    def validate_wait_started(self, seq: int) -> None:
+        if not 1 <= seq <= self.s.message_seq:
+            raise ValueError(f"session {self.s.key} has no message #{seq}")
+
+    def _fate(self, seq: int) -> MessageFate | None:
+        for fate in reversed(self.s.fates):
+            if fate.seq == seq:
+                return fate
+        return None
+
+    def _set_fate(
+        self, seq: int, state: FateState, run_id: str | None = None, note: str = ""
+    ) -> None:
+        fates = [f for f in self.s.fates if f.seq != seq]
+        fates.append(MessageFate(seq=seq, state=state, run_id=run_id, note=note))
+        self.s.fates = fates[-RECENT_FATES:]
 
     @workflow.signal
     def close(self) -> None:
@@ -214,7 +305,7 @@ class SessionWorkflow:
     def status(self) -> SessionStatus:
         return SessionStatus(
             key=self.s.key,
-            phase=SessionPhase.RUNNING if self.child is not None else SessionPhase.IDLE,
+            phase=SessionPhase.RUNNING if self._busy() else SessionPhase.IDLE,
             current_run_id=self.current_run_id,
             queue_length=len(self.s.queue),
             queued_modes=[q.mode for q in self.s.queue],
@@ -224,6 +315,7 @@ class SessionWorkflow:
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
             last_result=self.s.last_result,
+            failed_messages=self.s.failed_messages,
         )
 
     # -- the lane ---------------------------------------------------------------------------
@@ -258,6 +350,9 @@ class SessionWorkflow:
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
         await self._ensure_event_stream()
+        if self.s.in_flight is not None:
+            # Handed over with a run's messages still held (older code): they were not handled.
+            self._requeue(self.s.in_flight, "the session continued before the run ended")
         while True:
             await workflow.wait_condition(
                 lambda: bool(self.s.queue) or self.closing or self._continue_as_new_due()
@@ -269,8 +364,9 @@ class SessionWorkflow:
                         events_workflow_id(self.s.key)
                     ).signal(SessionEventsWorkflow.close)
                     return
-                self.s.continued += 1
-                workflow.continue_as_new(SessionInput(state=self.s))
+                await self._continue_as_new()
+            if self._continue_as_new_due() and workflow.patched(HANDOVER_WITH_QUEUE_PATCH):
+                await self._continue_as_new()
             head = self.s.queue[0]
             if head.debounce:
                 wait_ms = debounce_remaining_ms(
@@ -282,6 +378,12 @@ class SessionWorkflow:
             batch = next_batch(self.s.queue)
             assert batch is not None
             await self._run_batch(batch)
+
+    async def _continue_as_new(self) -> None:
+        self.handing_over = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self.s.continued += 1
+        workflow.continue_as_new(SessionInput(state=self.s))
 
     async def _run_batch(self, batch: Batch) -> None:
         self.s.run_count += 1
@@ -305,37 +407,93 @@ class SessionWorkflow:
             parent_entry_id=self.s.last_entry_id,
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
         )
+        # The batch stays in the session's hands (in_flight) until its run ends normally.
+        taken = set(batch.seqs)
+        self.s.in_flight = InFlight(
+            run_id=run_id, items=[q for q in self.s.queue if q.seq in taken]
+        )
         self.s.queue = remove(self.s.queue, batch.seqs)
         self.current_run_id = run_id
         preview = " ".join(batch.turns[0].text.split())[:80]
-        self.child = await workflow.start_child_workflow(
-            AgentRunWorkflow.run,
-            RunInput(request=request),
-            id=run_id,
-            execution_timeout=timedelta(seconds=settings.run_budget_seconds + 3600),
-            parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-            static_summary=f"run {run_number} of {self.s.key}: {preview}",
-        )
+        held = self.s.in_flight
+        try:
+            self.child = await workflow.start_child_workflow(
+                AgentRunWorkflow.run,
+                RunInput(request=request),
+                id=run_id,
+                execution_timeout=timedelta(seconds=settings.run_budget_seconds + 3600),
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                static_summary=f"run {run_number} of {self.s.key}: {preview}",
+            )
+        except WorkflowAlreadyStartedError as err:
+            # The id is taken (a run of an earlier incarnation of this key): the next attempt
+            # gets the next run number.
+            self.current_run_id = None
+            self.s.in_flight = None
+            self._requeue(held, f"could not start {run_id}: {err}")
+            return
         for seq in batch.seqs:
             self.started[seq] = run_id
+            self._set_fate(seq, FateState.STARTED, run_id=run_id)
+        if self.abort_pending is not None:
+            reason, self.abort_pending = self.abort_pending, None
+            await self._abort_current(reason)
         workflow.set_current_details(f"running **{run_id}**")
         try:
             result = await self.child
         except ChildWorkflowError as err:
             result = self._failed_result(request, err)
+            self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
+        else:
+            self._record(result)
+            for turn in reversed(result.unconsumed):
+                self.s.message_seq += 1
+                self._enqueue(
+                    self.s.message_seq, QueueMode.FOLLOWUP, turn, None, debounce=False, front=True
+                )
         finally:
             self.child = None
             self.current_run_id = None
-        self._record(result)
-        for turn in reversed(result.unconsumed):
-            self.s.message_seq += 1
-            self._enqueue(
-                self.s.message_seq, QueueMode.FOLLOWUP, turn, None, debounce=False, front=True
-            )
+            self.s.in_flight = None
+            self.abort_pending = None
+        self.s.last_result = self._compact(result)
         workflow.set_current_details(
             f"idle; last run **{run_id}**: "
             f"{result.status.value} ({result.termination_reason.value})"
         )
+
+    def _requeue(self, held: InFlight, why: str) -> None:
+        """A run that ended abnormally handled nothing: put its messages back at the head of the
+        queue (steered ones as follow-ups), each at most MAX_RUN_ATTEMPTS times."""
+        retry: list[QueuedMessage] = []
+        for item in held.items:
+            item = item.model_copy(update={"attempts": item.attempts + 1, "debounce": True})
+            if item.attempts >= MAX_RUN_ATTEMPTS:
+                self.s.failed_messages += 1
+                self._set_fate(
+                    item.seq,
+                    FateState.FAILED,
+                    run_id=held.run_id,
+                    note=f"given up after {item.attempts} abnormal run ends; last: {why}",
+                )
+                workflow.logger.warning("message #%s given up: %s", item.seq, why)
+                continue
+            self._set_fate(item.seq, FateState.PENDING, note=f"retrying: {why}")
+            retry.append(item)
+        for turn in held.steered:
+            self.s.message_seq += 1
+            retry.append(
+                QueuedMessage(
+                    seq=self.s.message_seq,
+                    mode=QueueMode.FOLLOWUP,
+                    turn=turn,
+                    enqueued_at=workflow.time(),
+                    debounce=True,
+                )
+            )
+        self.s.queue = [*retry, *self.s.queue]
+        # Re-debounce (SPEC §17.5): a failing run is not retried in a tight loop.
+        self.s.last_enqueued_at = workflow.time()
 
     def _failed_result(self, request: ExecutionRequest, err: ChildWorkflowError) -> ExecutionResult:
         now = workflow.now()
@@ -355,7 +513,8 @@ class SessionWorkflow:
         self.s.turns += result.turns
         self.s.usage = self.s.usage.plus(result.usage.accumulated)
         self.s.last_entry_id = result.last_entry_id or self.s.last_entry_id
+
+    @staticmethod
+    def _compact(result: ExecutionResult) -> ExecutionResult:
         # Keep the carried state small: the reply is in the transcript.
-        self.s.last_result = result.model_copy(
-            update={"reply": result.reply[:500], "unconsumed": []}
-        )
+        return result.model_copy(update={"reply": result.reply[:500], "unconsumed": []})

@@ -20,7 +20,7 @@ from tests.e2e.support import assert_transcript_valid
 async def test_validator_rejects_with_clear_messages(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(session_key, "say hello", workspace=str(workspace))
+    first = await client.send_and_start(session_key, "say hello", workspace=str(workspace))
     assert first.run_id
     await client.wait_for_run(first.run_id)
     cases = {
@@ -30,20 +30,20 @@ async def test_validator_rejects_with_clear_messages(
     }
     for text, expected in cases.items():
         with pytest.raises(SendRejected, match=expected):
-            await client.send(session_key, text)
+            await client.send_and_start(session_key, text)
     with pytest.raises(SendRejected, match="unknown queue mode 'sideways'; valid modes: steer"):
-        await client.send(session_key, "hi", mode="sideways")
+        await client.send_and_start(session_key, "hi", mode="sideways")
     # A raw update with a field the contract does not have is refused too.
     handle = client.client.get_workflow_handle(session_workflow_id(session_key))
     with pytest.raises(WorkflowUpdateFailedError) as raised:
         await handle.execute_update("send", {"text": "hi", "colour": "blue"})
     assert "Failed decoding arguments" in str(raised.value.cause)
     with pytest.raises(InvalidSessionKey):
-        await client.send("../etc", "hi")
+        await client.send_and_start("../etc", "hi")
     # Nothing was queued or run by the rejected messages, and the session still works.
     status = await client.status(session_key)
     assert status.runs == 1 and status.queue_length == 0
-    again = await client.send(session_key, "say still fine")
+    again = await client.send_and_start(session_key, "say still fine")
     assert again.run_id
     assert (await client.wait_for_run(again.run_id)).reply == "still fine"
 
@@ -54,7 +54,7 @@ async def test_paths_outside_the_workspace_are_refused(
     outside = workspace.parent / f"outside-{session_key}.txt"
     outside.write_text("secret")
     (workspace / "link").symlink_to(workspace.parent)
-    receipt = await client.send(
+    receipt = await client.send_and_start(
         session_key,
         f"read ../{outside.name} then read /etc/hostname then read link/{outside.name} then "
         f"write ../{outside.name} with overwritten then write link/escape.txt with x then "
@@ -78,19 +78,19 @@ async def test_missing_workspace(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
     with pytest.raises(SendRejected, match="does not exist"):
-        await client.send(session_key, "say hi", workspace=str(workspace / "nope"))
-    first = await client.send(session_key, "say one", workspace=str(workspace))
+        await client.send_and_start(session_key, "say hi", workspace=str(workspace / "nope"))
+    first = await client.send_and_start(session_key, "say one", workspace=str(workspace))
     assert first.run_id
     await client.wait_for_run(first.run_id)
     moved = workspace.with_name(workspace.name + "-moved")
     os.rename(workspace, moved)
-    broken = await client.send(session_key, "say two")
+    broken = await client.send_and_start(session_key, "say two")
     assert broken.run_id
     result = await client.wait_for_run(broken.run_id)
     assert result.status == ExecutionStatus.ERROR
     assert result.error is not None and result.error.kind.value == "validation_failed"
     assert "does not exist" in result.error.message
     shutil.move(str(moved), str(workspace))
-    fixed = await client.send(session_key, "say three")
+    fixed = await client.send_and_start(session_key, "say three")
     assert fixed.run_id
     assert (await client.wait_for_run(fixed.run_id)).reply == "three"

@@ -25,7 +25,7 @@ async def test_run_session_and_stream_continue_as_new(
         "events_continue_as_new_after_events": 40,
     }
     steps = " then ".join(f"write f{i}.txt with {i}" for i in range(8))
-    receipt = await client.send(
+    receipt = await client.send_and_start(
         session_key,
         steps + " then count to 20",
         workspace=str(workspace),
@@ -43,7 +43,7 @@ async def test_run_session_and_stream_continue_as_new(
     assert await chain_length(client, receipt.run_id) >= 3
     assert await chain_length(client, f"session:{session_key}:events") >= 2
     for i in range(3):
-        more = await client.send(session_key, f"say again {i}")
+        more = await client.send_and_start(session_key, f"say again {i}")
         await wait_idle(client, session_key, runs=2 + i)
         assert more.disposition.value in ("started", "queued")
     assert await chain_length(client, f"session:{session_key}") >= 2

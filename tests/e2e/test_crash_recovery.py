@@ -53,7 +53,7 @@ async def test_kill_worker_while_model_streams(pair: Deployment) -> None:
     workspace.mkdir()
     key = "crash-model"
     expected = " ".join(str(i) for i in range(1, 121))
-    receipt = await client.send(key, "count slowly to 120", workspace=str(workspace))
+    receipt = await client.send_and_start(key, "count slowly to 120", workspace=str(workspace))
     assert receipt.run_id
     view = MessageView()
     visible: list[str] = []
@@ -89,7 +89,7 @@ async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
     workspace = pair.data_dir / "ws"
     workspace.mkdir()
     key = "crash-tool"
-    receipt = await client.send(
+    receipt = await client.send_and_start(
         key,
         "run `sleep 3; echo ran >> count.txt` then write after.txt with done",
         workspace=str(workspace),
@@ -123,7 +123,7 @@ async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
         client = await AgentlaneClient.connect(settings_for(dep))
         workspace = dep.data_dir / "ws"
         workspace.mkdir()
-        receipt = await client.send(
+        receipt = await client.send_and_start(
             "restart",
             "count slowly to 80 then run `echo hi` then say survived",
             workspace=str(workspace),

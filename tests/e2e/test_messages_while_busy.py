@@ -26,14 +26,14 @@ async def wait_for_event(client: AgentlaneClient, key: str, run_id: str, kind: E
 async def test_steer_reaches_the_running_run(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(
+    first = await client.send_and_start(
         session_key,
         "count slowly to 60 then run `sleep 1` then say not steered",
         workspace=str(workspace),
     )
     assert first.run_id
     await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
-    steer = await client.send(session_key, "say steered ok", mode="steer")
+    steer = await client.send_and_start(session_key, "say steered ok", mode="steer")
     assert steer.disposition == SendDisposition.STEERED
     assert steer.run_id == first.run_id
     result = await client.wait_for_run(first.run_id)
@@ -51,11 +51,11 @@ async def test_steer_reaches_the_running_run(
 async def test_interrupt_stops_the_run_and_starts_a_new_one(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(session_key, "count slowly to 400", workspace=str(workspace))
+    first = await client.send_and_start(session_key, "count slowly to 400", workspace=str(workspace))
     assert first.run_id
     await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
     started = time.monotonic()
-    second = await client.send(session_key, "say interrupted you", mode="interrupt")
+    second = await client.send_and_start(session_key, "say interrupted you", mode="interrupt")
     assert second.disposition == SendDisposition.INTERRUPTED
     assert second.run_id == f"session:{session_key}:run:2"
     assert time.monotonic() - started < 10
@@ -73,7 +73,7 @@ async def test_interrupt_stops_the_run_and_starts_a_new_one(
 async def test_abort_kills_a_running_tool_and_the_session_stays_usable(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(
+    first = await client.send_and_start(
         session_key, "run `sleep 30; touch late.txt`", workspace=str(workspace)
     )
     assert first.run_id
@@ -94,7 +94,7 @@ async def test_abort_kills_a_running_tool_and_the_session_stays_usable(
     tool = [e for e in entries if e.role == Role.TOOL][0]
     assert tool.is_error and "cancelled" in tool.text
 
-    again = await client.send(session_key, "say still here")
+    again = await client.send_and_start(session_key, "say still here")
     assert again.run_id
     assert (await client.wait_for_run(again.run_id)).reply == "still here"
 
@@ -102,12 +102,12 @@ async def test_abort_kills_a_running_tool_and_the_session_stays_usable(
 async def test_messages_sent_while_busy_are_queued_and_run_after(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(session_key, "count slowly to 40", workspace=str(workspace))
+    first = await client.send_and_start(session_key, "count slowly to 40", workspace=str(workspace))
     assert first.run_id
     queued = [
-        await client.send(session_key, "say first follow-up"),
-        await client.send(session_key, "say second follow-up"),
-        await client.send(session_key, "say a plain follow-up", mode="followup"),
+        await client.send_and_start(session_key, "say first follow-up"),
+        await client.send_and_start(session_key, "say second follow-up"),
+        await client.send_and_start(session_key, "say a plain follow-up", mode="followup"),
     ]
     assert all(r.disposition == SendDisposition.QUEUED for r in queued)
     assert queued[0].mode == QueueMode.COLLECT
@@ -130,9 +130,9 @@ async def test_messages_sent_while_busy_are_queued_and_run_after(
 async def test_duplicate_message_id_is_not_run_twice(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(session_key, "say once", message_id="m-1", workspace=str(workspace))
+    first = await client.send_and_start(session_key, "say once", message_id="m-1", workspace=str(workspace))
     assert first.run_id
     await client.wait_for_run(first.run_id)
-    again = await client.send(session_key, "say once", message_id="m-1")
+    again = await client.send_and_start(session_key, "say once", message_id="m-1")
     assert again.disposition == SendDisposition.DUPLICATE
     assert (await client.status(session_key)).runs == 1

@@ -18,7 +18,7 @@ async def test_large_message_is_offloaded(
 ) -> None:
     # Two bytes per character in UTF-8: about 200 KB, over the 128 KiB offload threshold.
     text = "say " + "é" * (MAX_MESSAGE_CHARS - 4)
-    receipt = await client.send(session_key, text, workspace=str(workspace))
+    receipt = await client.send_and_start(session_key, text, workspace=str(workspace))
     assert receipt.run_id
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS

@@ -115,7 +115,7 @@ async def send_and_finish(
     if replies:
         fake.script(*replies)
     key = f"p-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send(
+    receipt = await client.send_and_start(
         key, text, workspace=str(ws), model=model, session_overrides=overrides
     )
     assert receipt.run_id

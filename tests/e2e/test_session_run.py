@@ -16,7 +16,7 @@ from tests.e2e.support import assert_transcript_valid, collect, lifecycle_ok, wa
 async def test_multi_step_run_with_tools(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    receipt = await client.send(
+    receipt = await client.send_and_start(
         session_key,
         "read notes.txt then summarize notes.txt into summary.txt then "
         "edit summary.txt replacing alpha with ALPHA then run `wc -l notes.txt` then say all done",
@@ -56,10 +56,10 @@ async def test_multi_step_run_with_tools(
 async def test_second_message_continues_the_same_session(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send(session_key, "write a.txt with one", workspace=str(workspace))
+    first = await client.send_and_start(session_key, "write a.txt with one", workspace=str(workspace))
     assert first.run_id
     await client.wait_for_run(first.run_id)
-    second = await client.send(session_key, "read a.txt")
+    second = await client.send_and_start(session_key, "read a.txt")
     # Started at once, or queued if the session had not yet seen the first run end.
     assert second.disposition in (SendDisposition.STARTED, SendDisposition.QUEUED)
     await wait_idle(client, session_key, runs=2)
@@ -80,7 +80,7 @@ async def test_close_ends_session_and_stream_and_a_new_message_reopens(
 
     from temporalio.client import WorkflowExecutionStatus
 
-    first = await client.send(session_key, "say one", workspace=str(workspace))
+    first = await client.send_and_start(session_key, "say one", workspace=str(workspace))
     assert first.run_id
     await client.wait_for_run(first.run_id)
     await client.close(session_key)
@@ -88,7 +88,7 @@ async def test_close_ends_session_and_stream_and_a_new_message_reopens(
         handle = client.client.get_workflow_handle(workflow_id)
         await asyncio.wait_for(handle.result(), 20)
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
-    again = await client.send(session_key, "say two", workspace=str(workspace))
+    again = await client.send_and_start(session_key, "say two", workspace=str(workspace))
     assert again.run_id == f"session:{session_key}:run:1"  # a new session workflow
     assert (await client.wait_for_run(again.run_id)).reply == "two"
     texts = [e.text for e in client.transcript(session_key) if e.role == Role.USER]

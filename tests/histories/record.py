@@ -34,7 +34,7 @@ async def _until(client: AgentlaneClient, key: str, run_id: str, kind: EventKind
 
 
 async def tools(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send(
+    r = await client.send_and_start(
         "tools",
         "read notes.txt then summarize notes.txt into s.txt then "
         "edit s.txt replacing alpha with ALPHA then run `wc -l notes.txt` then "
@@ -45,18 +45,18 @@ async def tools(client: AgentlaneClient, ws: Path) -> None:
 
 
 async def steer_and_queue(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send("steer", "count slowly to 40 then run `sleep 1`", workspace=str(ws))
+    r = await client.send_and_start("steer", "count slowly to 40 then run `sleep 1`", workspace=str(ws))
     await asyncio.wait_for(_until(client, "steer", r.run_id or "", EventKind.TEXT_DELTA), 30)
-    await client.send("steer", "say steered", mode="steer")
-    await client.send("steer", "say queued one")
-    await client.send("steer", "say queued two", mode="followup")
+    await client.send_and_start("steer", "say steered", mode="steer")
+    await client.send_and_start("steer", "say queued one")
+    await client.send_and_start("steer", "say queued two", mode="followup")
     await wait_idle(client, "steer", runs=3)
 
 
 async def interrupt_and_abort(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send("interrupt", "count slowly to 200", workspace=str(ws))
+    r = await client.send_and_start("interrupt", "count slowly to 200", workspace=str(ws))
     await asyncio.wait_for(_until(client, "interrupt", r.run_id or "", EventKind.TEXT_DELTA), 30)
-    second = await client.send("interrupt", "run `sleep 20`", mode="interrupt")
+    second = await client.send_and_start("interrupt", "run `sleep 20`", mode="interrupt")
     await asyncio.wait_for(
         _until(client, "interrupt", second.run_id or "", EventKind.TOOL_EXECUTION_START), 30
     )
@@ -71,27 +71,27 @@ async def continue_as_new(client: AgentlaneClient, ws: Path) -> None:
         "events_continue_as_new_after_events": 40,
     }
     steps = " then ".join(f"write f{i}.txt with {i}" for i in range(6))
-    r = await client.send("can", steps, workspace=str(ws), session_overrides=overrides)
+    r = await client.send_and_start("can", steps, workspace=str(ws), session_overrides=overrides)
     await client.wait_for_run(r.run_id or "")
     for i in range(2):
-        await client.send("can", f"say again {i}")
+        await client.send_and_start("can", f"say again {i}")
         await wait_idle(client, "can", runs=2 + i)
 
 
 async def workspace_error(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send("wserr", "say one", workspace=str(ws))
+    r = await client.send_and_start("wserr", "say one", workspace=str(ws))
     await client.wait_for_run(r.run_id or "")
     ws.rename(ws.with_name(ws.name + "-gone"))
-    r = await client.send("wserr", "say two")
+    r = await client.send_and_start("wserr", "say two")
     await client.wait_for_run(r.run_id or "")
 
 
 async def close_and_reopen(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send("reopen", "write a.txt with 1 then say first", workspace=str(ws))
+    r = await client.send_and_start("reopen", "write a.txt with 1 then say first", workspace=str(ws))
     await client.wait_for_run(r.run_id or "")
     await client.close("reopen")
     await asyncio.wait_for(client.client.get_workflow_handle("session:reopen").result(), 30)
-    r = await client.send("reopen", "read a.txt then say second", workspace=str(ws))
+    r = await client.send_and_start("reopen", "read a.txt then say second", workspace=str(ws))
     await client.wait_for_run(r.run_id or "")
 
 
