@@ -15,12 +15,16 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -86,6 +90,14 @@ class NoWorker(Exception):
 # How long a call waits for a worker before saying there is none (the message stays accepted).
 WORKER_WAIT_SECONDS = 4.0
 NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
+# With workers polling, how much longer a call waits for a busy session before giving up.
+BUSY_WAIT_SECONDS = 60.0
+# A live worker renews its long poll at least this often (the server ends polls after a minute).
+POLLER_FRESH_SECONDS = 75.0
+
+
+class _NoAnswer(Exception):
+    pass
 
 
 @dataclass
@@ -208,21 +220,21 @@ class AgentlaneClient:
         except ValueError as err:
             raise SendRejected(str(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})
-        try:
-            receipt: SendReceipt = await asyncio.wait_for(
-                self._with_backoff(
-                    lambda: self.client.execute_update_with_start_workflow(
-                        SessionWorkflow.send,
-                        message,
-                        start_workflow_operation=self._start_operation(key, state),
-                    )
-                ),
-                worker_wait,
+        call = asyncio.ensure_future(
+            self._with_backoff(
+                lambda: self.client.execute_update_with_start_workflow(
+                    SessionWorkflow.send,
+                    message,
+                    start_workflow_operation=self._start_operation(key, state),
+                )
             )
+        )
+        try:
+            receipt: SendReceipt = await self._answer_or_no_worker(call, worker_wait)
             return receipt
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
-        except TimeoutError:
+        except _NoAnswer:
             pass
         await self.client.start_workflow(
             SessionWorkflow.run,
@@ -240,9 +252,9 @@ class AgentlaneClient:
             f"when a worker starts; {NO_WORKER_HINT}"
         )
 
-    def _start_operation(self, key: str, state: SessionState) -> WithStartWorkflowOperation[
-        SessionWorkflow, None
-    ]:
+    def _start_operation(
+        self, key: str, state: SessionState
+    ) -> WithStartWorkflowOperation[SessionWorkflow, None]:
         # One operation per call: the SDK fills in its result and it cannot be reused.
         return WithStartWorkflowOperation(
             SessionWorkflow.run,
@@ -251,6 +263,38 @@ class AgentlaneClient:
             task_queue=self.settings.workflow_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             static_summary=f"chat session **{key}**",
+        )
+
+    async def _answer_or_no_worker(self, call: asyncio.Future[T], worker_wait: float) -> T:
+        """The call's answer; `_NoAnswer` (the call cancelled) when no worker polls the task
+        queue. A busy session with live workers is waited for: load is not absence."""
+        done, _ = await asyncio.wait({call}, timeout=worker_wait)
+        if not done and await self._workers_polling():
+            done, _ = await asyncio.wait({call}, timeout=BUSY_WAIT_SECONDS)
+        if done:
+            return call.result()
+        call.cancel()
+        try:
+            await call
+        except BaseException:
+            pass  # the cancelled call's own error says nothing more
+        raise _NoAnswer
+
+    async def _workers_polling(self) -> bool:
+        """Whether a worker polled the workflow task queue recently (a live worker always has a
+        long poll open, renewed at least every minute)."""
+        request = DescribeTaskQueueRequest(
+            namespace=self.client.namespace,
+            task_queue=TaskQueue(name=self.settings.workflow_task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        try:
+            response = await self.client.workflow_service.describe_task_queue(request)
+        except RPCError:
+            return True  # cannot tell: keep waiting rather than claim there is no worker
+        now = time.time()
+        return any(
+            now - p.last_access_time.ToSeconds() < POLLER_FRESH_SECONDS for p in response.pollers
         )
 
     @staticmethod
@@ -300,17 +344,17 @@ class AgentlaneClient:
         """Abort the session's run in flight. The receipt names it, or says there was none."""
         key = check_session_key(session_key)
         handle = await self._running_session(key)
-        try:
-            receipt: AbortReceipt = await asyncio.wait_for(
-                self._with_backoff(
-                    lambda: handle.execute_update(
-                        SessionWorkflow.abort_run, AbortRequest(reason=reason)
-                    )
-                ),
-                WORKER_WAIT_SECONDS,
+        call = asyncio.ensure_future(
+            self._with_backoff(
+                lambda: handle.execute_update(
+                    SessionWorkflow.abort_run, AbortRequest(reason=reason)
+                )
             )
+        )
+        try:
+            receipt: AbortReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
             return receipt
-        except TimeoutError:
+        except _NoAnswer:
             pass
         # The signal is durable: the run stops as soon as a worker picks the session up.
         await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))

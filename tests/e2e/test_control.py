@@ -1,0 +1,203 @@
+"""Control that always holds (real server, real worker): abort and interrupt at every kind of safe
+point, fast loops included; accepted messages survive abnormal run ends; bursts are absorbed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from agentlane.events import EventKind
+from agentlane.messages import FateState, SendDisposition
+from agentlane.run import ExecutionStatus, TerminationReason
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.e2e.support import assert_transcript_valid, wait_idle
+from tests.harness import Deployment, devserver
+
+
+def fast_loop(steps: int) -> str:
+    return " then ".join(f"write f{i}.txt with {i}" for i in range(steps)) + " then say done"
+
+
+async def wait_turn(client: AgentlaneClient, key: str, run_id: str, turn: int) -> None:
+    async def go() -> None:
+        async for item in client.watch(key, 0):
+            event = item.event
+            if event.run_id == run_id and event.kind == EventKind.TURN_START:
+                if (event.turn_index or 0) >= turn:
+                    return
+
+    await asyncio.wait_for(go(), 60)
+
+
+async def end_seen(client: AgentlaneClient, key: str, run_id: str) -> float:
+    """When a watching client sees the run's agent_end (monotonic clock)."""
+    async for item in client.watch(key, 0, until_run=run_id):
+        if item.event.kind == EventKind.AGENT_END:
+            return time.monotonic()
+    raise AssertionError("stream ended without agent_end")
+
+
+async def test_abort_in_a_zero_latency_loop_stops_within_a_step(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(session_key, fast_loop(150), workspace=str(workspace))
+    assert first.run_id
+    await wait_turn(client, session_key, first.run_id, 10)
+    watcher = asyncio.create_task(end_seen(client, session_key, first.run_id))
+    steps_before = len(list(workspace.glob("f*.txt")))
+    asked = time.monotonic()
+    receipt = await client.abort(session_key, "enough")
+    assert receipt.run_id == first.run_id
+    seen = await asyncio.wait_for(watcher, 30)
+    assert seen - asked < 2.0, f"abort took {seen - asked:.2f}s to reach the client"
+    result = await client.wait_for_run(first.run_id)
+    assert result.status == ExecutionStatus.ABORTED
+    assert result.termination_reason == TerminationReason.ABORT_SIGNAL
+    # At most one step started after the abort was accepted (plus the one in flight).
+    assert len(list(workspace.glob("f*.txt"))) <= steps_before + 2
+    assert result.tool_calls < 150
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    again = await client.send_and_start(session_key, "say still here")
+    assert again.run_id
+    assert (await client.wait_for_run(again.run_id)).reply == "still here"
+
+
+async def test_abort_within_200ms_of_send(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    receipt = await client.send(session_key, fast_loop(150), workspace=str(workspace))
+    assert receipt.disposition == SendDisposition.STARTED
+    abort = await client.abort(session_key, "too fast")
+    assert abort.run_id is not None, abort.note
+    result = await client.wait_for_run(abort.run_id)
+    assert result.status == ExecutionStatus.ABORTED
+    assert result.tool_calls <= 2
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    assert [e.text for e in entries if e.role == Role.USER] == [fast_loop(150)]
+
+
+async def test_abort_of_an_idle_session_says_there_is_nothing_to_abort(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(session_key, "say hi", workspace=str(workspace))
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    receipt = await client.abort(session_key)
+    assert receipt.run_id is None
+    assert "nothing to abort" in receipt.note
+
+
+async def test_abort_during_a_long_exec_kills_it(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    marker = f"agentlane-sleep-{session_key}"
+    first = await client.send_and_start(
+        session_key, f"run `sleep 60 # {marker}`", workspace=str(workspace)
+    )
+    assert first.run_id
+
+    async def tool_started() -> None:
+        async for item in client.watch(session_key, 0):
+            if item.event.kind == EventKind.TOOL_EXECUTION_START:
+                return
+
+    await asyncio.wait_for(tool_started(), 30)
+    await asyncio.sleep(0.3)
+    asked = time.monotonic()
+    await client.abort(session_key)
+    result = await client.wait_for_run(first.run_id)
+    assert time.monotonic() - asked < 3
+    assert result.status == ExecutionStatus.ABORTED
+    await asyncio.sleep(0.5)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert marker not in ps, "the exec's process outlived the abort"
+
+
+async def test_interrupt_during_a_fast_loop_starts_the_new_run_at_once(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(session_key, fast_loop(150), workspace=str(workspace))
+    assert first.run_id
+    await wait_turn(client, session_key, first.run_id, 5)
+    asked = time.monotonic()
+    second = await client.send_and_start(session_key, "say switched", mode="interrupt")
+    assert second.disposition == SendDisposition.INTERRUPTED
+    assert second.run_id and second.run_id != first.run_id
+    assert time.monotonic() - asked < 3
+    old = await client.wait_for_run(first.run_id)
+    assert old.status == ExecutionStatus.ABORTED
+    assert (await client.wait_for_run(second.run_id)).reply == "switched"
+    assert_transcript_valid(client.transcript(session_key))
+
+
+async def test_a_terminated_run_gives_its_message_back(
+    client: AgentlaneClient, shared: Deployment, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(
+        session_key, "run `sleep 30` then say finally", workspace=str(workspace)
+    )
+    assert first.run_id
+    await wait_turn(client, session_key, first.run_id, 0)
+    await asyncio.sleep(0.5)
+    subprocess.run(
+        [
+            devserver.temporal_binary(),
+            "workflow",
+            "terminate",
+            "--address",
+            shared.address,
+            "--workflow-id",
+            first.run_id,
+            "--reason",
+            "operator",
+        ],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ),
+    )
+    fate = await asyncio.wait_for(client.wait_started(session_key, first.message_seq), 30)
+    # The message runs again, in a new run.
+    while fate.run_id == first.run_id:
+        await asyncio.sleep(0.2)
+        fate = await client.wait_started(session_key, first.message_seq)
+    assert fate.state == FateState.STARTED and fate.run_id
+    result = await client.wait_for_run(fate.run_id)
+    # The new run sees the interrupted exec answered (never re-run) and carries on.
+    assert result.status == ExecutionStatus.SUCCESS
+    assert result.reply.startswith("finally")
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    users = [e for e in entries if e.role == Role.USER]
+    assert [u.text for u in users] == ["run `sleep 30` then say finally"]
+
+
+async def test_a_burst_from_concurrent_senders_is_handled_once_each(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    await client.send_and_start(
+        session_key, "say ready", workspace=str(workspace), session_overrides={"queue_cap": 1000}
+    )
+    senders, per_sender = 40, 5
+    texts = [f"say m{s}-{i}" for s in range(senders) for i in range(per_sender)]
+
+    async def sender(s: int) -> list[int]:
+        seqs = []
+        for i in range(per_sender):
+            r = await client.send(session_key, f"say m{s}-{i}", mode="followup")
+            assert r.disposition in (SendDisposition.STARTED, SendDisposition.QUEUED)
+            seqs.append(r.message_seq)
+        return seqs
+
+    seqs = [
+        s for group in await asyncio.gather(*(sender(s) for s in range(senders))) for s in group
+    ]
+    assert len(set(seqs)) == len(texts)
+    await wait_idle(client, session_key, runs=1 + len(texts), timeout=240)
+    users = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
+    assert sorted(users[1:]) == sorted(texts)
