@@ -26,9 +26,12 @@ async def wait_turn(client: AgentlaneClient, key: str, run_id: str, turn: int) -
     async def go() -> None:
         async for item in client.watch(key, 0):
             event = item.event
-            if event.run_id == run_id and event.kind == EventKind.TURN_START:
-                if (event.turn_index or 0) >= turn:
-                    return
+            if (
+                event.run_id == run_id
+                and event.kind == EventKind.TURN_START
+                and (event.turn_index or 0) >= turn
+            ):
+                return
 
     await asyncio.wait_for(go(), 60)
 
@@ -115,7 +118,11 @@ async def test_abort_during_a_long_exec_kills_it(
     assert time.monotonic() - asked < 3
     assert result.status == ExecutionStatus.ABORTED
     await asyncio.sleep(0.5)
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = (
+        await asyncio.to_thread(
+            subprocess.run, ["ps", "-eo", "args"], capture_output=True, text=True
+        )
+    ).stdout
     assert marker not in ps, "the exec's process outlived the abort"
 
 
@@ -145,7 +152,8 @@ async def test_a_terminated_run_gives_its_message_back(
     assert first.run_id
     await wait_turn(client, session_key, first.run_id, 0)
     await asyncio.sleep(0.5)
-    subprocess.run(
+    await asyncio.to_thread(
+        subprocess.run,
         [
             devserver.temporal_binary(),
             "workflow",

@@ -51,7 +51,9 @@ async def test_steer_reaches_the_running_run(
 async def test_interrupt_stops_the_run_and_starts_a_new_one(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send_and_start(session_key, "count slowly to 400", workspace=str(workspace))
+    first = await client.send_and_start(
+        session_key, "count slowly to 400", workspace=str(workspace)
+    )
     assert first.run_id
     await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
     started = time.monotonic()
@@ -130,7 +132,9 @@ async def test_messages_sent_while_busy_are_queued_and_run_after(
 async def test_duplicate_message_id_is_not_run_twice(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send_and_start(session_key, "say once", message_id="m-1", workspace=str(workspace))
+    first = await client.send_and_start(
+        session_key, "say once", message_id="m-1", workspace=str(workspace)
+    )
     assert first.run_id
     await client.wait_for_run(first.run_id)
     again = await client.send_and_start(session_key, "say once", message_id="m-1")

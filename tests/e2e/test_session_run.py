@@ -56,7 +56,9 @@ async def test_multi_step_run_with_tools(
 async def test_second_message_continues_the_same_session(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send_and_start(session_key, "write a.txt with one", workspace=str(workspace))
+    first = await client.send_and_start(
+        session_key, "write a.txt with one", workspace=str(workspace)
+    )
     assert first.run_id
     await client.wait_for_run(first.run_id)
     second = await client.send_and_start(session_key, "read a.txt")

@@ -45,7 +45,9 @@ async def tools(client: AgentlaneClient, ws: Path) -> None:
 
 
 async def steer_and_queue(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send_and_start("steer", "count slowly to 40 then run `sleep 1`", workspace=str(ws))
+    r = await client.send_and_start(
+        "steer", "count slowly to 40 then run `sleep 1`", workspace=str(ws)
+    )
     await asyncio.wait_for(_until(client, "steer", r.run_id or "", EventKind.TEXT_DELTA), 30)
     await client.send_and_start("steer", "say steered", mode="steer")
     await client.send_and_start("steer", "say queued one")
@@ -87,7 +89,9 @@ async def workspace_error(client: AgentlaneClient, ws: Path) -> None:
 
 
 async def close_and_reopen(client: AgentlaneClient, ws: Path) -> None:
-    r = await client.send_and_start("reopen", "write a.txt with 1 then say first", workspace=str(ws))
+    r = await client.send_and_start(
+        "reopen", "write a.txt with 1 then say first", workspace=str(ws)
+    )
     await client.wait_for_run(r.run_id or "")
     await client.close("reopen")
     await asyncio.wait_for(client.client.get_workflow_handle("session:reopen").result(), 30)
