@@ -23,6 +23,9 @@ class QueuedMessage(BaseModel):
     # Messages queued while a run was busy wait for the debounce after it; a message that
     # found the session idle, or an interrupt, runs at once.
     debounce: bool = False
+    # The debounce in force when this message was accepted (SPEC §17.2 re-applies settings on
+    # every enqueue); None means the session's default.
+    debounce_ms: int | None = None
 
 
 class SessionSettings(BaseModel):
