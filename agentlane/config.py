@@ -47,6 +47,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agentlane.loop_detection_config import LoopDetectionConfig
+from agentlane.queue_settings import QueueConfig
+
 # SPEC §9: the window when nothing says otherwise, and the guard's thresholds.
 DEFAULT_CONTEXT_WINDOW = 200_000
 CONTEXT_WINDOW_WARN_BELOW = 32_000
@@ -149,6 +152,9 @@ class AgentlaneConfig(BaseModel):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     auth_profiles: dict[str, AuthProfile] = Field(default_factory=dict)
     auth_order: dict[str, list[str]] = Field(default_factory=dict)
+    # `[queue]` (SPEC §17.2 messages.queue.*) and `[loop_detection]` (SPEC §14).
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -213,6 +219,8 @@ def build_config(
             for pid, spec in dict(auth.get("profiles") or {}).items()
         }
         order = {p: list(ids) for p, ids in dict(auth.get("order") or {}).items()}
+        queue = QueueConfig.model_validate(dict(raw.get("queue") or {}))
+        loops = LoopDetectionConfig.model_validate(dict(raw.get("loop_detection") or {}))
     except (ValidationError, TypeError, ValueError) as err:
         raise ConfigError(f"invalid configuration in {source}: {err}") from err
 
@@ -228,6 +236,8 @@ def build_config(
         agents=agents,
         auth_profiles=profiles,
         auth_order=order,
+        queue=queue,
+        loop_detection=loops,
     )
     _check_refs(config)
     return config

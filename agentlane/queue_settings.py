@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentlane.messages import QueueMode, parse_queue_mode
+from agentlane.queue_modes import QueueMode, parse_queue_mode
 
 DEFAULT_DEBOUNCE_MS = 1000
 DEFAULT_CAP = 20
@@ -246,3 +246,13 @@ def parse_queue_directive(text: str) -> QueueOptions | Literal["reset"]:
     for word in words:
         _apply_option(options, word)
     return options
+
+
+class QueueChange(BaseModel):
+    """A `/queue` directive as sent to a session: new options merged into its override, or a
+    reset that removes the override."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    options: QueueOptions | None = None
+    reset: bool = False

@@ -6,7 +6,15 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import MessageFate, QueueMode, Routing
+from agentlane.queue_settings import (
+    DedupeEntry,
+    OverflowState,
+    QueueConfig,
+    QueueOptions,
+    QueueSettings,
+)
 from agentlane.run import ExecutionResult, ModelRef, UserTurn
 from agentlane.usage import Usage
 
@@ -35,9 +43,11 @@ class SessionSettings(BaseModel):
     model: ModelRef = ModelRef()
     thinking: str = "off"
     reasoning_mode: str = "off"
-    default_mode: QueueMode = QueueMode.COLLECT
-    debounce_ms: int = 1000
-    queue_cap: int = 100
+    # The global queue settings (SPEC §17.2 `messages.queue.*`), from the config file.
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+    # Tool-loop detection (SPEC §14), on by default here; and an optional per-run turn limit.
+    loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    max_turns: int | None = None
     run_budget_seconds: int = 48 * 3600
     idle_timeout_seconds: int = 120
     continue_as_new_after_events: int | None = None
@@ -76,6 +86,11 @@ class SessionState(BaseModel):
     fates: list[MessageFate] = Field(default_factory=list)
     # Messages given up after MAX_RUN_ATTEMPTS abnormal run ends.
     failed_messages: int = 0
+    # Queue policy state (SPEC §17.4/§17.5).
+    queue_override: QueueOptions | None = None
+    overflow: OverflowState = Field(default_factory=OverflowState)
+    recent_ids: list[DedupeEntry] = Field(default_factory=list)
+    one_by_one: bool = False
 
 
 class SessionInput(BaseModel):
@@ -103,6 +118,9 @@ class SessionStatus(BaseModel):
     last_result: ExecutionResult | None = None
     routing: Routing | None = None
     failed_messages: int = 0
+    dropped_messages: int = 0
+    queue_override: QueueOptions | None = None
+    queue_settings: QueueSettings | None = None
 
 
 class RunPhase(StrEnum):

@@ -56,6 +56,12 @@ from agentlane.messages import (
     SendReceipt,
     check_inbound,
 )
+from agentlane.queue_settings import (
+    QueueChange,
+    QueueOptions,
+    QueueSettings,
+    parse_queue_directive,
+)
 from agentlane.run import ExecutionResult, ModelRef
 from agentlane.session import (
     RunProgress,
@@ -175,11 +181,19 @@ class AgentlaneClient:
         except ConfigError as err:
             raise SendRejected(str(err)) from err
         provider, _, name = ref.partition("/")
-        settings = SessionSettings(
-            workspace=str(Path(ws).resolve()) if not create else ws,
-            create_workspace=create,
-            model=ModelRef(provider=provider, model=name or "default"),
-            **overrides,
+        config = self._config()
+        base: dict[str, object] = {
+            "queue": config.queue,
+            "loop_detection": config.loop_detection,
+        }
+        settings = SessionSettings.model_validate(
+            {
+                **base,
+                "workspace": str(Path(ws).resolve()) if not create else ws,
+                "create_workspace": create,
+                "model": ModelRef(provider=provider, model=name or "default"),
+                **overrides,
+            }
         )
         return SessionState(key=key, settings=settings)
 
@@ -310,6 +324,35 @@ class AgentlaneClient:
                     raise
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
+
+    async def configure_queue(
+        self, session_key: str, directive: str | QueueOptions
+    ) -> QueueSettings:
+        """The `/queue` directive (SPEC §17.2): `mode:collect debounce:2s cap:10 drop:old`, a bare
+        mode word, or `reset`. Answers the settings now in force."""
+        key = check_session_key(session_key)
+        if isinstance(directive, str):
+            try:
+                parsed = parse_queue_directive(directive)
+            except ValueError as err:
+                raise SendRejected(str(err)) from err
+            change = QueueChange(reset=True) if parsed == "reset" else QueueChange(options=parsed)
+        else:
+            change = QueueChange(options=directive)
+        handle = await self._running_session(key)
+        call = asyncio.ensure_future(
+            self._with_backoff(
+                lambda: handle.execute_update(SessionWorkflow.configure_queue, change)
+            )
+        )
+        try:
+            settings: QueueSettings = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+        except _NoAnswer:
+            raise NoWorker(
+                f"session {key} exists, but no worker answered within "
+                f"{WORKER_WAIT_SECONDS:.0f} s; {NO_WORKER_HINT}"
+            ) from None
+        return settings
 
     async def send_and_start(self, session_key: str, text: str, **kwargs: Any) -> SendReceipt:
         """`send`, then wait until a message that starts a run (an idle session, an interrupt)

@@ -174,6 +174,30 @@ async def _abort(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _queue(args: argparse.Namespace) -> int:
+    from agentlane.queue_settings import QueueSettings
+    from clients.api import AgentlaneClient, SendRejected
+
+    client = await AgentlaneClient.connect()
+    words = " ".join(args.directive)
+    settings: QueueSettings | None
+    try:
+        if words:
+            settings = await client.configure_queue(args.session, words)
+        else:
+            status = await client.status(args.session)
+            settings = status.queue_settings
+    except SendRejected as err:
+        print(f"rejected: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    if settings is not None:
+        print(
+            f"mode:{settings.mode.value} debounce:{settings.debounce_ms}ms cap:{settings.cap} "
+            f"drop:{settings.drop.value} dedupe:{settings.dedupe.value}"
+        )
+    return EXIT_OK
+
+
 async def _close(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
@@ -311,6 +335,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-wait", dest="wait", action="store_false", help="do not wait for the run to end"
     )
     p.set_defaults(func=_abort)
+
+    p = sub.add_parser(
+        "queue",
+        help="show or change how a busy session queues messages (the /queue directive)",
+        description="Words: a mode (steer, followup, collect, steer-backlog, interrupt), "
+        "mode:<m>, debounce:<duration> (500, 2s), cap:<n>, drop:old|new|summarize, "
+        "dedupe:message-id|prompt|none; or reset. No words: show the settings in force.",
+    )
+    p.add_argument("session")
+    p.add_argument("directive", nargs="*")
+    p.set_defaults(func=_queue)
 
     p = sub.add_parser("close", help="end a session (its transcript stays)")
     p.add_argument("session")

@@ -33,6 +33,13 @@ with workflow.unsafe.imports_passed_through():
         check_inbound,
         parse_queue_mode,
     )
+    from agentlane.queue_settings import (
+        DropPolicy,
+        OverflowState,
+        QueueChange,
+        QueueOptions,
+        QueueSettings,
+    )
     from agentlane.run import (
         EntrySource,
         ExecutionError,
@@ -52,13 +59,20 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
     )
     from workflows.agent_run import AgentRunWorkflow
-    from workflows.queue_policy import (
+    from workflows.policy.queue import (
         Action,
         Batch,
+        after_steer,
+        apply_cap,
+        check_duplicate,
         debounce_remaining_ms,
         decide,
+        item_debounce_ms,
         next_batch,
+        recent_key,
+        remember,
         remove,
+        resolve_settings,
     )
     from workflows.session_events import SessionEventsWorkflow
 
@@ -91,8 +105,16 @@ class SessionWorkflow:
 
     # -- messages in ------------------------------------------------------------------------
 
-    def _mode_of(self, msg: InboundMessage) -> QueueMode:
-        return parse_queue_mode(msg.mode) if msg.mode else self.s.settings.default_mode
+    def _queue_settings(self, msg: InboundMessage | None = None) -> QueueSettings:
+        """SPEC §17.2: the message's own settings, then the session's override, then the
+        channel's, then the global ones; re-resolved for every message."""
+        inline: QueueOptions | None = None
+        if msg is not None and (msg.mode or msg.queue):
+            inline = (msg.queue or QueueOptions()).model_copy(
+                update={"mode": parse_queue_mode(msg.mode)} if msg.mode else {}
+            )
+        channel = msg.routing.channel if msg is not None else None
+        return resolve_settings(inline, self.s.queue_override, self.s.settings.queue, channel)
 
     @workflow.update
     async def send(self, msg: InboundMessage) -> SendReceipt:
@@ -110,18 +132,10 @@ class SessionWorkflow:
         await self._accept(msg)
 
     async def _accept(self, msg: InboundMessage) -> SendReceipt:
-        mode = self._mode_of(msg)
+        qs = self._queue_settings(msg)
+        mode = qs.mode
         self.s.message_seq += 1
         seq = self.s.message_seq
-        if msg.message_id:
-            if msg.message_id in self.s.recent_message_ids:
-                self._set_fate(seq, FateState.DUPLICATE, note="already received (same message id)")
-                return self._receipt(
-                    seq, SendDisposition.DUPLICATE, mode, note="already received (same message id)"
-                )
-            self.s.recent_message_ids = (self.s.recent_message_ids + [msg.message_id])[
-                -RECENT_MESSAGE_IDS:
-            ]
         turn = UserTurn(
             # Message numbers restart when a closed session is reopened; the chain's first run id
             # makes the transcript id unique anyway (and survives continue-as-new).
@@ -130,28 +144,43 @@ class SessionWorkflow:
             routing=msg.routing,
             sender=msg.sender,
         )
+        item = QueuedMessage(
+            seq=seq,
+            mode=mode,
+            turn=turn,
+            enqueued_at=workflow.time(),
+            message_id=msg.message_id,
+            debounce_ms=qs.debounce_ms,
+        )
+        now = workflow.time()
+        if check_duplicate(self.s.queue, self.s.recent_ids, item, self.s.key, qs.dedupe, now):
+            note = "already received (same message id)"
+            self._set_fate(seq, FateState.DUPLICATE, note=note)
+            return self._receipt(seq, SendDisposition.DUPLICATE, mode, note=note)
+        remembered = recent_key(item, self.s.key, qs.dedupe)
+        if remembered is not None:
+            self.s.recent_ids = remember(self.s.recent_ids, remembered, now)
         accept_now = workflow.patched(ACCEPT_ON_ENQUEUE_PATCH)
-        action = decide(mode, busy=self._busy())
+        action = decide(mode, busy=self._busy() or bool(self.s.queue))
         if action == Action.RUN_NOW:
-            self._enqueue(seq, mode, turn, msg.message_id, debounce=False)
+            self._enqueue(item, qs)
             if accept_now:
                 return self._receipt(seq, SendDisposition.STARTED, mode)
             await workflow.wait_condition(lambda: seq in self.started)
             return self._receipt(seq, SendDisposition.STARTED, mode, run_id=self.started[seq])
         if action == Action.INTERRUPT:
-            self._enqueue(seq, mode, turn, msg.message_id, debounce=False, front=True)
+            self._enqueue(item, qs, front=True)
             interrupted = self.current_run_id
             await self._abort_current("interrupted by a new message")
             if accept_now:
-                return self._receipt(
-                    seq, SendDisposition.INTERRUPTED, mode, note=f"stops {interrupted}"
-                )
+                note = f"stops {interrupted}" if interrupted else ""
+                return self._receipt(seq, SendDisposition.INTERRUPTED, mode, note=note)
             await workflow.wait_condition(lambda: seq in self.started)
             return self._receipt(seq, SendDisposition.INTERRUPTED, mode, run_id=self.started[seq])
         if action in (Action.STEER, Action.STEER_AND_QUEUE):
             steered = await self._steer(turn)
-            if action == Action.STEER_AND_QUEUE or not steered:
-                self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
+            if after_steer(action, steered) is not None:
+                self._enqueue(item.model_copy(update={"debounce": True}), qs)
             if steered:
                 if action == Action.STEER:
                     self._set_fate(seq, FateState.STEERED, run_id=self.current_run_id)
@@ -162,25 +191,24 @@ class SessionWorkflow:
                 mode,
                 note="the run could not take steering; queued instead",
             )
-        self._enqueue(seq, mode, turn, msg.message_id, debounce=True)
-        return self._receipt(
-            seq, SendDisposition.QUEUED, mode, note=f"runs after {self.current_run_id}"
-        )
+        self._enqueue(item.model_copy(update={"debounce": True}), qs)
+        ahead = self.current_run_id or "the messages ahead of it"
+        return self._receipt(seq, SendDisposition.QUEUED, mode, note=f"runs after {ahead}")
 
     @send.validator
     def validate_send(self, msg: InboundMessage) -> None:
         check_inbound(msg)
         try:
-            mode = self._mode_of(msg)
+            qs = self._queue_settings(msg)
         except UnknownQueueMode as err:
             raise ValueError(str(err)) from err
         if self.closing:
             raise ValueError("the session is closing and accepts no more messages")
-        queued = mode not in (QueueMode.STEER, QueueMode.INTERRUPT) or not self._busy()
-        if queued and len(self.s.queue) >= self.s.settings.queue_cap:
+        steers = qs.mode in (QueueMode.STEER, QueueMode.INTERRUPT) and self._busy()
+        if not steers and qs.drop == DropPolicy.NEW and len(self.s.queue) >= qs.cap:
             raise ValueError(
-                f"the session's queue is full ({len(self.s.queue)} messages waiting); "
-                "wait for the current run, or abort it"
+                f"the session's queue is full ({len(self.s.queue)} of {qs.cap} messages "
+                "waiting, drop policy `new`); wait for the current run, or abort it"
             )
 
     def _receipt(
@@ -201,26 +229,31 @@ class SessionWorkflow:
             note=note,
         )
 
-    def _enqueue(
-        self,
-        seq: int,
-        mode: QueueMode,
-        turn: UserTurn,
-        message_id: str | None,
-        debounce: bool,
-        front: bool = False,
-    ) -> None:
-        item = QueuedMessage(
-            seq=seq,
-            mode=mode,
+    def _enqueue(self, item: QueuedMessage, qs: QueueSettings, front: bool = False) -> None:
+        """Queue a message under the cap (SPEC §17.4): the drop policy makes room, and whatever it
+        drops is counted, summarised and given its fate."""
+        capped = apply_cap(self.s.queue, self.s.overflow, qs.cap, qs.drop)
+        self.s.queue, self.s.overflow = capped.queue, capped.overflow
+        for dropped in capped.dropped:
+            self._set_fate(
+                dropped.seq,
+                FateState.DROPPED,
+                note=f"dropped by the queue cap ({qs.cap}, drop policy {qs.drop.value})",
+            )
+        self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
+        self._set_fate(item.seq, FateState.PENDING)
+        if item.debounce:
+            self.s.last_enqueued_at = workflow.time()
+
+    def _requeue_turn(self, turn: UserTurn) -> QueuedMessage:
+        """A turn the session already accepted comes back (late steering, a failed run)."""
+        self.s.message_seq += 1
+        return QueuedMessage(
+            seq=self.s.message_seq,
+            mode=QueueMode.FOLLOWUP,
             turn=turn,
             enqueued_at=workflow.time(),
-            message_id=message_id,
-            debounce=debounce,
         )
-        self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
-        if debounce:
-            self.s.last_enqueued_at = workflow.time()
 
     def _busy(self) -> bool:
         return self.s.in_flight is not None or self.child is not None
@@ -316,7 +349,23 @@ class SessionWorkflow:
             model=self.s.settings.model.label(),
             last_result=self.s.last_result,
             failed_messages=self.s.failed_messages,
+            dropped_messages=sum(1 for f in self.s.fates if f.state == FateState.DROPPED),
+            queue_override=self.s.queue_override,
+            queue_settings=self._queue_settings(),
         )
+
+    @workflow.update
+    def configure_queue(self, change: QueueChange) -> QueueSettings:
+        """The `/queue` directive: set (merge) or reset the session's queue override; answers the
+        settings now in force for a message without its own."""
+        if change.reset:
+            self.s.queue_override = None
+        elif change.options is not None:
+            base = self.s.queue_override or QueueOptions()
+            self.s.queue_override = base.model_copy(
+                update=change.options.model_dump(exclude_none=True)
+            )
+        return self._queue_settings()
 
     # -- the lane ---------------------------------------------------------------------------
 
@@ -368,16 +417,23 @@ class SessionWorkflow:
             if self._continue_as_new_due() and workflow.patched(HANDOVER_WITH_QUEUE_PATCH):
                 await self._continue_as_new()
             head = self.s.queue[0]
-            if head.debounce:
-                wait_ms = debounce_remaining_ms(
-                    self.s.last_enqueued_at, workflow.time(), self.s.settings.debounce_ms
-                )
-                if wait_ms > 0:
-                    await workflow.sleep(timedelta(milliseconds=wait_ms), summary="queue debounce")
-                    continue
-            batch = next_batch(self.s.queue)
+            wait_ms = debounce_remaining_ms(
+                self.s.last_enqueued_at,
+                workflow.time(),
+                item_debounce_ms(head, self._queue_settings().debounce_ms),
+            )
+            if wait_ms > 0:
+                await workflow.sleep(timedelta(milliseconds=wait_ms), summary="queue debounce")
+                continue
+            batch = next_batch(self.s.queue, self.s.overflow, self.s.one_by_one)
             assert batch is not None
+            self.s.one_by_one = batch.one_by_one
             await self._run_batch(batch)
+            if not self.s.queue:
+                # A drain ends when the queue is empty (SPEC §17.5); a summary with nothing left
+                # to carry it has nowhere to go.
+                self.s.one_by_one = False
+                self.s.overflow = OverflowState()
 
     async def _continue_as_new(self) -> None:
         self.handing_over = True
@@ -446,11 +502,10 @@ class SessionWorkflow:
             self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
         else:
             self._record(result)
-            for turn in reversed(result.unconsumed):
-                self.s.message_seq += 1
-                self._enqueue(
-                    self.s.message_seq, QueueMode.FOLLOWUP, turn, None, debounce=False, front=True
-                )
+            back = [self._requeue_turn(turn) for turn in result.unconsumed]
+            self.s.queue = [*back, *self.s.queue]
+            if batch.used_overflow:
+                self.s.overflow = OverflowState()
         finally:
             self.child = None
             self.current_run_id = None
@@ -481,16 +536,7 @@ class SessionWorkflow:
             self._set_fate(item.seq, FateState.PENDING, note=f"retrying: {why}")
             retry.append(item)
         for turn in held.steered:
-            self.s.message_seq += 1
-            retry.append(
-                QueuedMessage(
-                    seq=self.s.message_seq,
-                    mode=QueueMode.FOLLOWUP,
-                    turn=turn,
-                    enqueued_at=workflow.time(),
-                    debounce=True,
-                )
-            )
+            retry.append(self._requeue_turn(turn).model_copy(update={"debounce": True}))
         self.s.queue = [*retry, *self.s.queue]
         # Re-debounce (SPEC §17.5): a failing run is not retried in a tight loop.
         self.s.last_enqueued_at = workflow.time()

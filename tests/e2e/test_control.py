@@ -189,7 +189,10 @@ async def test_a_burst_from_concurrent_senders_is_handled_once_each(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
     await client.send_and_start(
-        session_key, "say ready", workspace=str(workspace), session_overrides={"queue_cap": 1000}
+        session_key,
+        "say ready",
+        workspace=str(workspace),
+        session_overrides={"queue": {"cap": 1000}},
     )
     senders, per_sender = 40, 5
     texts = [f"say m{s}-{i}" for s in range(senders) for i in range(per_sender)]

@@ -28,6 +28,14 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentlane.loop_detection_config import (
+    DEFAULT_BREAKER,
+    DEFAULT_CRITICAL,
+    DEFAULT_HISTORY_SIZE,
+    DEFAULT_WARNING,
+    LoopDetectionConfig,
+)
+
 __all__ = [
     "WARNING_BUCKET_SIZE",
     "MAX_WARNING_KEYS",
@@ -48,25 +56,11 @@ __all__ = [
 WARNING_BUCKET_SIZE = 10
 MAX_WARNING_KEYS = 256
 
-_DEFAULT_HISTORY_SIZE = 30
-_DEFAULT_WARNING = 10
-_DEFAULT_CRITICAL = 20
-_DEFAULT_BREAKER = 30
-
-
-class LoopDetectionConfig(BaseModel):
-    """`tools.loopDetection` of the original, flattened. Non-positive numbers mean "default"."""
-
-    model_config = ConfigDict(frozen=True)
-
-    enabled: bool = True
-    history_size: int = _DEFAULT_HISTORY_SIZE
-    warning_threshold: int = _DEFAULT_WARNING
-    critical_threshold: int = _DEFAULT_CRITICAL
-    global_circuit_breaker_threshold: int = _DEFAULT_BREAKER
-    generic_repeat: bool = True
-    known_poll_no_progress: bool = True
-    ping_pong: bool = True
+# The config is a contract (session settings carry it), so it lives in agentlane/.
+_DEFAULT_HISTORY_SIZE = DEFAULT_HISTORY_SIZE
+_DEFAULT_WARNING = DEFAULT_WARNING
+_DEFAULT_CRITICAL = DEFAULT_CRITICAL
+_DEFAULT_BREAKER = DEFAULT_BREAKER
 
 
 def effective_thresholds(config: LoopDetectionConfig) -> tuple[int, int, int]:
