@@ -66,6 +66,7 @@ from agentlane.model_calls import (
     ToolCallRef,
 )
 from agentlane.settings import Settings
+from agentlane.tool_signatures import call_signature, is_known_poll
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 from agentlane.usage import Usage
 
@@ -248,6 +249,8 @@ class ModelCallActivity:
                     name=c.name,
                     summary=tool_call_summary(c.name, c.arguments),
                     rejected=c.raw_arguments is not None or c.name not in allowed,
+                    signature=call_signature(c.name, c.arguments),
+                    known_poll=is_known_poll(c.name, c.arguments),
                 )
                 for c in entry.tool_calls
             ],
@@ -516,6 +519,8 @@ class ModelCallActivity:
                     name=complete.name,
                     summary=tool_call_summary(complete.name, arguments),
                     rejected=problem is not None,
+                    signature=call_signature(complete.name, arguments),
+                    known_poll=is_known_poll(complete.name, arguments),
                 )
             )
             if problem is not None:

@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -38,6 +39,7 @@ from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT
 from agentlane.events import AgentEvent, EventKind
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+from agentlane.tool_signatures import outcome_hash
 from agentlane.transcript import ToolCall, TranscriptEntry
 
 INTERRUPTED_EXEC = (
@@ -106,6 +108,7 @@ class ToolActivities:
                 summary=existing.meta.get("summary", "") or existing.text[:120],
                 duration_ms=0,
                 replayed=True,
+                outcome_hash=self._outcome_hash(inp, existing),
             )
         call = await asyncio.to_thread(self._find_call, inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
@@ -153,6 +156,21 @@ class ToolActivities:
             is_error=written.is_error,
             summary=str(written.meta.get("summary", ""))[:200],
             duration_ms=duration_ms,
+            outcome_hash=self._outcome_hash(inp, written, call.arguments),
+        )
+
+    @staticmethod
+    def _outcome_hash(
+        inp: ToolCallInput, result: TranscriptEntry, arguments: dict[str, Any] | None = None
+    ) -> str:
+        """What loop detection compares between calls (SPEC §14): identical outcomes of
+        identical calls mean no progress."""
+        return outcome_hash(
+            inp.tool_name,
+            arguments or {},
+            text=result.text,
+            is_error=result.is_error,
+            error_message=result.text if result.is_error else None,
         )
 
     async def _record(

@@ -33,6 +33,8 @@ class EventKind(StrEnum):
     TURN_END = "turn_end"
     AGENT_END = "agent_end"
     ERROR = "error"
+    # Tool-loop detection warned about, or blocked, a tool call (SPEC §14).
+    TOOL_LOOP = "tool_loop"
 
 
 class AgentEvent(BaseModel):

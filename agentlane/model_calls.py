@@ -46,6 +46,9 @@ class ToolCallRef(CompactModel):
     # "rejected" calls (unknown tool, arguments not a JSON object) were already answered with an
     # error result by the model activity; the workflow does not schedule them.
     rejected: bool = False
+    # For loop detection (SPEC §14): a short hash of the arguments, and whether the call polls.
+    signature: str = ""
+    known_poll: bool = False
 
 
 class ModelCallResult(CompactModel):

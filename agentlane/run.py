@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agentlane.errors import ExecutionErrorKind, ModelFailure
 from agentlane.events import Announcement
+from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import Routing
 from agentlane.usage import RunUsage
 
@@ -73,6 +75,9 @@ class ExecutionRequest(BaseModel):
     idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
     tools: list[str] = Field(default_factory=lambda: ["read", "write", "edit", "exec"])
     parent_entry_id: str | None = None
+    loop_detection: LoopDetectionConfig = LoopDetectionConfig()
+    # Optional cap on model calls per run (off by default).
+    max_turns: int | None = None
     # Test hook: continue-as-new after this many history events instead of waiting for the
     # server's suggestion (the suggestion needs thousands of events).
     continue_as_new_after_events: int | None = None
@@ -126,6 +131,10 @@ class RunCarry(BaseModel):
     segments: int = 1
     # Lifecycle events decided but not yet published when the run continued as new.
     announce: list[Announcement] = Field(default_factory=list)
+    # Tool-loop detection's state (`workflows/policy/loop_detection.LoopState`, dumped: the
+    # contract cannot import workflow code) and the calls it blocked so far.
+    loops: dict[str, Any] = Field(default_factory=dict)
+    blocked_calls: int = 0
 
 
 class RunInput(BaseModel):

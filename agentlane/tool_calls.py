@@ -27,3 +27,5 @@ class ToolCallOutcome(CompactModel):
     summary: str = ""
     duration_ms: int = 0
     replayed: bool = False
+    # For loop detection (SPEC §14): a short hash of what the call produced.
+    outcome_hash: str = ""

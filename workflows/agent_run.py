@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.events import Announcement, EventKind, turn_boundary
     from agentlane.ids import assistant_entry_id, chain_token_of
-    from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
+    from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
     from agentlane.run import (
         ExecutionError,
         ExecutionResult,
@@ -46,6 +46,22 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
+    from workflows.policy.loop_detection import (
+        NOT_STUCK,
+        LoopLevel,
+        LoopState,
+        LoopVerdict,
+        check_call,
+        record_call,
+        record_outcome,
+        warning_to_emit,
+    )
+    from workflows.policy.run_limits import turn_limit_reached
+
+
+# A model that keeps calling tools loop detection blocks is stopped after this many blocks: the
+# block message is its chance to change course, not an invitation to loop for 48 hours.
+MAX_BLOCKED_CALLS = 3
 
 
 @dataclass
@@ -53,6 +69,8 @@ class LoopEnd:
     reason: TerminationReason | None = None
     error: ExecutionError | None = None
     continue_as_new: bool = False
+    # How finish_run answers calls left open, when not the default "run stopped".
+    unanswered: str | None = None
 
 
 def _failure(err: ActivityError) -> LoopEnd:
@@ -254,6 +272,15 @@ class AgentRunWorkflow:
             # Safe point: before a model call.
             if self._aborted():
                 return LoopEnd(TerminationReason.ABORT_SIGNAL)
+            if turn_limit_reached(self.c.turn_index, self.req.max_turns):
+                return LoopEnd(
+                    TerminationReason.ERROR,
+                    ExecutionError(
+                        kind=ExecutionErrorKind.TOOL_ERROR,
+                        message=f"The run reached its turn limit ({self.req.max_turns}) "
+                        "and was stopped.",
+                    ),
+                )
             if self._continue_as_new_due():
                 return LoopEnd(continue_as_new=True)
             turn = self.c.turn_index
@@ -325,9 +352,19 @@ class AgentRunWorkflow:
                         # call, which then sees the user's new message.
                         self.c.unanswered_reason = Unanswered.SKIPPED_FOR_STEER
                         break
-                    failure = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
-                    if failure is not None:
-                        return failure
+                    verdict = self._check_loop(turn, call)
+                    if verdict.blocked:
+                        # The next model call answers this call (and any after it in this turn)
+                        # with the detector's message.
+                        self.c.unanswered_reason = verdict.message
+                        self.c.blocked_calls += 1
+                        if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
+                            return self._stopped_for_loop(verdict.message)
+                        break
+                    ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
+                    if isinstance(ran, LoopEnd):
+                        return ran
+                    self._record_outcome(call, ran)
             self._emit(EventKind.TURN_END, turn, has_tool_calls=has_tool_calls)
             self.c.turn_index += 1
             if not has_tool_calls:
@@ -335,9 +372,66 @@ class AgentRunWorkflow:
                     continue  # a steering message arrived during the last call: answer it
                 return LoopEnd(TerminationReason.NO_TOOL_CALLS)
 
+    # -- tool-loop detection (SPEC §14; decisions in workflows/policy/loop_detection) ----------
+
+    def _check_loop(self, turn: int, call: ToolCallRef) -> LoopVerdict:
+        """Check a call before it runs; record it unless blocked (a blocked call leaves the
+        history as it was, as in the original, so the block holds)."""
+        config = self.req.loop_detection
+        if not call.signature:
+            return NOT_STUCK  # recorded by code from before loop detection: nothing to compare
+        state = LoopState.model_validate(self.c.loops)
+        verdict = check_call(state, call.name, call.signature, call.known_poll, config)
+        if verdict.level != LoopLevel.NONE:
+            emit, state = warning_to_emit(state, verdict)
+            if emit or verdict.blocked:
+                self._emit(
+                    EventKind.TOOL_LOOP,
+                    turn,
+                    text=verdict.message,
+                    data={
+                        "level": verdict.level.value,
+                        "detector": verdict.detector.value if verdict.detector else None,
+                        "count": verdict.count,
+                        "tool_name": call.name,
+                        "tool_call_id": call.id,
+                        "blocked": verdict.blocked,
+                    },
+                )
+                workflow.logger.warning("tool loop (%s): %s", verdict.level.value, verdict.message)
+        if not verdict.blocked:
+            state = record_call(state, call.name, call.signature, call.id, call.known_poll, config)
+        self.c.loops = state.model_dump(mode="json")
+        return verdict
+
+    def _record_outcome(self, call: ToolCallRef, outcome: ToolCallOutcome) -> None:
+        if not outcome.outcome_hash:
+            return
+        state = LoopState.model_validate(self.c.loops)
+        state = record_outcome(
+            state,
+            call.id,
+            call.name,
+            call.signature,
+            outcome.outcome_hash,
+            self.req.loop_detection,
+        )
+        self.c.loops = state.model_dump(mode="json")
+
+    def _stopped_for_loop(self, message: str) -> LoopEnd:
+        return LoopEnd(
+            TerminationReason.ERROR,
+            ExecutionError(
+                kind=ExecutionErrorKind.TOOL_ERROR,
+                message=f"Stopped: the model kept repeating tool calls that loop detection "
+                f"blocked ({MAX_BLOCKED_CALLS} blocks). {message}",
+            ),
+            unanswered=message,
+        )
+
     async def _run_tool(
         self, turn: int, entry_id: str, call_id: str, name: str, summary: str
-    ) -> LoopEnd | None:
+    ) -> LoopEnd | ToolCallOutcome:
         inp = ToolCallInput(
             session_key=self.req.session_key,
             run_id=self.req.run_id,
@@ -349,7 +443,7 @@ class AgentRunWorkflow:
         )
         try:
             if name in opts.LOCAL_TOOLS and workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
-                await workflow.execute_local_activity(
+                outcome: ToolCallOutcome = await workflow.execute_local_activity(
                     tool_activity_name(name),
                     inp,
                     result_type=ToolCallOutcome,
@@ -359,7 +453,7 @@ class AgentRunWorkflow:
                     summary=summary,
                 )
             else:
-                await workflow.execute_activity(
+                outcome = await workflow.execute_activity(
                     tool_activity_name(name),
                     inp,
                     result_type=ToolCallOutcome,
@@ -374,7 +468,7 @@ class AgentRunWorkflow:
                 raise asyncio.CancelledError from err
             return _failure(err)
         self.c.tool_calls += 1
-        return None
+        return outcome
 
     async def _finish(self, end: LoopEnd) -> ExecutionResult:
         self.phase = RunPhase.FINISHING
@@ -422,7 +516,7 @@ class AgentRunWorkflow:
         )
         finish = FinishRunInput(
             result=result,
-            unanswered_reason=Unanswered.RUN_STOPPED,
+            unanswered_reason=end.unanswered or Unanswered.RUN_STOPPED,
             announce=self._take_announce(),
         )
         try:

@@ -462,6 +462,8 @@ class SessionWorkflow:
             idle_timeout_seconds=settings.idle_timeout_seconds,
             parent_entry_id=self.s.last_entry_id,
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
+            loop_detection=settings.loop_detection,
+            max_turns=settings.max_turns,
         )
         # The batch stays in the session's hands (in_flight) until its run ends normally.
         taken = set(batch.seqs)

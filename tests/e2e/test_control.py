@@ -212,3 +212,32 @@ async def test_a_burst_from_concurrent_senders_is_handled_once_each(
     await wait_idle(client, session_key, runs=1 + len(texts), timeout=240)
     users = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
     assert sorted(users[1:]) == sorted(texts)
+
+
+async def test_a_tool_loop_is_detected_warned_and_stopped(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """Identical calls with identical results: warnings at 10 and 20, the global circuit breaker
+    blocks from 30 on, and a model that keeps going is stopped instead of looping for 48 h."""
+    loop = " then ".join(["read notes.txt"] * 45) + " then say done"
+    first = await client.send_and_start(session_key, loop, workspace=str(workspace))
+    assert first.run_id
+    result = await client.wait_for_run(first.run_id)
+    assert result.status == ExecutionStatus.ERROR
+    assert result.error is not None and "loop detection" in result.error.message
+    assert result.tool_calls == 30
+    events = []
+    async for item in client.watch(session_key, 0, until_run=first.run_id):
+        if item.event.kind == EventKind.TOOL_LOOP:
+            events.append(item.event)
+    warnings = [e for e in events if e.data["level"] == "warning"]
+    blocks = [e for e in events if e.data["blocked"]]
+    assert [e.data["count"] for e in warnings] == [10, 20]
+    assert len(blocks) == 3 and blocks[0].data["detector"] == "global_circuit_breaker"
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    blocked = [e for e in entries if e.role == Role.TOOL and e.text.startswith("CRITICAL")]
+    assert len(blocked) == 3
+    again = await client.send_and_start(session_key, "say recovered")
+    assert again.run_id
+    assert (await client.wait_for_run(again.run_id)).reply == "recovered"
