@@ -95,6 +95,10 @@ class SessionState(BaseModel):
 
 class SessionInput(BaseModel):
     state: SessionState
+    # Set by a client that starts a session chain: settings recorded by an earlier incarnation
+    # of the key are restored, except those the opening message named (`explicit`).
+    fresh: bool = False
+    explicit: list[str] = Field(default_factory=list)
 
 
 class SessionPhase(StrEnum):

@@ -234,12 +234,18 @@ class AgentlaneClient:
         except ValueError as err:
             raise SendRejected(str(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})
+        # What this message names wins over what a closed session with this key had.
+        explicit = [
+            *(["workspace", "create_workspace"] if workspace is not None else []),
+            *(["model"] if model is not None else []),
+            *(session_overrides or {}),
+        ]
         call = asyncio.ensure_future(
             self._with_backoff(
                 lambda: self.client.execute_update_with_start_workflow(
                     SessionWorkflow.send,
                     message,
-                    start_workflow_operation=self._start_operation(key, state),
+                    start_workflow_operation=self._start_operation(key, state, explicit),
                 )
             )
         )
@@ -252,7 +258,7 @@ class AgentlaneClient:
             pass
         await self.client.start_workflow(
             SessionWorkflow.run,
-            SessionInput(state=state),
+            SessionInput(state=state, fresh=True, explicit=explicit),
             id=session_workflow_id(key),
             task_queue=self.settings.workflow_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -267,12 +273,12 @@ class AgentlaneClient:
         )
 
     def _start_operation(
-        self, key: str, state: SessionState
+        self, key: str, state: SessionState, explicit: list[str]
     ) -> WithStartWorkflowOperation[SessionWorkflow, None]:
         # One operation per call: the SDK fills in its result and it cannot be reused.
         return WithStartWorkflowOperation(
             SessionWorkflow.run,
-            SessionInput(state=state),
+            SessionInput(state=state, fresh=True, explicit=explicit),
             id=session_workflow_id(key),
             task_queue=self.settings.workflow_task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -23,6 +23,7 @@ from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import RunFinishActivity
+from activities.session_records import SessionRecords
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
@@ -50,6 +51,7 @@ def build_workers(
     model = ModelCallActivity(store, ProviderResolver(settings), settings, publishers)
     tools = ToolActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
+    records = SessionRecords(store)
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
@@ -64,7 +66,12 @@ def build_workers(
             client,
             task_queue=settings.workflow_task_queue,
             workflows=list(WORKFLOWS),
-            activities=[*tools.all(), finish.finish_run],
+            activities=[
+                *tools.all(),
+                finish.finish_run,
+                records.restore_session,
+                records.record_session,
+            ],
             max_concurrent_workflow_tasks=50,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]

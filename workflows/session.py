@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
@@ -58,6 +59,13 @@ with workflow.unsafe.imports_passed_through():
         SessionState,
         SessionStatus,
     )
+    from agentlane.session_records import (
+        RECORD_SESSION,
+        RESTORE_SESSION,
+        RecordSessionInput,
+        RestoredSession,
+        RestoreSessionInput,
+    )
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy.queue import (
         Action,
@@ -85,6 +93,9 @@ RECENT_FATES = 1000
 # `send` answers as soon as the message is in the session's state; code before this patch
 # waited for the message's run to start (holding one of the workflow's few in-flight updates).
 ACCEPT_ON_ENQUEUE_PATCH = "send-returns-on-accept"
+# A chain started by a client restores what an earlier incarnation of its key recorded.
+RESTORE_PATCH = "restore-session-on-reopen"
+SESSION_RECORD_TIMEOUT = timedelta(seconds=30)
 # Continue as new between runs even while messages wait (a burst must not grow history forever).
 HANDOVER_WITH_QUEUE_PATCH = "continue-as-new-with-queue"
 
@@ -102,6 +113,8 @@ class SessionWorkflow:
         self.handing_over = False
         # An abort that arrived while the run's child was being started.
         self.abort_pending: str | None = None
+        # Messages wait until a reopened session's settings are restored.
+        self.ready = not inp.fresh
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -132,6 +145,7 @@ class SessionWorkflow:
         await self._accept(msg)
 
     async def _accept(self, msg: InboundMessage) -> SendReceipt:
+        await workflow.wait_condition(lambda: self.ready)
         qs = self._queue_settings(msg)
         mode = qs.mode
         self.s.message_seq += 1
@@ -301,9 +315,7 @@ class SessionWorkflow:
             note = f"aborting {run_id}"
             if waiting:
                 note += f"; {waiting} queued message(s) run after it"
-        return AbortReceipt(
-            session_key=self.s.key, run_id=run_id, queue_length=waiting, note=note
-        )
+        return AbortReceipt(session_key=self.s.key, run_id=run_id, queue_length=waiting, note=note)
 
     @workflow.update
     async def wait_started(self, seq: int) -> MessageFate:
@@ -355,7 +367,7 @@ class SessionWorkflow:
         )
 
     @workflow.update
-    def configure_queue(self, change: QueueChange) -> QueueSettings:
+    async def configure_queue(self, change: QueueChange) -> QueueSettings:
         """The `/queue` directive: set (merge) or reset the session's queue override; answers the
         settings now in force for a message without its own."""
         if change.reset:
@@ -365,6 +377,14 @@ class SessionWorkflow:
             self.s.queue_override = base.model_copy(
                 update=change.options.model_dump(exclude_none=True)
             )
+        # Kept beside the transcript: a reopened session keeps its queue settings.
+        await workflow.execute_local_activity(
+            RECORD_SESSION,
+            RecordSessionInput(
+                key=self.s.key, settings=self.s.settings, queue_override=self.s.queue_override
+            ),
+            start_to_close_timeout=SESSION_RECORD_TIMEOUT,
+        )
         return self._queue_settings()
 
     # -- the lane ---------------------------------------------------------------------------
@@ -376,7 +396,30 @@ class SessionWorkflow:
             return True
         return info.is_continue_as_new_suggested()
 
-    async def _ensure_event_stream(self) -> None:
+    async def _restore(self, inp: SessionInput) -> int:
+        """Settings an earlier incarnation of this key recorded (those the opening message did
+        not name), and where its event stream ended."""
+        if not inp.fresh or not workflow.patched(RESTORE_PATCH):
+            self.ready = True
+            return 0
+        restored: RestoredSession = await workflow.execute_local_activity(
+            RESTORE_SESSION,
+            RestoreSessionInput(
+                key=self.s.key,
+                settings=self.s.settings,
+                queue_override=self.s.queue_override,
+                explicit=inp.explicit,
+            ),
+            result_type=RestoredSession,
+            start_to_close_timeout=SESSION_RECORD_TIMEOUT,
+            summary="restore session settings",
+        )
+        self.s.settings = restored.settings
+        self.s.queue_override = restored.queue_override
+        self.ready = True
+        return restored.events_offset
+
+    async def _ensure_event_stream(self, base_offset: int = 0) -> None:
         if self.s.events_started:
             return
         try:
@@ -387,6 +430,10 @@ class SessionWorkflow:
                     continue_as_new_after_events=(
                         self.s.settings.events_continue_as_new_after_events
                     ),
+                    # A reopened session's stream goes on from the old one's last offset.
+                    stream_state=WorkflowStreamState(base_offset=base_offset)
+                    if base_offset
+                    else None,
                 ),
                 id=events_workflow_id(self.s.key),
                 parent_close_policy=ParentClosePolicy.ABANDON,
@@ -398,7 +445,7 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
-        await self._ensure_event_stream()
+        await self._ensure_event_stream(await self._restore(inp))
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.
             self._requeue(self.s.in_flight, "the session continued before the run ended")

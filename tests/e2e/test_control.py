@@ -241,3 +241,38 @@ async def test_a_tool_loop_is_detected_warned_and_stopped(
     again = await client.send_and_start(session_key, "say recovered")
     assert again.run_id
     assert (await client.wait_for_run(again.run_id)).reply == "recovered"
+
+
+async def test_close_then_send_keeps_settings_and_watch_completes(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(
+        session_key, "write kept.txt with 1 then say first", workspace=str(workspace)
+    )
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    await client.configure_queue(session_key, "mode:followup debounce:0 cap:7")
+    old_offset = await client.events_offset(session_key)
+    await client.close(session_key)
+
+    async def closed() -> None:
+        while await client.session_exists(session_key):
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(closed(), 30)
+    # Reopened by a message that names neither workspace nor model.
+    again = await client.send_and_start(session_key, "read kept.txt then say second")
+    assert again.run_id
+    status = await client.status(session_key)
+    assert status.workspace == str(workspace)
+    assert status.queue_settings is not None
+    assert (status.queue_settings.mode.value, status.queue_settings.cap) == ("followup", 7)
+    # A watcher at the old incarnation's offset sees the new run through to its end.
+    seen = [
+        item.offset async for item in client.watch(session_key, old_offset, until_run=again.run_id)
+    ]
+    assert seen and seen[0] >= old_offset
+    result = await client.wait_for_run(again.run_id)
+    assert result.reply.startswith("second")
+    tools = [e for e in client.transcript(session_key) if e.role == Role.TOOL]
+    assert tools[-1].text.strip() == "1"

@@ -1,0 +1,36 @@
+"""Contract of the activity that keeps a session's settings beside its transcript, so a session
+that was closed and is reopened by a new message keeps its model, workspace, thinking and queue
+settings, and its event stream's offsets go on from where the last incarnation stopped."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agentlane.queue_settings import QueueOptions
+from agentlane.session import SessionSettings
+
+RESTORE_SESSION = "restore_session"
+RECORD_SESSION = "record_session"
+
+
+class RestoreSessionInput(BaseModel):
+    key: str
+    settings: SessionSettings
+    queue_override: QueueOptions | None = None
+    # Settings the opening message named itself (`SessionSettings` field names): they win over
+    # the recorded ones.
+    explicit: list[str] = Field(default_factory=list)
+
+
+class RestoredSession(BaseModel):
+    settings: SessionSettings
+    queue_override: QueueOptions | None = None
+    # Where the previous incarnation's event stream ended (0 for a new key).
+    events_offset: int = 0
+    reopened: bool = False
+
+
+class RecordSessionInput(BaseModel):
+    key: str
+    settings: SessionSettings
+    queue_override: QueueOptions | None = None
