@@ -28,6 +28,10 @@ def test_histories_are_present() -> None:
         "interrupt_and_abort",
         "continue_as_new",
         "workspace_error",
+        "control",
+        "queue_policies",
+        "tool_loop",
+        "reopen_restore",
     } <= scenarios
 
 

@@ -1,11 +1,13 @@
 """SessionWorkflow: one long-lived workflow per chat session (id `session:<key>`).
 
 It is the session lane: at most one AgentRunWorkflow child at a time. Messages arrive as a
-validated update (`send`); what happens to a message that arrives while a run is busy is decided
-by its queue mode (`queue_policy`): steer it into the run, queue it durably, or interrupt the
-run. Nothing is dropped: steering that reaches a run too late comes back in the run's result and
-is queued again. The session continues as new when Temporal suggests it, between runs, carrying
-only its compact state.
+validated update (`send`, answered as soon as the message is in the session's state) or, when no
+worker answers, as a durable signal (`enqueue`). What happens to a message that arrives while a
+run is busy is decided by the queue policy (`workflows/policy/queue.py`, SPEC §17): steer it into
+the run, queue it (under the cap and its drop policy), or interrupt the run. A run holds its
+messages until it ends normally; a run that ends abnormally gives them back. `abort_run` stops
+the run in flight at its next safe point. The session continues as new between runs when
+Temporal suggests it, carrying only its compact state.
 """
 
 from __future__ import annotations
@@ -145,7 +147,10 @@ class SessionWorkflow:
         await self._accept(msg)
 
     async def _accept(self, msg: InboundMessage) -> SendReceipt:
-        await workflow.wait_condition(lambda: self.ready)
+        if not self.ready:
+            # Only while a reopened session restores its settings. Never yield otherwise: the
+            # message must be in the queue before the main loop looks at it again.
+            await workflow.wait_condition(lambda: self.ready)
         qs = self._queue_settings(msg)
         mode = qs.mode
         self.s.message_seq += 1

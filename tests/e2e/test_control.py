@@ -255,11 +255,9 @@ async def test_close_then_send_keeps_settings_and_watch_completes(
     old_offset = await client.events_offset(session_key)
     await client.close(session_key)
 
-    async def closed() -> None:
-        while await client.session_exists(session_key):
-            await asyncio.sleep(0.1)
-
-    await asyncio.wait_for(closed(), 30)
+    await asyncio.wait_for(
+        client.client.get_workflow_handle(f"session:{session_key}").result(), 30
+    )
     # Reopened by a message that names neither workspace nor model.
     again = await client.send_and_start(session_key, "read kept.txt then say second")
     assert again.run_id

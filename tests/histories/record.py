@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from agentlane.events import EventKind
+from agentlane.messages import Routing
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import wait_idle
@@ -99,6 +100,62 @@ async def close_and_reopen(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def control(client: AgentlaneClient, ws: Path) -> None:
+    """Abort at a safe point of a zero-latency loop, abort of an idle session, an interrupt, and
+    a run terminated by an operator whose message then runs again."""
+    loop = " then ".join(f"write f{i}.txt with {i}" for i in range(60)) + " then say done"
+    r = await client.send_and_start("ctl", loop, workspace=str(ws))
+    await asyncio.sleep(0.3)
+    await client.abort("ctl", "enough")
+    await client.wait_for_run(r.run_id or "")
+    await client.abort("ctl")  # nothing to abort
+    r = await client.send_and_start("ctl", loop)
+    await asyncio.sleep(0.2)
+    i = await client.send_and_start("ctl", "say switched", mode="interrupt")
+    await client.wait_for_run(i.run_id or "")
+    r = await client.send_and_start("ctl", "run `sleep 20` then say finally")
+    await asyncio.wait_for(
+        _until(client, "ctl", r.run_id or "", EventKind.TOOL_EXECUTION_START), 30
+    )
+    await client.client.get_workflow_handle(r.run_id or "").terminate("operator")
+    await wait_idle(client, "ctl", runs=5, timeout=60)
+
+
+async def queue_policies(client: AgentlaneClient, ws: Path) -> None:
+    """A burst under a small cap (summarize drops, overflow summary), a /queue change, a
+    duplicate message id, messages from two channels collected one by one."""
+    r = await client.send_and_start("qp", "count slowly to 30", workspace=str(ws))
+    await client.configure_queue("qp", "collect debounce:0 cap:3 drop:summarize")
+    for n in range(6):
+        await client.send("qp", f"say burst {n}", message_id=f"b{n}")
+    await client.send("qp", "say burst 0", message_id="b0")  # duplicate
+    await client.wait_for_run(r.run_id or "")
+    await wait_idle(client, "qp", runs=2, timeout=60)
+    r = await client.send_and_start("qp", "count slowly to 20")
+    await client.send("qp", "say from a", routing=Routing(channel="slack", to="channel:A"))
+    await client.send("qp", "say from b", routing=Routing(channel="slack", to="channel:B"))
+    await client.configure_queue("qp", "reset")
+    await client.wait_for_run(r.run_id or "")
+    await wait_idle(client, "qp", runs=5, timeout=60)
+
+
+async def tool_loop(client: AgentlaneClient, ws: Path) -> None:
+    r = await client.send_and_start(
+        "loop", " then ".join(["read notes.txt"] * 40) + " then say done", workspace=str(ws)
+    )
+    await client.wait_for_run(r.run_id or "")
+
+
+async def reopen_restore(client: AgentlaneClient, ws: Path) -> None:
+    r = await client.send_and_start("rr", "write a.txt with 1 then say first", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+    await client.configure_queue("rr", "followup cap:5")
+    await client.close("rr")
+    await asyncio.wait_for(client.client.get_workflow_handle("session:rr").result(), 30)
+    r = await client.send_and_start("rr", "read a.txt then say second")
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -106,6 +163,10 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "continue_as_new": continue_as_new,
     "workspace_error": workspace_error,
     "close_and_reopen": close_and_reopen,
+    "control": control,
+    "queue_policies": queue_policies,
+    "tool_loop": tool_loop,
+    "reopen_restore": reopen_restore,
 }
 
 
