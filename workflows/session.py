@@ -84,12 +84,10 @@ with workflow.unsafe.imports_passed_through():
         remove,
         resolve_settings,
     )
+    from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
     from workflows.session_events import SessionEventsWorkflow
 
 RECENT_MESSAGE_IDS = 500
-# A message whose runs end abnormally this many times is given up (visibly), never retried in a
-# silent loop.
-MAX_RUN_ATTEMPTS = 3
 # Fates kept for `wait_started`; older messages have long started.
 RECENT_FATES = 1000
 # `send` answers as soon as the message is in the session's state; code before this patch
@@ -574,21 +572,19 @@ class SessionWorkflow:
     def _requeue(self, held: InFlight, why: str) -> None:
         """A run that ended abnormally handled nothing: put its messages back at the head of the
         queue (steered ones as follow-ups), each at most MAX_RUN_ATTEMPTS times."""
-        retry: list[QueuedMessage] = []
-        for item in held.items:
-            item = item.model_copy(update={"attempts": item.attempts + 1, "debounce": True})
-            if item.attempts >= MAX_RUN_ATTEMPTS:
-                self.s.failed_messages += 1
-                self._set_fate(
-                    item.seq,
-                    FateState.FAILED,
-                    run_id=held.run_id,
-                    note=f"given up after {item.attempts} abnormal run ends; last: {why}",
-                )
-                workflow.logger.warning("message #%s given up: %s", item.seq, why)
-                continue
+        redelivery = after_abnormal_end(held.items, MAX_RUN_ATTEMPTS)
+        for item in redelivery.given_up:
+            self.s.failed_messages += 1
+            self._set_fate(
+                item.seq,
+                FateState.FAILED,
+                run_id=held.run_id,
+                note=f"given up after {item.attempts} abnormal run ends; last: {why}",
+            )
+            workflow.logger.warning("message #%s given up: %s", item.seq, why)
+        retry = list(redelivery.retry)
+        for item in retry:
             self._set_fate(item.seq, FateState.PENDING, note=f"retrying: {why}")
-            retry.append(item)
         for turn in held.steered:
             retry.append(self._requeue_turn(turn).model_copy(update={"debounce": True}))
         self.s.queue = [*retry, *self.s.queue]
