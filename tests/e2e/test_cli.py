@@ -1,0 +1,135 @@
+"""The CLI tells the truth: exit codes, unknown sessions, idle aborts, text from standard input,
+and a missing worker, each as a user meets them (real CLI processes, real server)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.harness import REPO, Deployment
+
+
+def cli(
+    dep: Deployment, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "clients.cli", *args],
+        cwd=REPO,
+        env=dep.env(),
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    )
+
+
+async def acli(
+    dep: Deployment, *args: str, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(cli, dep, *args, stdin=stdin)
+
+
+async def test_send_from_stdin_runs_and_exits_0(shared: Deployment, workspace: Path) -> None:
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    text = "say from stdin " + "x" * 10  # a long message works the same way
+    out = await acli(shared, "send", key, "-", "--workspace", str(workspace), stdin=text.encode())
+    assert out.returncode == 0, out.stderr
+    assert "success" in out.stderr
+
+
+async def test_a_message_over_the_argument_limit_reaches_the_validator(
+    shared: Deployment, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.txt"
+    big.write_text("y" * 150_000)
+    out = await acli(shared, "send", f"cli-{uuid.uuid4().hex[:8]}", "--file", str(big))
+    assert out.returncode == 2
+    assert "150000 characters; the limit is 100000" in out.stderr
+
+
+async def test_invalid_utf8_is_rejected_clearly(shared: Deployment) -> None:
+    out = await acli(shared, "send", f"cli-{uuid.uuid4().hex[:8]}", "-", stdin=b"caf\xe9 \xff")
+    assert out.returncode == 2
+    assert "not valid UTF-8" in out.stderr
+
+
+async def test_unknown_session_says_so(shared: Deployment) -> None:
+    key = f"never-{uuid.uuid4().hex[:8]}"
+    for command in ("status", "abort"):
+        out = await acli(shared, command, key)
+        assert out.returncode == 6, (command, out.stderr)
+        assert f"session {key} does not exist" in out.stderr
+
+
+async def test_abort_of_an_idle_session_and_queue_directive(
+    shared: Deployment, workspace: Path
+) -> None:
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    assert (
+        await acli(shared, "send", key, "say hi", "--workspace", str(workspace))
+    ).returncode == 0
+    out = await acli(shared, "abort", key)
+    assert out.returncode == 0 and "nothing to abort" in out.stdout
+    out = await acli(shared, "queue", key, "followup", "debounce:2s", "cap:5", "drop:old")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "mode:followup debounce:2000ms cap:5 drop:old dedupe:message-id"
+    out = await acli(shared, "queue", key, "sideways")
+    assert out.returncode == 2 and "sideways" in out.stderr
+    out = await acli(shared, "queue", key, "reset")
+    assert out.stdout.startswith("mode:collect debounce:1000ms cap:20 drop:summarize")
+
+
+async def test_failed_and_aborted_runs_have_their_exit_codes(
+    shared: Deployment, workspace: Path
+) -> None:
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    gone = workspace / "gone"
+    gone.mkdir()
+    assert (await acli(shared, "send", key, "say one", "--workspace", str(gone))).returncode == 0
+    gone.rmdir()
+    out = await acli(shared, "send", key, "say two")
+    assert out.returncode == 3, out.stderr
+    assert "error:" in out.stderr
+
+
+@pytest.fixture
+def no_worker(server: object, tmp_path: Path) -> Deployment:
+    return make_deployment(server, tmp_path)
+
+
+async def test_no_worker_answers_within_5s_and_the_message_runs_later(
+    no_worker: Deployment, tmp_path: Path
+) -> None:
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    started = time.monotonic()
+    out = await acli(no_worker, "send", key, "say later", "--workspace", str(ws))
+    took = time.monotonic() - started
+    assert out.returncode == 5, out.stderr
+    assert "no worker" in out.stderr and "agentlane worker" in out.stderr
+    assert took < 5 + 3  # the CLI's own start-up is on top of the 4 s wait
+    started = time.monotonic()
+    out = await acli(no_worker, "status", key)
+    assert out.returncode == 5 and time.monotonic() - started < 8
+    no_worker.start_worker()
+    try:
+        client = await AgentlaneClient.connect(settings_for(no_worker))
+        fate = await asyncio.wait_for(client.wait_started(key, 1), 60)
+        assert fate.run_id
+        result = await client.wait_for_run(fate.run_id)
+        assert result.reply == "later"
+        # Delivered once, even if the abandoned update also reached the session.
+        assert (await client.status(key)).runs == 1
+    finally:
+        no_worker.stop_workers()
