@@ -260,9 +260,7 @@ async def test_close_then_send_keeps_settings_and_watch_completes(
     old_offset = await client.events_offset(session_key)
     await client.close(session_key)
 
-    await asyncio.wait_for(
-        client.client.get_workflow_handle(f"session:{session_key}").result(), 30
-    )
+    await asyncio.wait_for(client.client.get_workflow_handle(f"session:{session_key}").result(), 30)
     # Reopened by a message that names neither workspace nor model.
     again = await client.send_and_start(session_key, "read kept.txt then say second")
     assert again.run_id
@@ -279,3 +277,28 @@ async def test_close_then_send_keeps_settings_and_watch_completes(
     assert result.reply.startswith("second")
     tools = [e for e in client.transcript(session_key) if e.role == Role.TOOL]
     assert tools[-1].text.strip() == "1"
+
+
+async def test_abort_lands_across_continue_as_new_hand_overs(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """The run continues as new every few steps; aborts at different moments all land."""
+    overrides: dict[str, object] = {"run_continue_as_new_after_events": 12}
+    ends = []
+    for delay in (0.05, 0.15, 0.3, 0.5):
+        receipt = await client.send_and_start(
+            session_key, fast_loop(80), workspace=str(workspace), session_overrides=overrides
+        )
+        assert receipt.run_id
+        await asyncio.sleep(delay)
+        abort = await client.abort(session_key, f"stop at {delay}")
+        assert abort.run_id == receipt.run_id
+        result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 20)
+        ends.append(result.status)
+        assert result.tool_calls < 80
+        segments = [
+            wf async for wf in client.client.list_workflows(f"WorkflowId = '{receipt.run_id}'")
+        ]
+        assert len(segments) > 1 or result.tool_calls < 3, "the run never continued as new"
+    assert ends == [ExecutionStatus.ABORTED] * 4
+    assert_transcript_valid(client.transcript(session_key))
