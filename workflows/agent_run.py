@@ -268,109 +268,131 @@ class AgentRunWorkflow:
         return info.is_continue_as_new_suggested()
 
     async def _loop(self) -> LoopEnd:
+        """The agent loop: model call, then its tools, until the model stops calling tools.
+        Every `return` is a way a run ends; every abort check a safe point."""
         while True:
-            # Safe point: before a model call.
-            if self._aborted():
+            if self._aborted():  # safe point: before a model call
                 return LoopEnd(TerminationReason.ABORT_SIGNAL)
             if turn_limit_reached(self.c.turn_index, self.req.max_turns):
-                return LoopEnd(
-                    TerminationReason.ERROR,
-                    ExecutionError(
-                        kind=ExecutionErrorKind.TOOL_ERROR,
-                        message=f"The run reached its turn limit ({self.req.max_turns}) "
-                        "and was stopped.",
-                    ),
-                )
+                return self._turn_limit_end()
             if self._continue_as_new_due():
                 return LoopEnd(continue_as_new=True)
             turn = self.c.turn_index
-            append = self.c.pending_user + self.c.steer
-            self.phase = RunPhase.STREAMING
-            announce = self._take_announce()
-            # The turn boundary every step has (previous turn's end, this turn's start) travels
-            # as two flags rather than two announcements: it is in every step's input.
-            close_turn: bool | None = None
-            last = announce[-1] if announce else None
-            if last and last.kind == EventKind.TURN_END and last.turn_index == turn - 1:
-                close_turn = bool(announce.pop().has_tool_calls)
-            try:
-                result = await workflow.execute_activity(
-                    CALL_MODEL,
-                    ModelCallInput(
-                        session_key=self.req.session_key,
-                        run_id=self.req.run_id,
-                        turn_index=turn,
-                        workspace="" if self.workspace_recorded else self.req.workspace,
-                        create_workspace=self.req.create_workspace,
-                        model=self.req.model,
-                        thinking=self.req.thinking,
-                        tools=self.req.tools,
-                        append_user=append,
-                        unanswered_reason=self.c.unanswered_reason,
-                        assistant_entry_id=self._entry_id(turn),
-                        announce=announce,
-                        close_turn=close_turn,
-                        open_turn=True,
-                        idle_timeout_seconds=self.req.idle_timeout_seconds,
-                        reasoning_mode=self.req.reasoning_mode,
-                    ),
-                    result_type=ModelCallResult,
-                    task_queue=model_task_queue(workflow.info().task_queue),
-                    start_to_close_timeout=opts.MODEL_CALL_START_TO_CLOSE,
-                    heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
-                    retry_policy=opts.MODEL_CALL_RETRY,
-                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                    summary=f"turn {turn}: {self.req.model.label()}",
-                )
-            except ActivityError as err:
-                if isinstance(err.cause, CancelledError):
-                    raise asyncio.CancelledError from err
-                self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
-                return _failure(err)
-            self.workspace_recorded = True
-            # The user turns are in the transcript now, and unanswered calls have been answered.
-            self.c.pending_user = []
-            self.c.steer = [t for t in self.c.steer if t not in append]
-            self.c.unanswered_reason = Unanswered.NOT_EXECUTED
-            self.c.usage = self.c.usage.record(result.usage)
-            entry_id = result.entry_id or self._entry_id(turn)
-            self.c.last_entry_id = entry_id
-            if result.reply_preview or not result.tool_calls:
-                self.c.reply_preview = result.reply_preview
+            result = await self._call_model(turn)
+            if isinstance(result, LoopEnd):
+                return result
+            entry_id = self._absorb(turn, result)
             has_tool_calls = bool(result.tool_calls)
             if has_tool_calls:
-                self.phase = RunPhase.TOOLS
-                for call in result.tool_calls:
-                    if call.rejected:
-                        continue
-                    # Safe point: between a model call and its tools, and between two tools.
-                    # The calls not run are answered as aborted by finish_run.
-                    if self._aborted():
-                        return LoopEnd(TerminationReason.ABORT_SIGNAL)
-                    if self.c.steer:
-                        # Steering: remaining calls are answered as skipped by the next model
-                        # call, which then sees the user's new message.
-                        self.c.unanswered_reason = Unanswered.SKIPPED_FOR_STEER
-                        break
-                    verdict = self._check_loop(turn, call)
-                    if verdict.blocked:
-                        # The next model call answers this call (and any after it in this turn)
-                        # with the detector's message.
-                        self.c.unanswered_reason = verdict.message
-                        self.c.blocked_calls += 1
-                        if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
-                            return self._stopped_for_loop(verdict.message)
-                        break
-                    ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
-                    if isinstance(ran, LoopEnd):
-                        return ran
-                    self._record_outcome(call, ran)
+                ended = await self._run_tools(turn, entry_id, result.tool_calls)
+                if ended is not None:
+                    return ended
             self._emit(EventKind.TURN_END, turn, has_tool_calls=has_tool_calls)
             self.c.turn_index += 1
             if not has_tool_calls:
                 if self.c.steer:
                     continue  # a steering message arrived during the last call: answer it
                 return LoopEnd(TerminationReason.NO_TOOL_CALLS)
+
+    async def _call_model(self, turn: int) -> ModelCallResult | LoopEnd:
+        append = self.c.pending_user + self.c.steer
+        self.phase = RunPhase.STREAMING
+        announce = self._take_announce()
+        # The turn boundary every step has (previous turn's end, this turn's start) travels
+        # as two flags rather than two announcements: it is in every step's input.
+        close_turn: bool | None = None
+        last = announce[-1] if announce else None
+        if last and last.kind == EventKind.TURN_END and last.turn_index == turn - 1:
+            close_turn = bool(announce.pop().has_tool_calls)
+        try:
+            result: ModelCallResult = await workflow.execute_activity(
+                CALL_MODEL,
+                ModelCallInput(
+                    session_key=self.req.session_key,
+                    run_id=self.req.run_id,
+                    turn_index=turn,
+                    workspace="" if self.workspace_recorded else self.req.workspace,
+                    create_workspace=self.req.create_workspace,
+                    model=self.req.model,
+                    thinking=self.req.thinking,
+                    tools=self.req.tools,
+                    append_user=append,
+                    unanswered_reason=self.c.unanswered_reason,
+                    assistant_entry_id=self._entry_id(turn),
+                    announce=announce,
+                    close_turn=close_turn,
+                    open_turn=True,
+                    idle_timeout_seconds=self.req.idle_timeout_seconds,
+                    reasoning_mode=self.req.reasoning_mode,
+                ),
+                result_type=ModelCallResult,
+                task_queue=model_task_queue(workflow.info().task_queue),
+                start_to_close_timeout=opts.MODEL_CALL_START_TO_CLOSE,
+                heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+                retry_policy=opts.MODEL_CALL_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"turn {turn}: {self.req.model.label()}",
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise asyncio.CancelledError from err
+            self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
+            return _failure(err)
+        # The user turns are in the transcript now, and unanswered calls have been answered.
+        self.c.pending_user = []
+        self.c.steer = [t for t in self.c.steer if t not in append]
+        return result
+
+    def _absorb(self, turn: int, result: ModelCallResult) -> str:
+        """Take what a model call reports into the run's state; return its entry id."""
+        self.workspace_recorded = True
+        self.c.unanswered_reason = Unanswered.NOT_EXECUTED
+        self.c.usage = self.c.usage.record(result.usage)
+        entry_id = result.entry_id or self._entry_id(turn)
+        self.c.last_entry_id = entry_id
+        if result.reply_preview or not result.tool_calls:
+            self.c.reply_preview = result.reply_preview
+        return entry_id
+
+    async def _run_tools(
+        self, turn: int, entry_id: str, calls: list[ToolCallRef]
+    ) -> LoopEnd | None:
+        """The model's tool calls in order. Calls not run (abort, steering, a loop block) are
+        answered by the next model call or by finish_run, so the transcript stays valid."""
+        self.phase = RunPhase.TOOLS
+        for call in calls:
+            if call.rejected:
+                continue
+            if self._aborted():  # safe point: after the model call, between two tools
+                return LoopEnd(TerminationReason.ABORT_SIGNAL)
+            if self.c.steer:
+                # Steering: remaining calls are answered as skipped by the next model call,
+                # which then sees the user's new message.
+                self.c.unanswered_reason = Unanswered.SKIPPED_FOR_STEER
+                return None
+            verdict = self._check_loop(turn, call)
+            if verdict.blocked:
+                # The next model call answers this call (and any after it in this turn) with
+                # the detector's message.
+                self.c.unanswered_reason = verdict.message
+                self.c.blocked_calls += 1
+                if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
+                    return self._stopped_for_loop(verdict.message)
+                return None
+            ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
+            if isinstance(ran, LoopEnd):
+                return ran
+            self._record_outcome(call, ran)
+        return None
+
+    def _turn_limit_end(self) -> LoopEnd:
+        return LoopEnd(
+            TerminationReason.ERROR,
+            ExecutionError(
+                kind=ExecutionErrorKind.TOOL_ERROR,
+                message=f"The run reached its turn limit ({self.req.max_turns}) and was stopped.",
+            ),
+        )
 
     # -- tool-loop detection (SPEC §14; decisions in workflows/policy/loop_detection) ----------
 
