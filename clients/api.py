@@ -209,21 +209,26 @@ class AgentlaneClient:
         workspace: str | None = None,
         model: str | None = None,
         session_overrides: dict[str, object] | None = None,
+        queue: QueueOptions | str | None = None,
         worker_wait: float = WORKER_WAIT_SECONDS,
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet.
 
         Returns once the session holds the message durably, not when its run starts (learn that
-        from the event stream, or with `wait_started`). With no worker answering within
+        from the event stream, or with `wait_started`). `queue` sets queue options for this
+        message alone (SPEC §17.2 inline: `QueueOptions`, or directive words such as
+        "debounce:0 cap:5"). With no worker answering within
         `worker_wait` seconds the message is handed over as a signal, which the server keeps in
         history until a worker runs it, and `NoWorker` says so."""
         key = check_session_key(session_key)
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
         try:
+            options = _queue_options(queue)
             message = InboundMessage(
                 text=text,
                 mode=mode,
+                queue=options,
                 # A redelivery through the no-worker path must not run twice.
                 message_id=message_id or f"client-{uuid.uuid4().hex}",
                 routing=routing or Routing(),
@@ -556,6 +561,15 @@ class AgentlaneClient:
     def transcript(self, session_key: str) -> list[TranscriptEntry]:
         """Read the transcript from the store (local or shared storage)."""
         return TranscriptStore(self.settings.transcripts_dir).read(check_session_key(session_key))
+
+
+def _queue_options(queue: QueueOptions | str | None) -> QueueOptions | None:
+    if not isinstance(queue, str):
+        return queue
+    parsed = parse_queue_directive(queue)
+    if parsed == "reset":
+        raise ValueError("`reset` changes a session's settings; it is not an option of a message")
+    return parsed
 
 
 def _failure_text(err: WorkflowUpdateFailedError) -> str:

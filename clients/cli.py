@@ -92,6 +92,7 @@ async def _send(args: argparse.Namespace) -> int:
             workspace=args.workspace,
             model=args.model,
             message_id=args.message_id,
+            queue=args.queue,
         )
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -310,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", help="workspace folder (used when the session is created)")
     p.add_argument("--model", help="provider/model, e.g. offline/planner")
     p.add_argument("--message-id", help="provider message id, for dedupe")
+    p.add_argument("--queue", help='queue options for this message alone, e.g. "debounce:0 cap:5"')
     p.add_argument(
         "--no-watch",
         dest="watch",
