@@ -264,10 +264,7 @@ class AgentlaneClient:
         await self.client.start_workflow(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
-            id=session_workflow_id(key),
-            task_queue=self.settings.workflow_task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"chat session **{key}**",
+            **self._session_start_options(key),
             start_signal="enqueue",
             start_signal_args=[message],
         )
@@ -284,11 +281,16 @@ class AgentlaneClient:
         return WithStartWorkflowOperation(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
-            id=session_workflow_id(key),
-            task_queue=self.settings.workflow_task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            static_summary=f"chat session **{key}**",
+            **self._session_start_options(key),
         )
+
+    def _session_start_options(self, key: str) -> dict[str, Any]:
+        return {
+            "id": session_workflow_id(key),
+            "task_queue": self.settings.workflow_task_queue,
+            "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+            "static_summary": f"chat session **{key}**",
+        }
 
     async def _answer_or_no_worker(self, call: asyncio.Future[T], worker_wait: float) -> T:
         """The call's answer; `_NoAnswer` (the call cancelled) when no worker polls the task
@@ -359,10 +361,7 @@ class AgentlaneClient:
         try:
             settings: QueueSettings = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
         except _NoAnswer:
-            raise NoWorker(
-                f"session {key} exists, but no worker answered within "
-                f"{WORKER_WAIT_SECONDS:.0f} s; {NO_WORKER_HINT}"
-            ) from None
+            raise _no_worker(key) from None
         return settings
 
     async def send_and_start(self, session_key: str, text: str, **kwargs: Any) -> SendReceipt:
@@ -443,10 +442,7 @@ class AgentlaneClient:
                 handle.query(SessionWorkflow.status), WORKER_WAIT_SECONDS
             )
         except TimeoutError as err:
-            raise NoWorker(
-                f"session {key} exists, but no worker answered within "
-                f"{WORKER_WAIT_SECONDS:.0f} s; {NO_WORKER_HINT}"
-            ) from err
+            raise _no_worker(key) from err
         if status.current_run_id:
             progress = await self.run_progress(status.current_run_id)
             if progress is not None:
@@ -561,6 +557,13 @@ class AgentlaneClient:
     def transcript(self, session_key: str) -> list[TranscriptEntry]:
         """Read the transcript from the store (local or shared storage)."""
         return TranscriptStore(self.settings.transcripts_dir).read(check_session_key(session_key))
+
+
+def _no_worker(key: str) -> NoWorker:
+    return NoWorker(
+        f"session {key} exists, but no worker answered within "
+        f"{WORKER_WAIT_SECONDS:.0f} s; {NO_WORKER_HINT}"
+    )
 
 
 def _queue_options(queue: QueueOptions | str | None) -> QueueOptions | None:
