@@ -129,6 +129,9 @@ class AgentRunWorkflow:
         self.announce: list[Announcement] = list(self.c.announce)
         self.c.announce = []
         self.abort_reason: str | None = None
+        # Loop detection's state lives here as a model; it is dumped into the carry only when the
+        # run continues as new (not on every tool call).
+        self.loops = LoopState.model_validate(self.c.loops)
         # The first model call of each run segment names the workspace; it records it for the
         # calls after it.
         self.workspace_recorded = False
@@ -231,7 +234,12 @@ class AgentRunWorkflow:
 
     def _carry_for_next(self) -> RunCarry:
         # Lifecycle events not yet published go out with the next segment's first activity.
-        return self.c.model_copy(update={"announce": self._take_announce()})
+        return self.c.model_copy(
+            update={
+                "announce": self._take_announce(),
+                "loops": self.loops.model_dump(mode="json"),
+            }
+        )
 
     async def _stop(self, loop: asyncio.Task[LoopEnd], budget: bool = False) -> LoopEnd:
         """Cancel what the loop is waiting on and wait for it to stop.
@@ -402,7 +410,7 @@ class AgentRunWorkflow:
         config = self.req.loop_detection
         if not call.signature:
             return NOT_STUCK  # recorded by code from before loop detection: nothing to compare
-        state = LoopState.model_validate(self.c.loops)
+        state = self.loops
         verdict = check_call(state, call.name, call.signature, call.known_poll, config)
         if verdict.level != LoopLevel.NONE:
             emit, state = warning_to_emit(state, verdict)
@@ -423,22 +431,20 @@ class AgentRunWorkflow:
                 workflow.logger.warning("tool loop (%s): %s", verdict.level.value, verdict.message)
         if not verdict.blocked:
             state = record_call(state, call.name, call.signature, call.id, call.known_poll, config)
-        self.c.loops = state.model_dump(mode="json")
+        self.loops = state
         return verdict
 
     def _record_outcome(self, call: ToolCallRef, outcome: ToolCallOutcome) -> None:
         if not outcome.outcome_hash:
             return
-        state = LoopState.model_validate(self.c.loops)
-        state = record_outcome(
-            state,
+        self.loops = record_outcome(
+            self.loops,
             call.id,
             call.name,
             call.signature,
             outcome.outcome_hash,
             self.req.loop_detection,
         )
-        self.c.loops = state.model_dump(mode="json")
 
     def _stopped_for_loop(self, message: str) -> LoopEnd:
         return LoopEnd(
