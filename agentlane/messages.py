@@ -58,6 +58,25 @@ def check_inbound(msg: InboundMessage) -> None:
         parse_queue_mode(msg.mode)
 
 
+class FateState(StrEnum):
+    PENDING = "pending"  # accepted and waiting in the queue
+    STARTED = "started"  # a run took it as (part of) its prompt
+    STEERED = "steered"  # steered into a run that was already going
+    DUPLICATE = "duplicate"  # a redelivery of a message already received
+    DROPPED = "dropped"  # dropped by the queue's cap policy; in the overflow summary
+    FAILED = "failed"  # its runs kept ending abnormally; given up after the retry limit
+
+
+class MessageFate(BaseModel):
+    """What became of one accepted message (`wait_started` answers with it)."""
+
+    seq: int
+    state: FateState
+    run_id: str | None = None
+    note: str = ""
+    message_id: str | None = None
+
+
 class SendDisposition(StrEnum):
     STARTED = "started"  # the session was idle: its run starts now
     QUEUED = "queued"
@@ -74,6 +93,9 @@ class SendReceipt(BaseModel):
     run_id: str | None = None
     queue_length: int = 0
     note: str = ""
+    # For a duplicate: the message it repeats, and what became of that one.
+    duplicate_of: int | None = None
+    original: MessageFate | None = None
 
 
 class AbortRequest(BaseModel):
@@ -87,22 +109,4 @@ class AbortReceipt(BaseModel):
     session_key: str
     run_id: str | None = None
     queue_length: int = 0
-    note: str = ""
-
-
-class FateState(StrEnum):
-    PENDING = "pending"  # accepted and waiting in the queue
-    STARTED = "started"  # a run took it as (part of) its prompt
-    STEERED = "steered"  # steered into a run that was already going
-    DUPLICATE = "duplicate"  # a redelivery of a message already received
-    DROPPED = "dropped"  # dropped by the queue's cap policy; in the overflow summary
-    FAILED = "failed"  # its runs kept ending abnormally; given up after the retry limit
-
-
-class MessageFate(BaseModel):
-    """What became of one accepted message (`wait_started` answers with it)."""
-
-    seq: int
-    state: FateState
-    run_id: str | None = None
     note: str = ""

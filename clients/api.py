@@ -245,17 +245,23 @@ class AgentlaneClient:
             *(["model"] if model is not None else []),
             *(session_overrides or {}),
         ]
-        call = asyncio.ensure_future(
-            self._with_backoff(
-                lambda: self.client.execute_update_with_start_workflow(
-                    SessionWorkflow.send,
-                    message,
-                    start_workflow_operation=self._start_operation(key, state, explicit),
-                )
+        attempts = 0
+
+        async def attempt() -> SendReceipt:
+            nonlocal attempts
+            attempts += 1
+            answer: SendReceipt = await self.client.execute_update_with_start_workflow(
+                SessionWorkflow.send,
+                message,
+                start_workflow_operation=self._start_operation(key, state, explicit),
             )
-        )
+            return answer
+
+        call = asyncio.ensure_future(self._with_backoff(attempt))
         try:
             receipt: SendReceipt = await self._answer_or_no_worker(call, worker_wait)
+            if attempts > 1:
+                receipt = _own_duplicate(receipt)
             return receipt
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
@@ -326,14 +332,16 @@ class AgentlaneClient:
 
     @staticmethod
     async def _with_backoff(call: Callable[[], Awaitable[T]]) -> T:
-        """Retry what the server refused for load (a workflow takes only a few updates at once):
-        a burst of senders waits its turn instead of failing."""
+        """Retry what the server refused for load (a workflow takes only so many updates at
+        once) and updates it aborted because the session continued as new or closed under them:
+        a burst of senders waits its turn instead of failing. A retried send that the session had
+        in fact taken comes back as its own duplicate (see `_own_duplicate`)."""
         delay = 0.02
         while True:
             try:
                 return await call()
             except RPCError as err:
-                if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                if not _retryable(err):
                     raise
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
@@ -557,6 +565,34 @@ class AgentlaneClient:
     def transcript(self, session_key: str) -> list[TranscriptEntry]:
         """Read the transcript from the store (local or shared storage)."""
         return TranscriptStore(self.settings.transcripts_dir).read(check_session_key(session_key))
+
+
+def _retryable(err: RPCError) -> bool:
+    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+        return True
+    return err.status == RPCStatusCode.UNAVAILABLE and "update was aborted" in err.message
+
+
+def _own_duplicate(receipt: SendReceipt) -> SendReceipt:
+    """A send retried after its update was aborted may find that the first try got through:
+    report that acceptance, not a duplicate."""
+    original = receipt.original
+    if receipt.disposition != SendDisposition.DUPLICATE or original is None:
+        return receipt
+    disposition = {
+        FateState.STARTED: SendDisposition.STARTED,
+        FateState.STEERED: SendDisposition.STEERED,
+    }.get(original.state, SendDisposition.QUEUED)
+    return receipt.model_copy(
+        update={
+            "message_seq": original.seq,
+            "disposition": disposition,
+            "run_id": original.run_id,
+            "duplicate_of": None,
+            "original": None,
+            "note": "accepted on an earlier try of this send",
+        }
+    )
 
 
 def _no_worker(key: str) -> NoWorker:

@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -86,7 +87,9 @@ def build_workers(
     ]
 
 
-async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> None:
+async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
+    """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
+    a supervisor restarts the process and an operator can see why)."""
     client = await connect(settings)
     publishers = SessionPublishers(settings.stream_batch_interval)
     workers = build_workers(client, settings, publishers)
@@ -111,9 +114,20 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     done, _ = await asyncio.wait(
         [*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
     )
+    status = 0
+    queues: dict[asyncio.Task[Any], str] = {
+        task: worker.task_queue for task, worker in zip(tasks, workers, strict=True)
+    }
     for task in done:
-        if task in tasks and task.exception():
-            log.error("a worker stopped: %s", task.exception())
+        if task not in queues:
+            log.info("worker %s stopping on a signal", os.getpid())
+            continue
+        status = 1
+        queue = queues[task]
+        if task.exception():
+            log.error("the worker for %s stopped: %r", queue, task.exception())
+        else:
+            log.error("the worker for %s stopped by itself; exiting", queue)
     await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
     # Activities no longer wait for their events on success; send what they left.
     try:
@@ -121,6 +135,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             await publishers.close()
     except TimeoutError:
         log.warning("stopped with events not sent to the stream")
+    return status
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -128,10 +143,11 @@ def main(argv: list[str] | None = None) -> None:
         level=os.environ.get("AGENTLANE_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(run_worker(Settings.from_env()))
+    status = asyncio.run(run_worker(Settings.from_env()))
     sys.stdout.flush()
+    sys.stderr.flush()
     # Short-lived processes using the SDK can crash at interpreter exit (sdk-python#300).
-    os._exit(0)
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -173,7 +173,11 @@ class SessionWorkflow:
         if check_duplicate(self.s.queue, self.s.recent_ids, item, self.s.key, qs.dedupe, now):
             note = "already received (same message id)"
             self._set_fate(seq, FateState.DUPLICATE, note=note)
-            return self._receipt(seq, SendDisposition.DUPLICATE, mode, note=note)
+            original = self._original(msg.message_id)
+            receipt = self._receipt(seq, SendDisposition.DUPLICATE, mode, note=note)
+            if original is not None:
+                receipt.duplicate_of, receipt.original = original.seq, original
+            return receipt
         remembered = recent_key(item, self.s.key, qs.dedupe)
         if remembered is not None:
             self.s.recent_ids = remember(self.s.recent_ids, remembered, now)
@@ -200,7 +204,12 @@ class SessionWorkflow:
                 self._enqueue(item.model_copy(update={"debounce": True}), qs)
             if steered:
                 if action == Action.STEER:
-                    self._set_fate(seq, FateState.STEERED, run_id=self.current_run_id)
+                    self._set_fate(
+                        seq,
+                        FateState.STEERED,
+                        run_id=self.current_run_id,
+                        message_id=msg.message_id,
+                    )
                 return self._receipt(seq, SendDisposition.STEERED, mode, run_id=self.current_run_id)
             return self._receipt(
                 seq,
@@ -258,7 +267,7 @@ class SessionWorkflow:
                 note=f"dropped by the queue cap ({qs.cap}, drop policy {qs.drop.value})",
             )
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
-        self._set_fate(item.seq, FateState.PENDING)
+        self._set_fate(item.seq, FateState.PENDING, message_id=item.message_id)
         if item.debounce:
             self.s.last_enqueued_at = workflow.time()
 
@@ -339,11 +348,30 @@ class SessionWorkflow:
         return None
 
     def _set_fate(
-        self, seq: int, state: FateState, run_id: str | None = None, note: str = ""
+        self,
+        seq: int,
+        state: FateState,
+        run_id: str | None = None,
+        note: str = "",
+        message_id: str | None = None,
     ) -> None:
+        previous = self._fate(seq)
+        if message_id is None and previous is not None:
+            message_id = previous.message_id
         fates = [f for f in self.s.fates if f.seq != seq]
-        fates.append(MessageFate(seq=seq, state=state, run_id=run_id, note=note))
+        fates.append(
+            MessageFate(seq=seq, state=state, run_id=run_id, note=note, message_id=message_id)
+        )
         self.s.fates = fates[-RECENT_FATES:]
+
+    def _original(self, message_id: str | None) -> MessageFate | None:
+        """The accepted message a duplicate repeats (what a sender that retried needs)."""
+        if message_id is None:
+            return None
+        for fate in reversed(self.s.fates):
+            if fate.message_id == message_id and fate.state != FateState.DUPLICATE:
+                return fate
+        return None
 
     @workflow.signal
     def close(self) -> None:

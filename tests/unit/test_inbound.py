@@ -38,3 +38,37 @@ def test_per_message_queue_options_from_words() -> None:
     assert _queue_options(None) is None
     with pytest.raises(ValueError, match="reset"):
         _queue_options("reset")
+
+
+def test_a_retried_send_that_got_through_reports_its_acceptance() -> None:
+    from agentlane.messages import FateState, MessageFate, QueueMode, SendDisposition, SendReceipt
+    from clients.api import _own_duplicate
+
+    original = MessageFate(seq=4, state=FateState.STARTED, run_id="r2", message_id="m")
+    dup = SendReceipt(
+        session_key="k",
+        message_seq=9,
+        disposition=SendDisposition.DUPLICATE,
+        mode=QueueMode.COLLECT,
+        duplicate_of=4,
+        original=original,
+    )
+    mine = _own_duplicate(dup)
+    assert (mine.message_seq, mine.disposition, mine.run_id) == (4, SendDisposition.STARTED, "r2")
+    queued = _own_duplicate(
+        dup.model_copy(update={"original": original.model_copy(update={"state": "pending"})})
+    )
+    assert queued.disposition == SendDisposition.QUEUED
+    plain = dup.model_copy(update={"original": None, "duplicate_of": None})
+    assert _own_duplicate(plain) == plain
+
+
+def test_only_load_and_aborted_updates_are_retried() -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from clients.api import _retryable
+
+    assert _retryable(RPCError("busy", RPCStatusCode.RESOURCE_EXHAUSTED, b""))
+    assert _retryable(RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b""))
+    assert not _retryable(RPCError("connection refused", RPCStatusCode.UNAVAILABLE, b""))
+    assert not _retryable(RPCError("nope", RPCStatusCode.INVALID_ARGUMENT, b""))
