@@ -429,6 +429,12 @@ class AgentRunWorkflow:
                     },
                 )
                 workflow.logger.warning("tool loop (%s): %s", verdict.level.value, verdict.message)
+                # Shown on the run's page in the Temporal UI.
+                workflow.set_current_details(
+                    f"run **{self.req.run_id}** on {self.req.model.label()}; tool loop "
+                    f"{verdict.level.value} ({verdict.detector.value if verdict.detector else ''}, "
+                    f"{verdict.count} calls): {verdict.message[:200]}"
+                )
         if not verdict.blocked:
             state = record_call(state, call.name, call.signature, call.id, call.known_poll, config)
         self.loops = state

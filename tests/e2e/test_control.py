@@ -302,3 +302,31 @@ async def test_abort_lands_across_continue_as_new_hand_overs(
         assert len(segments) > 1 or result.tool_calls < 3, "the run never continued as new"
     assert ends == [ExecutionStatus.ABORTED] * 4
     assert_transcript_valid(client.transcript(session_key))
+
+
+async def test_abort_during_a_streaming_model_call(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(
+        session_key, "count slowly to 400", workspace=str(workspace)
+    )
+    assert first.run_id
+
+    async def streaming() -> None:
+        async for item in client.watch(session_key, 0):
+            if item.event.kind == EventKind.TEXT_DELTA:
+                return
+
+    await asyncio.wait_for(streaming(), 30)
+    watcher = asyncio.create_task(end_seen(client, session_key, first.run_id))
+    asked = time.monotonic()
+    await client.abort(session_key)
+    seen = await asyncio.wait_for(watcher, 30)
+    assert seen - asked < 2.0, f"{seen - asked:.2f}s"
+    result = await client.wait_for_run(first.run_id)
+    assert result.status == ExecutionStatus.ABORTED
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    partial = [e for e in entries if e.role == Role.ASSISTANT]
+    assert partial and partial[-1].stop_reason == "aborted"
+    assert partial[-1].text.startswith("1 2 3")
