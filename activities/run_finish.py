@@ -11,6 +11,7 @@ from temporalio import activity
 from activities.model_output.normalization import normalize_text
 from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore
+from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 
 
@@ -29,7 +30,7 @@ class RunFinishActivity:
             reply = normalize_text(last.text) or "" if last is not None else ""
         runs = self.store.session_dir(result.session_key) / "runs.jsonl"
         if not (runs.exists() and f'"run_id":"{result.run_id}"' in runs.read_text()):
-            with runs.open("a") as fh:
+            with private_open(runs, "a") as fh:
                 record = json.loads(result.model_dump_json())
                 fh.write(json.dumps(record, separators=(",", ":")) + "\n")
         return reply

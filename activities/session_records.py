@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from pathlib import Path
 
 from temporalio import activity
@@ -14,6 +13,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from activities.transcript_store import TranscriptStore
 from agentlane.ids import events_workflow_id
+from agentlane.private_files import write_private
 from agentlane.session import SessionSettings
 from agentlane.session_records import (
     RECORD_SESSION,
@@ -35,7 +35,28 @@ class SessionRecords:
     def _path(self, key: str) -> Path:
         return self.store.session_dir(key) / RECORD_FILE
 
+    def _runs_numbered(self, key: str, recorded: int) -> int:
+        """The highest run number any incarnation of the key used: the recorded count, or the
+        runs in runs.jsonl (a session that was never closed cleanly recorded no count)."""
+        highest = recorded
+        try:
+            lines = (self.store.session_dir(key) / "runs.jsonl").read_text().splitlines()
+        except OSError:
+            return highest
+        for line in lines:
+            try:
+                run_id = str(json.loads(line).get("run_id", ""))
+                highest = max(highest, int(run_id.rsplit(":run:", 1)[1]))
+            except (ValueError, IndexError, AttributeError):
+                continue
+        return highest
+
     def _merge(self, inp: RestoreSessionInput) -> RestoredSession:
+        restored = self._merge_settings(inp)
+        restored.run_count = self._runs_numbered(inp.key, restored.run_count)
+        return restored
+
+    def _merge_settings(self, inp: RestoreSessionInput) -> RestoredSession:
         path = self._path(inp.key)
         if not path.exists():
             return RestoredSession(settings=inp.settings, queue_override=inp.queue_override)
@@ -52,15 +73,19 @@ class SessionRecords:
             settings=settings,
             queue_override=override,
             reopened=True,
+            run_count=int(recorded.get("run_count") or 0),
         )
 
-    def record(self, key: str, settings: SessionSettings, override: object) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        body = {"settings": settings.model_dump(mode="json"), "queue_override": override}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(body))
-        os.replace(tmp, path)
+    def record(
+        self, key: str, settings: SessionSettings, override: object, run_count: int = 0
+    ) -> None:
+        body = {
+            "settings": settings.model_dump(mode="json"),
+            "queue_override": override,
+            "run_count": run_count,
+        }
+        self.store.ensure_session_dir(key)
+        write_private(self._path(key), json.dumps(body).encode())
 
     @activity.defn(name=RESTORE_SESSION)
     async def restore_session(self, inp: RestoreSessionInput) -> RestoredSession:
@@ -70,7 +95,9 @@ class SessionRecords:
             if restored.queue_override
             else None
         )
-        await asyncio.to_thread(self.record, inp.key, restored.settings, override)
+        await asyncio.to_thread(
+            self.record, inp.key, restored.settings, override, restored.run_count
+        )
         if restored.reopened:
             # The previous incarnation's stream (closed or still draining) tells where its
             # offsets ended; the new stream goes on from there, so no watcher's offset is stale.
@@ -88,4 +115,4 @@ class SessionRecords:
             if inp.queue_override
             else None
         )
-        await asyncio.to_thread(self.record, inp.key, inp.settings, override)
+        await asyncio.to_thread(self.record, inp.key, inp.settings, override, inp.run_count)

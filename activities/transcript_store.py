@@ -12,6 +12,7 @@ was appended since, so long conversations do not cost a full re-read per model c
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import threading
 import time
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentlane.ids import file_safe
+from agentlane.ids import file_safe, storage_name
+from agentlane.private_files import private_open, write_private
 from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
 
 
@@ -61,15 +63,59 @@ class _Parsed:
     answered: set[str] = field(default_factory=set)
 
 
+OWNER_FILE = ".key"
+
+
 class TranscriptStore:
     def __init__(self, root: Path, fsync: bool = True) -> None:
         self.root = root
         self.fsync = fsync
         self._cache: dict[str, _Parsed] = {}
+        self._dirs: dict[str, Path] = {}
         self._lock = threading.Lock()
 
     def session_dir(self, key: str) -> Path:
-        return self.root / file_safe(key)
+        """The key's folder (`agentlane.ids.storage_name`), or the folder an earlier version
+        wrote for it under the old, colliding name when that folder is the key's own."""
+        known = self._dirs.get(key)
+        if known is not None:
+            return known
+        found = self.root / storage_name(key)
+        legacy = self.root / file_safe(key)
+        if legacy != found and not found.exists() and self._owned_by(legacy, key):
+            found = legacy
+        self._dirs[key] = found
+        return found
+
+    @staticmethod
+    def _owned_by(directory: Path, key: str) -> bool:
+        """Whether an old-named folder holds `key`'s data: its owner file says so, or (written
+        before owner files) its first user message's id starts with the key."""
+        owner = directory / OWNER_FILE
+        if owner.exists():
+            return owner.read_text() == key
+        try:
+            with (directory / "transcript.jsonl").open("rb") as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if entry.get("role") == "user":
+                        return str(entry.get("id", "")).startswith(f"{key}.")
+        except OSError:
+            return False
+        return False
+
+    def ensure_session_dir(self, key: str) -> Path:
+        directory = self.session_dir(key)
+        if not directory.exists():
+            # Only the project's user can read transcripts (0700 folders, 0600 files).
+            directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+        owner = directory / OWNER_FILE
+        if not owner.exists():
+            write_private(owner, key.encode())
+        return directory
 
     def path(self, key: str) -> Path:
         return self.session_dir(key) / "transcript.jsonl"
@@ -85,10 +131,8 @@ class TranscriptStore:
         path = self._run_workspace_path(key, run_chain)
         if path.exists() and path.read_text() == workspace:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(workspace)
-        tmp.replace(path)
+        self.ensure_session_dir(key)
+        write_private(path, workspace.encode())
 
     def run_workspace(self, key: str, run_chain: str) -> str | None:
         try:
@@ -201,9 +245,8 @@ class TranscriptStore:
 
     @contextmanager
     def _file_lock(self, key: str) -> Iterator[None]:
-        directory = self.session_dir(key)
-        directory.mkdir(parents=True, exist_ok=True)
-        with (directory / ".lock").open("a") as lock:
+        directory = self.ensure_session_dir(key)
+        with private_open(directory / ".lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -258,7 +301,7 @@ class TranscriptStore:
                 lines.append(entry.model_dump_json(exclude_defaults=True).encode() + b"\n")
                 written.append(entry)
             if lines:
-                with path.open("ab") as fh:
+                with private_open(path, "ab") as fh:
                     fh.write(b"".join(lines))
                     fh.flush()
                     if self.fsync:

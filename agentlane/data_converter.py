@@ -27,6 +27,7 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from agentlane.private_files import write_private
 from agentlane.wire import CompactModel
 
 
@@ -75,10 +76,7 @@ class LocalFileStorageDriver(StorageDriver):
         digest = hashlib.sha256(data).hexdigest()
         path = self._path(digest)
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(path)
+            write_private(path, data)  # payloads hold messages and tool output: 0600
         return digest
 
     def _read(self, digest: str) -> bytes:

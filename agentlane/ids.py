@@ -1,10 +1,26 @@
-"""Workflow ids and session-key rules, in one place so every role derives them the same way."""
+"""Workflow ids, storage names and session-key rules, in one place so every role derives them
+the same way.
+
+The identity scheme (README "Session keys and ids"):
+- A key is 1-128 characters from letters, digits and `._@:-`, starting with a letter or digit,
+  without `..`. Its `:`-separated segments may not be one of `RESERVED_SEGMENTS`: those spell
+  the ids derived from a key (`session:<key>:events`, `session:<key>:run:<n>`), so no key can
+  spell another session's workflow ids, and no two keys share one.
+- Folders (transcripts, workspaces) are named by `storage_name`: the key itself when it has only
+  letters, digits and `.-@`, else the key with every other character percent-encoded (`col:x`
+  -> `col%3Ax`, `col_x` -> `col%5Fx`). `%` never appears in a key, so the mapping is injective.
+  Data written under the earlier name (`:` -> `_`, which let `col:x` and `col_x` collide) is
+  still found when it belongs to the key (see `activities/transcript_store.py`).
+"""
 
 from __future__ import annotations
 
 import re
 
 SESSION_KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
+# Segments that derived workflow ids use (and a few kept for children to come).
+RESERVED_SEGMENTS = frozenset({"events", "run", "sub", "child", "agent"})
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9.@-]+$")
 
 
 class InvalidSessionKey(ValueError):
@@ -18,7 +34,20 @@ def check_session_key(key: str) -> str:
             f"invalid session key {key!r}: use 1-128 characters from letters, digits and ._@:- "
             "starting with a letter or digit"
         )
+    reserved = sorted(set(key.split(":")[1:]) & RESERVED_SEGMENTS)
+    if reserved:
+        raise InvalidSessionKey(
+            f"invalid session key {key!r}: the segment {reserved[0]!r} after a ':' is reserved "
+            f"for the ids derived from a key ({', '.join(sorted(RESERVED_SEGMENTS))})"
+        )
     return key
+
+
+def storage_name(key: str) -> str:
+    """The folder name of a key's data: injective, and the key itself for plain keys."""
+    if _PLAIN_NAME.fullmatch(key):
+        return key
+    return "".join(ch if _PLAIN_NAME.fullmatch(ch) else f"%{ord(ch):02X}" for ch in key)
 
 
 def session_workflow_id(key: str) -> str:
@@ -40,7 +69,7 @@ def session_key_from_workflow_id(workflow_id: str) -> str:
 
 
 def file_safe(key: str) -> str:
-    """Session keys may contain ':' which some filesystems dislike; map it once."""
+    """The earlier folder name (`:` -> `_`): not injective; read only to find old data."""
     return key.replace(":", "_")
 
 

@@ -28,9 +28,12 @@ class RestoredSession(BaseModel):
     # Where the previous incarnation's event stream ended (0 for a new key).
     events_offset: int = 0
     reopened: bool = False
+    # Runs earlier incarnations numbered: run ids go on from there (never reused).
+    run_count: int = 0
 
 
 class RecordSessionInput(BaseModel):
     key: str
     settings: SessionSettings
     queue_override: QueueOptions | None = None
+    run_count: int = 0

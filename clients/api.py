@@ -44,6 +44,7 @@ from agentlane.ids import (
     events_workflow_id,
     session_key_from_workflow_id,
     session_workflow_id,
+    storage_name,
 )
 from agentlane.messages import (
     AbortReceipt,
@@ -174,7 +175,7 @@ class AgentlaneClient:
         self, key: str, workspace: str | None, model: str | None, overrides: dict[str, object]
     ) -> SessionState:
         create = workspace is None
-        ws = workspace or str(self.settings.workspaces_dir / key.replace(":", "_"))
+        ws = workspace or str(self.settings.workspaces_dir / storage_name(key))
         ref = model or self._default_model()
         try:
             self._config().model(ref)

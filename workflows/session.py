@@ -96,6 +96,7 @@ ACCEPT_ON_ENQUEUE_PATCH = "send-returns-on-accept"
 # A chain started by a client restores what an earlier incarnation of its key recorded.
 RESTORE_PATCH = "restore-session-on-reopen"
 SESSION_RECORD_TIMEOUT = timedelta(seconds=30)
+RECORD_ON_CLOSE_PATCH = "record-session-on-close"
 # Continue as new between runs even while messages wait (a burst must not grow history forever).
 HANDOVER_WITH_QUEUE_PATCH = "continue-as-new-with-queue"
 
@@ -409,14 +410,21 @@ class SessionWorkflow:
                 update=change.options.model_dump(exclude_none=True)
             )
         # Kept beside the transcript: a reopened session keeps its queue settings.
+        await self._record_session()
+        return self._queue_settings()
+
+    async def _record_session(self) -> None:
         await workflow.execute_local_activity(
             RECORD_SESSION,
             RecordSessionInput(
-                key=self.s.key, settings=self.s.settings, queue_override=self.s.queue_override
+                key=self.s.key,
+                settings=self.s.settings,
+                queue_override=self.s.queue_override,
+                run_count=self.s.run_count,
             ),
             start_to_close_timeout=SESSION_RECORD_TIMEOUT,
+            summary="record session settings",
         )
-        return self._queue_settings()
 
     # -- the lane ---------------------------------------------------------------------------
 
@@ -447,6 +455,7 @@ class SessionWorkflow:
         )
         self.s.settings = restored.settings
         self.s.queue_override = restored.queue_override
+        self.s.run_count = max(self.s.run_count, restored.run_count)
         self.ready = True
         return restored.events_offset
 
@@ -487,6 +496,9 @@ class SessionWorkflow:
             if not self.s.queue:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self.closing:
+                    if workflow.patched(RECORD_ON_CLOSE_PATCH):
+                        # The next incarnation numbers its runs after this one's.
+                        await self._record_session()
                     await workflow.get_external_workflow_handle(
                         events_workflow_id(self.s.key)
                     ).signal(SessionEventsWorkflow.close)

@@ -55,10 +55,29 @@ def test_empty_session_reads_nothing(store: TranscriptStore) -> None:
     assert not store.path(KEY).exists()
 
 
-def test_file_lives_under_a_file_safe_folder(store: TranscriptStore, tmp_path: Path) -> None:
+def test_file_lives_under_the_keys_storage_name(store: TranscriptStore, tmp_path: Path) -> None:
     store.append(KEY, [user("u1")])
-    assert store.path(KEY) == tmp_path / "slack_C1" / "transcript.jsonl"
+    assert store.path(KEY) == tmp_path / "slack%3AC1" / "transcript.jsonl"
     assert store.path(KEY).is_file()
+    # Only the project's user can read it.
+    assert store.path(KEY).stat().st_mode & 0o777 == 0o600
+    assert store.session_dir(KEY).stat().st_mode & 0o777 == 0o700
+    assert (store.session_dir(KEY) / ".key").read_text() == KEY
+
+
+def test_data_under_the_old_name_is_found_only_by_its_own_key(tmp_path: Path) -> None:
+    """Earlier versions named `col:x`'s folder `col_x`, the same as `col_x`'s."""
+    old = tmp_path / "col_x"
+    old.mkdir()
+    (old / "transcript.jsonl").write_text(
+        '{"id":"col:x.abc:m1","role":"user","ts":1.0,"text":"from col:x"}\n'
+    )
+    store = TranscriptStore(tmp_path)
+    assert store.session_dir("col:x") == old
+    assert [e.text for e in store.read("col:x")] == ["from col:x"]
+    # `col_x` (no colon) is named `col%5Fx` now, and never reads col:x's old folder.
+    assert store.session_dir("col_x") == tmp_path / "col%5Fx"
+    assert store.read("col_x") == []
 
 
 def test_append_is_idempotent_by_entry_id(store: TranscriptStore) -> None:
