@@ -1,0 +1,62 @@
+"""Sessions isolated at every edge, end to end: keys that used to share data or spell another
+session's ids, run ids across close and reopen, private files."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agentlane.ids import InvalidSessionKey, storage_name
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.harness import Deployment
+
+
+async def test_col_colon_x_and_col_underscore_x_are_two_sessions(
+    client: AgentlaneClient, workspace: Path
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    a, b = f"col{tag}:x", f"col{tag}_x"
+    ra = await client.send_and_start(a, "say from a")
+    rb = await client.send_and_start(b, "say from b")
+    assert ra.run_id and rb.run_id
+    await client.wait_for_run(ra.run_id)
+    await client.wait_for_run(rb.run_id)
+    users_a = [e.text for e in client.transcript(a) if e.role == Role.USER]
+    users_b = [e.text for e in client.transcript(b) if e.role == Role.USER]
+    assert users_a == ["say from a"] and users_b == ["say from b"]
+    assert (await client.status(a)).workspace != (await client.status(b)).workspace
+
+
+@pytest.mark.parametrize("key", ["kc:events", "kc:run:1"])
+async def test_a_key_cannot_spell_another_sessions_ids(client: AgentlaneClient, key: str) -> None:
+    with pytest.raises(InvalidSessionKey, match="reserved"):
+        await client.send(key, "hi")
+
+
+async def test_run_ids_are_never_reused_across_close_and_reopen(
+    client: AgentlaneClient, shared: Deployment, session_key: str, workspace: Path
+) -> None:
+    seen: list[str] = []
+    for i in range(3):
+        r = await client.send_and_start(session_key, f"say round {i}", workspace=str(workspace))
+        assert r.run_id
+        seen.append(r.run_id)
+        await client.wait_for_run(r.run_id)
+        await client.close(session_key)
+        await asyncio.wait_for(
+            client.client.get_workflow_handle(f"session:{session_key}").result(), 30
+        )
+    assert len(set(seen)) == 3, seen
+    runs = shared.data_dir / "sessions" / storage_name(session_key) / "runs.jsonl"
+    assert len(runs.read_text().splitlines()) == 3
+    # Every file the session wrote is its user's alone.
+    folder = runs.parent
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
