@@ -37,6 +37,7 @@ The loader reads files and the environment only when called; importing this modu
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
@@ -45,7 +46,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.queue_settings import QueueConfig
@@ -91,13 +92,17 @@ class ApiKind(StrEnum):
 class ModelPrices(BaseModel):
     """US dollars per million tokens."""
 
-    input: float = 0.0
-    output: float = 0.0
-    cache_read: float = 0.0
-    cache_write: float = 0.0
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
 
 
 class ModelCapabilities(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     tools: bool = True
     images: bool = False
     thinking_levels: list[str] = Field(default_factory=lambda: ["off"])
@@ -106,12 +111,14 @@ class ModelCapabilities(BaseModel):
 
 
 class ModelEntry(BaseModel):
-    provider: str
-    id: str
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str = Field(min_length=1)
+    id: str = Field(min_length=1)
     api: ApiKind
     base_url: str | None = None
-    context_window: int = DEFAULT_CONTEXT_WINDOW
-    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, gt=0)
+    max_output_tokens: int = Field(default=DEFAULT_MAX_OUTPUT_TOKENS, gt=0)
     capabilities: ModelCapabilities = ModelCapabilities()
     prices: ModelPrices = ModelPrices()
     # None: a key is needed except for the offline model and OpenAI-compatible servers
@@ -130,12 +137,16 @@ class ModelEntry(BaseModel):
 
 
 class AuthProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     id: str
     provider: str
     type: Literal["oauth", "token", "api_key"] = "api_key"
 
 
 class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     id: str
     model: str = DEFAULT_MODEL_REF
     fallbacks: list[str] = Field(default_factory=list)
@@ -143,7 +154,7 @@ class AgentConfig(BaseModel):
     tools_allow: list[str] | None = None
     tools_deny: list[str] = Field(default_factory=list)
     # Caps the model's window when smaller (SPEC §9, agents.defaults.contextTokens).
-    context_tokens: int | None = None
+    context_tokens: int | None = Field(default=None, gt=0)
 
 
 class AgentlaneConfig(BaseModel):
@@ -186,6 +197,56 @@ class AgentlaneConfig(BaseModel):
         return window
 
 
+TOP_LEVEL_KEYS = ("default_model", "models", "agents", "auth", "queue", "loop_detection")
+AUTH_KEYS = ("profiles", "order")
+
+
+def _known_keys() -> set[str]:
+    """Every key the config file may hold, to suggest the one a typo meant."""
+    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS)
+    for model in (
+        ModelEntry,
+        ModelCapabilities,
+        ModelPrices,
+        AgentConfig,
+        AuthProfile,
+        QueueConfig,
+        LoopDetectionConfig,
+    ):
+        names |= set(model.model_fields)
+    return names - {"id"}
+
+
+def _meant(key: str, candidates: set[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, sorted(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_keys(
+    table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str, source: str
+) -> None:
+    unknown = [k for k in table if k not in allowed]
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(
+            f"invalid configuration in {source}: unknown key {prefix}{key}{_meant(key, allowed)}; "
+            f"known keys here: {', '.join(allowed)}"
+        )
+
+
+def _explain(err: ValidationError, where: str, source: str) -> str:
+    """One line per problem: the key path in the file, what is wrong, and the key a typo meant."""
+    lines = []
+    for problem in err.errors():
+        path = where + ".".join(str(p) for p in problem["loc"])
+        if problem["type"] == "extra_forbidden":
+            key = str(problem["loc"][-1])
+            lines.append(f"unknown key {path}{_meant(key, _known_keys())}")
+        else:
+            lines.append(f"{path}: {problem['msg']} (got {problem.get('input')!r})")
+    return f"invalid configuration in {source}: " + "; ".join(lines)
+
+
 def load_config(
     data_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -203,26 +264,37 @@ def build_config(
 ) -> AgentlaneConfig:
     from agentlane.model_catalog import builtin_models
 
+    _check_keys(raw, TOP_LEVEL_KEYS, "", source)
+    _check_keys(dict(raw.get("auth") or {}), AUTH_KEYS, "auth.", source)
+    where = ""
     try:
         models = {m.ref: m for m in builtin_models()}
-        for item in _model_items(raw.get("models")):
+        for i, item in enumerate(_model_items(raw.get("models"))):
+            where = f"models[{i}]."
             ref = f"{item.get('provider')}/{item.get('id')}"
             base = models[ref].model_dump() if ref in models else {}
             models[ref] = ModelEntry.model_validate(_merge(base, item))
-        agents = {
-            agent_id: AgentConfig.model_validate({"id": agent_id, **dict(spec)})
-            for agent_id, spec in dict(raw.get("agents") or {}).items()
-        }
+        agents = {}
+        for agent_id, spec in dict(raw.get("agents") or {}).items():
+            where = f"agents.{agent_id}."
+            agents[agent_id] = AgentConfig.model_validate({"id": agent_id, **dict(spec)})
         auth = dict(raw.get("auth") or {})
-        profiles = {
-            pid: AuthProfile.model_validate({"id": pid, **dict(spec)})
-            for pid, spec in dict(auth.get("profiles") or {}).items()
-        }
+        profiles = {}
+        for pid, spec in dict(auth.get("profiles") or {}).items():
+            where = f'auth.profiles."{pid}".'
+            profiles[pid] = AuthProfile.model_validate({"id": pid, **dict(spec)})
+        where = "auth.order."
         order = {p: list(ids) for p, ids in dict(auth.get("order") or {}).items()}
+        where = "queue."
         queue = QueueConfig.model_validate(dict(raw.get("queue") or {}))
+        where = "loop_detection."
         loops = LoopDetectionConfig.model_validate(dict(raw.get("loop_detection") or {}))
-    except (ValidationError, TypeError, ValueError) as err:
-        raise ConfigError(f"invalid configuration in {source}: {err}") from err
+    except ValidationError as err:
+        raise ConfigError(_explain(err, where, source)) from err
+    except (TypeError, ValueError) as err:
+        raise ConfigError(
+            f"invalid configuration in {source} at {where or 'top level'}: {err}"
+        ) from err
 
     for provider, variable in ENV_KEY_VARIABLES.items():
         pid = f"{provider}:{ENV_PROFILE_SUFFIX}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -118,9 +118,9 @@ class QueueConfig(BaseModel):
 
     mode: QueueMode = QueueMode.COLLECT
     by_channel: dict[str, QueueMode] = Field(default_factory=dict)
-    debounce_ms: int = DEFAULT_DEBOUNCE_MS
-    debounce_ms_by_channel: dict[str, int] = Field(default_factory=dict)
-    cap: int = DEFAULT_CAP
+    debounce_ms: int = Field(default=DEFAULT_DEBOUNCE_MS, ge=0)
+    debounce_ms_by_channel: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    cap: int = Field(default=DEFAULT_CAP, ge=1)
     drop: DropPolicy = DropPolicy.SUMMARIZE
     dedupe: DedupeMode = DedupeMode.MESSAGE_ID
 

@@ -281,6 +281,22 @@ def _models(_: argparse.Namespace) -> int:
     return 0
 
 
+def _config(args: argparse.Namespace) -> int:
+    """Validate the configuration without starting anything."""
+    from agentlane.config import ConfigError, load_config
+
+    try:
+        config = load_config(Settings.from_env().data_dir)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    print(
+        f"configuration ok: {len(config.models)} models, default model {config.default_model}, "
+        f"{len(config.agents)} agents, {len(config.auth_profiles)} auth profiles"
+    )
+    return EXIT_OK
+
+
 def _server(args: argparse.Namespace) -> int:
     devserver = load_devserver()
     return int(devserver.main([args.action]))
@@ -370,6 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("models", help="the model registry (built-in catalogue + config)")
     p.set_defaults(func=_models, sync=True)
+
+    p = sub.add_parser("config", help="validate the configuration file (starts nothing)")
+    p.add_argument("action", choices=["check"])
+    p.set_defaults(func=_config, sync=True)
 
     p = sub.add_parser("server", help="the embedded Temporal dev server")
     p.add_argument("action", choices=["start", "stop", "status", "restart"])

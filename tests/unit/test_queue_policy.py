@@ -408,7 +408,10 @@ def test_debounce_order_and_clamp() -> None:
     assert resolve_settings(None, session, CONFIG, "slack").debounce_ms == 50
     assert resolve_settings(None, None, CONFIG, "slack").debounce_ms == 300
     assert resolve_settings(None, None, CONFIG, "discord").debounce_ms == 700
-    negative = QueueConfig(debounce_ms=-5, debounce_ms_by_channel={"slack": -1})
+    # The config file refuses these (strict config); the resolver still clamps what it is given.
+    negative = QueueConfig.model_construct(
+        **{**QueueConfig().__dict__, "debounce_ms": -5, "debounce_ms_by_channel": {"slack": -1}}
+    )
     assert resolve_settings(None, None, negative, "slack").debounce_ms == 0
     assert resolve_settings(None, None, negative, None).debounce_ms == 0
 
@@ -426,7 +429,10 @@ def test_cap_drop_dedupe_order_and_cap_minimum() -> None:
     )
     third = resolve_settings(None, None, CONFIG, None)
     assert (third.cap, third.drop, third.dedupe) == (9, DropPolicy.OLD, DedupeMode.PROMPT)
-    assert resolve_settings(None, None, QueueConfig(cap=0), None).cap == 1
+    zero = QueueConfig.model_construct(**{**QueueConfig().__dict__, "cap": 0})
+    assert resolve_settings(None, None, zero, None).cap == 1
+    with pytest.raises(ValueError):
+        QueueConfig(cap=0)
 
 
 def test_fields_resolve_independently() -> None:

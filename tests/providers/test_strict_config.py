@@ -1,0 +1,80 @@
+"""Strict configuration: unknown keys and impossible values are errors that name the file, the
+key path and, when close, the key that was meant; `agentlane config check` reports them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentlane.config import ConfigError, load_config
+from tests.harness import REPO
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("defualt_model = 'offline/planner'\n", ["unknown key defualt_model", "'default_model'"]),
+        (
+            "[[models]]\nprovider='x'\nid='y'\napi='openai-compatible'\ncontext_window=-5\n",
+            ["models[0].context_window", "greater than 0", "-5"],
+        ),
+        (
+            "[[models]]\nprovider='x'\nid='y'\napi='openai-compatible'\nmax_output_tokens=0\n",
+            ["models[0].max_output_tokens"],
+        ),
+        (
+            "[[models]]\nprovider='x'\nid='y'\napi='openai-compatible'\ncontext_windw=1000\n",
+            ["unknown key models[0].context_windw", "'context_window'"],
+        ),
+        ("[queue]\ncap = 0\n", ["queue.cap"]),
+        ("[queue]\nmdoe = 'collect'\n", ["unknown key queue.mdoe", "'mode'"]),
+        (
+            "[agents.main]\nmodel='offline/planner'\ncontext_tokens=-1\n",
+            ["agents.main.context_tokens"],
+        ),
+        ("[auth]\nprofile = {}\n", ["unknown key auth.profile", "'profiles'"]),
+    ],
+)
+def test_bad_config_names_file_key_and_meaning(tmp_path: Path, text: str, words: list[str]) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path=path, env={})
+    message = str(caught.value)
+    assert str(path) in message
+    for word in words:
+        assert word in message, message
+
+
+def test_config_check_command(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENTLANE_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env.pop("AGENTLANE_CONFIG", None)
+    ok = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "config", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0 and "configuration ok" in ok.stdout, ok.stderr
+    write(
+        tmp_path, "[[models]]\nprovider='x'\nid='y'\napi='openai-compatible'\ncontext_window=-1\n"
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "config", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2
+    assert "models[0].context_window" in bad.stderr
