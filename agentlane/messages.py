@@ -49,6 +49,13 @@ def check_inbound(msg: InboundMessage) -> None:
     and the client share it, so a client can refuse before any round trip)."""
     if not msg.text.strip():
         raise ValueError("message text is empty")
+    try:
+        msg.text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        # What a terminal's invalid bytes become in Python's argv (lone surrogates).
+        raise ValueError(
+            f"the message is not valid UTF-8 (a byte that is not text at character {err.start})"
+        ) from None
     if len(msg.text) > MAX_MESSAGE_CHARS:
         raise ValueError(
             f"message is {len(msg.text)} characters; the limit is {MAX_MESSAGE_CHARS}. "

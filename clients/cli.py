@@ -221,7 +221,11 @@ async def _transcript(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    for entry in client.transcript(args.session):
+    entries = client.transcript(args.session)
+    if not entries and not await client.session_exists(args.session):
+        print(f"error: session {args.session} does not exist (no transcript)", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    for entry in entries:
         if args.json:
             print(entry.model_dump_json(exclude_defaults=True))
             continue

@@ -19,13 +19,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from activities.tools.results import ToolResult, clip
+from activities.tools.results import MAX_RESULT_CHARS, ToolResult, clip
 from activities.tools.specs import ExecArgs
 from activities.tools.workspace import workspace_root
 
 DEFAULT_TIMEOUT_SECONDS = 120
 # Output beyond this is not read (the result keeps the head and tail of what was).
 MAX_CAPTURE_BYTES = 10_000_000
+# Past the cap, the end of the output is read back from the file and shown.
+TAIL_BYTES = MAX_RESULT_CHARS // 2
 FOLLOW_INTERVAL_SECONDS = 0.1
 _PR_SET_PDEATHSIG = 1
 
@@ -62,19 +64,23 @@ class _OutputFollower:
         self._on_output = on_output
         self.chunks: list[str] = []
         self.size = 0
+        self.total = 0
+        self.last = ""
 
-    def read_new(self, limit: int = MAX_CAPTURE_BYTES) -> None:
-        room = limit - self.size
+    def read_new(self) -> bool:
+        """Read what arrived (1 MiB at most per call); False when there was nothing to read."""
+        room = MAX_CAPTURE_BYTES - self.size
         if room <= 0:
-            return
+            return False
         data = self._file.read(min(room, 1 << 20))
         if not data:
-            return
+            return False
         self.size += len(data)
         text = self._decoder.decode(data)
         if text:
             self.chunks.append(text)
             self._on_output(text)
+        return True
 
     async def follow(self) -> None:
         while True:
@@ -82,12 +88,32 @@ class _OutputFollower:
             await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
 
     def close(self) -> None:
-        self.read_new()
+        # Everything the command wrote before it ended, up to the cap (a command that printed
+        # 20 MB in a blink must not be cut at the first MiB).
+        while self.read_new():
+            pass
         tail = self._decoder.decode(b"", final=True)
         if tail:
             self.chunks.append(tail)
             self._on_output(tail)
+        self.total = os.fstat(self._file.fileno()).st_size
+        if self.total > self.size:
+            # Past the cap: keep the real end of the output, which is what usually matters.
+            self._file.seek(max(self.size, self.total - TAIL_BYTES))
+            self.last = self._file.read().decode("utf-8", errors="replace")
         self._file.close()
+
+    def output(self) -> str:
+        """The output as the model sees it; every omission counted exactly."""
+        text = "".join(self.chunks)
+        if self.total <= self.size:
+            return clip(text)
+        head = text[: MAX_RESULT_CHARS // 2]
+        shown = len(head.encode("utf-8")) + len(self.last.encode("utf-8"))
+        return (
+            f"{head}\n… [{self.total - shown} bytes omitted; the command wrote {self.total} "
+            f"bytes] …\n{self.last}"
+        )
 
 
 async def run_exec(
@@ -128,9 +154,7 @@ async def run_exec(
                 await proc.wait()
             following.cancel()
             follower.close()
-    output = clip("".join(follower.chunks))
-    if follower.size >= MAX_CAPTURE_BYTES:
-        output += f"\n… [output capped at {MAX_CAPTURE_BYTES} bytes]"
+    output = follower.output()
     code = proc.returncode
     if timed_out:
         return ToolResult(

@@ -133,3 +133,20 @@ async def test_no_worker_answers_within_5s_and_the_message_runs_later(
         assert (await client.status(key)).runs == 1
     finally:
         no_worker.stop_workers()
+
+
+async def test_transcript_and_argv_edges(shared: Deployment) -> None:
+    key = f"never-{uuid.uuid4().hex[:8]}"
+    out = await acli(shared, "transcript", key)
+    assert out.returncode == 6 and "does not exist" in out.stderr
+    # Invalid UTF-8 in an argument: Python hands it over as surrogates.
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable.encode(), b"-m", b"clients.cli", b"send", key.encode(), b"caf\xe9"],
+        cwd=REPO,
+        env=shared.env(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert b"not valid UTF-8" in proc.stderr

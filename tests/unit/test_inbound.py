@@ -72,3 +72,8 @@ def test_only_load_and_aborted_updates_are_retried() -> None:
     assert _retryable(RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b""))
     assert not _retryable(RPCError("connection refused", RPCStatusCode.UNAVAILABLE, b""))
     assert not _retryable(RPCError("nope", RPCStatusCode.INVALID_ARGUMENT, b""))
+
+
+def test_text_that_is_not_utf8_is_refused_clearly() -> None:
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        check_inbound(InboundMessage(text="caf\udce9 ok"))

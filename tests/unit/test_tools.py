@@ -466,3 +466,30 @@ def test_retried_edit_whose_new_text_contains_the_old_is_not_applied_twice(
     again = edit_file(str(tmp_path), args, recorded[0], recorded.append)
     assert "already applied" in again.text
     assert (tmp_path / "f.txt").read_text() == "foo bar\n"
+
+
+async def test_exec_truncation_counts_exactly(ws: Path) -> None:
+    """200 000 lines of 10 bytes (2 MB): head and tail shown, the omitted count exact."""
+    res = await run_exec(str(ws), ExecArgs(command="seq -f '%09g' 1 200000"), lambda _: None)
+    body = res.text.removeprefix("exit code 0\n")
+    head, _, rest = body.partition("\n… [")
+    count = int(rest.split(" characters omitted")[0])
+    tail = rest.split("] …\n", 1)[1]
+    assert len(head) + count + len(tail) == 2_000_000
+    assert head.startswith("000000001\n") and tail.endswith("000200000\n")
+
+
+async def test_exec_past_the_capture_cap_shows_the_real_end(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import activities.tools.exec_tool as exec_tool
+
+    monkeypatch.setattr(exec_tool, "MAX_CAPTURE_BYTES", 1_000_000)
+    res = await run_exec(str(ws), ExecArgs(command="seq -f '%09g' 1 300000"), lambda _: None)
+    assert "bytes omitted; the command wrote 3000000 bytes" in res.text
+    body = res.text.removeprefix("exit code 0\n")
+    head, _, rest = body.partition("\n… [")
+    omitted = int(rest.split(" bytes omitted")[0])
+    tail = rest.split("] …\n", 1)[1]
+    assert len(head.encode()) + omitted + len(tail.encode()) == 3_000_000
+    assert tail.endswith("000300000\n")
