@@ -21,6 +21,7 @@ from temporalio.converter import (
     DefaultPayloadConverter,
     ExternalStorage,
     JSONPlainPayloadConverter,
+    PayloadCodec,
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
@@ -105,9 +106,14 @@ class LocalFileStorageDriver(StorageDriver):
         return out
 
 
-def make_data_converter(payloads_dir: Path, threshold: int = 128 * 1024) -> DataConverter:
+def make_data_converter(
+    payloads_dir: Path, threshold: int = 128 * 1024, codec: PayloadCodec | None = None
+) -> DataConverter:
+    """`codec`: payload encryption (`agentlane/encryption.py`), applied before offloading, so
+    offloaded payloads are encrypted too."""
     return DataConverter(
         payload_converter_class=CompactPydanticPayloadConverter,
+        payload_codec=codec,
         external_storage=ExternalStorage(
             drivers=[LocalFileStorageDriver(payloads_dir)], payload_size_threshold=threshold
         ),

@@ -9,7 +9,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 
 def model_task_queue(workflow_task_queue: str) -> str:
@@ -38,6 +38,17 @@ class Settings(BaseModel):
     stream_batch_interval: timedelta = timedelta(milliseconds=200)
     payload_offload_threshold: int = 128 * 1024
     default_model: str = "offline/planner"
+    # Payload encryption (agentlane/encryption.py): off unless one of these is set.
+    encryption_keys_file: str | None = None
+    encryption_keys: SecretStr | None = None
+
+    def encryption_env(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.encryption_keys_file:
+            env["AGENTLANE_ENCRYPTION_KEYS_FILE"] = self.encryption_keys_file
+        if self.encryption_keys is not None:
+            env["AGENTLANE_ENCRYPTION_KEYS"] = self.encryption_keys.get_secret_value()
+        return env
 
     @property
     def model_task_queue(self) -> str:
@@ -70,4 +81,10 @@ class Settings(BaseModel):
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
             default_model=_env("MODEL", "offline/planner"),
+            encryption_keys_file=os.environ.get("AGENTLANE_ENCRYPTION_KEYS_FILE") or None,
+            encryption_keys=(
+                SecretStr(os.environ["AGENTLANE_ENCRYPTION_KEYS"])
+                if os.environ.get("AGENTLANE_ENCRYPTION_KEYS")
+                else None
+            ),
         )

@@ -8,6 +8,7 @@ from temporalio.client import Client
 from temporalio.service import TLSConfig
 
 from agentlane.data_converter import make_data_converter
+from agentlane.encryption import codec_from_env
 from agentlane.settings import Settings
 
 
@@ -20,6 +21,8 @@ async def connect(settings: Settings) -> Client:
         api_key=api_key,
         tls=tls,
         data_converter=make_data_converter(
-            settings.payloads_dir, settings.payload_offload_threshold
+            settings.payloads_dir,
+            settings.payload_offload_threshold,
+            codec_from_env(settings.encryption_env()),
         ),
     )

@@ -301,6 +301,26 @@ def _config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _codec_server(args: argparse.Namespace) -> int:
+    from clients.codec_server import serve
+
+    serve(args.host, args.port, args.origin)
+    return EXIT_OK
+
+
+def _encryption(args: argparse.Namespace) -> int:
+    """Write a new key file (0600), or put a new current key in front of an existing one."""
+    from agentlane.encryption import new_key_line
+    from agentlane.private_files import write_private
+
+    path = Path(args.file)
+    old = path.read_text() if path.exists() else ""
+    kid = args.key_id or f"k{len([ln for ln in old.splitlines() if ln.strip()]) + 1}"
+    write_private(path, (new_key_line(kid) + "\n" + old).encode())
+    print(f"key {kid} is now the current key in {path}; keep the file secret and backed up")
+    return EXIT_OK
+
+
 def _server(args: argparse.Namespace) -> int:
     devserver = load_devserver()
     return int(devserver.main([args.action]))
@@ -394,6 +414,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("config", help="validate the configuration file (starts nothing)")
     p.add_argument("action", choices=["check"])
     p.set_defaults(func=_config, sync=True)
+
+    p = sub.add_parser("codec-server", help="decode encrypted payloads for the UI and CLI")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8081)
+    p.add_argument("--origin", default="http://localhost:8233", help="the Temporal UI's origin")
+    p.set_defaults(func=_codec_server, sync=True)
+
+    p = sub.add_parser("encryption", help="payload encryption keys")
+    p.add_argument("action", choices=["new-key"])
+    p.add_argument("file", help="the keys file (AGENTLANE_ENCRYPTION_KEYS_FILE)")
+    p.add_argument("--key-id", help="id of the new key (default k<n>)")
+    p.set_defaults(func=_encryption, sync=True)
 
     p = sub.add_parser("server", help="the embedded Temporal dev server")
     p.add_argument("action", choices=["start", "stop", "status", "restart"])

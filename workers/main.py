@@ -28,6 +28,7 @@ from activities.session_records import SessionRecords
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
+from agentlane.encryption import EncryptionConfigError
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
@@ -143,7 +144,11 @@ def main(argv: list[str] | None = None) -> None:
         level=os.environ.get("AGENTLANE_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    status = asyncio.run(run_worker(Settings.from_env()))
+    try:
+        status = asyncio.run(run_worker(Settings.from_env()))
+    except EncryptionConfigError as err:
+        print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
+        os._exit(2)
     sys.stdout.flush()
     sys.stderr.flush()
     # Short-lived processes using the SDK can crash at interpreter exit (sdk-python#300).

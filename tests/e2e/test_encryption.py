@@ -1,0 +1,141 @@
+"""Encryption end to end: with it on, `temporal workflow show` shows ciphertext; through the
+codec server it shows the conversation; a rotated key still decrypts the old history; a bad key
+file stops the worker with a clear message."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentlane.encryption import new_key_line
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.harness import REPO, Deployment, devserver
+
+SECRET = "zebra-umbrella-42"
+
+
+@pytest.fixture
+def encrypted(server: object, tmp_path: Path) -> Iterator[Deployment]:
+    keys = tmp_path / "keys"
+    keys.write_text(new_key_line("k1") + "\n")
+    dep = make_deployment(server, tmp_path / "data", AGENTLANE_ENCRYPTION_KEYS_FILE=str(keys))
+    dep.data_dir.mkdir()
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def show(dep: Deployment, workflow_id: str, codec: str | None = None) -> str:
+    cmd = [
+        devserver.temporal_binary(),
+        "workflow",
+        "show",
+        "--address",
+        dep.address,
+        "--workflow-id",
+        workflow_id,
+        "--output",
+        "json",
+    ]
+    if codec:
+        cmd += ["--codec-endpoint", codec]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+def texts(history_json: str) -> str:
+    """Everything readable in a history: its JSON and every payload's data, base64-decoded
+    (`temporal workflow show` prints payload data as base64)."""
+    found: list[str] = [history_json]
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for name, value in node.items():
+                if name == "data" and isinstance(value, str):
+                    try:
+                        found.append(base64.b64decode(value).decode("utf-8", "replace"))
+                    except ValueError:
+                        pass
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(json.loads(history_json))
+    return "\n".join(found)
+
+
+def start_codec_server(dep: Deployment, port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clients.cli", "codec-server", "--port", str(port)],
+        cwd=REPO,
+        env=dep.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("codec server did not start")
+
+
+async def test_histories_are_ciphertext_without_the_codec_server(encrypted: Deployment) -> None:
+    client = await AgentlaneClient.connect(settings_for(encrypted))
+    key = "enc-a"
+    ws = encrypted.data_dir / "ws"
+    ws.mkdir()
+    receipt = await client.send_and_start(key, f"say {SECRET}", workspace=str(ws))
+    assert receipt.run_id
+    assert (await client.wait_for_run(receipt.run_id)).reply == SECRET
+    for wid in (f"session:{key}", receipt.run_id):
+        assert SECRET not in texts(await asyncio.to_thread(show, encrypted, wid))
+    port = free_port()
+    codec = await asyncio.to_thread(start_codec_server, encrypted, port)
+    try:
+        clear = await asyncio.to_thread(
+            show, encrypted, f"session:{key}", f"http://127.0.0.1:{port}"
+        )
+        assert SECRET in texts(clear)
+    finally:
+        codec.kill()
+        codec.wait()
+    # Rotation: a new current key in front, the old one kept; the old history still decodes.
+    keys = Path(encrypted.extra_env["AGENTLANE_ENCRYPTION_KEYS_FILE"])
+    keys.write_text(new_key_line("k2") + "\n" + keys.read_text())
+    port = free_port()
+    codec = await asyncio.to_thread(start_codec_server, encrypted, port)
+    try:
+        clear = await asyncio.to_thread(show, encrypted, receipt.run_id, f"http://127.0.0.1:{port}")
+        assert SECRET in texts(clear)
+    finally:
+        codec.kill()
+        codec.wait()
+
+
+def test_a_bad_key_file_stops_the_worker_clearly(server: object, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("k1 AAAA\n")
+    dep = make_deployment(server, tmp_path, AGENTLANE_ENCRYPTION_KEYS_FILE=str(keys))
+    with pytest.raises(RuntimeError, match="AES-256 needs 32"):
+        dep.start_worker(wait_ready=20)
+    assert os.path.exists(keys)
