@@ -49,6 +49,24 @@ INTERRUPTED_EXEC = (
 )
 
 
+# What the event stream (and so the events workflow's history) holds of a tool call: previews.
+STREAM_OUTPUT_CHARS = 16_000
+PREVIEW_ARG_CHARS = 2_000
+
+
+def preview_args(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Tool arguments for the stream: long strings (a file's content) cut to a preview that
+    says how long they were."""
+    out: dict[str, Any] = {}
+    for name, value in arguments.items():
+        if isinstance(value, str) and len(value) > PREVIEW_ARG_CHARS:
+            value = (
+                f"{value[:PREVIEW_ARG_CHARS]}… [{len(value) - PREVIEW_ARG_CHARS} more characters]"
+            )
+        out[name] = value
+    return out
+
+
 async def _heartbeat_forever() -> None:
     if activity.info().is_local:
         return  # a local activity has no heartbeat; its workflow task is its liveness
@@ -113,7 +131,11 @@ class ToolActivities:
         call = await asyncio.to_thread(self._find_call, inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             publisher.publish(
-                self._event(inp, EventKind.TOOL_EXECUTION_START, data={"input": call.arguments})
+                self._event(
+                    inp,
+                    EventKind.TOOL_EXECUTION_START,
+                    data={"input": preview_args(call.arguments)},
+                )
             )
             # Heartbeats let Temporal notice a dead worker within the heartbeat timeout and
             # deliver cancellation (abort) to a running tool.
@@ -245,8 +267,12 @@ class ToolActivities:
             position = 0
 
             def on_output(chunk: str) -> None:
+                # The stream carries a preview of the output; the whole of it (up to the
+                # capture cap) goes to the transcript.
                 nonlocal position
-                publisher.text(update, position, chunk)
+                room = STREAM_OUTPUT_CHARS - position
+                if room > 0:
+                    publisher.text(update, position, chunk[:room])
                 position += len(chunk)
 
             return await run_exec(inp.workspace, args, on_output, inp.exec_timeout_seconds)

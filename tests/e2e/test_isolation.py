@@ -60,3 +60,37 @@ async def test_run_ids_are_never_reused_across_close_and_reopen(
     for path in folder.rglob("*"):
         if path.is_file():
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+async def test_the_event_stream_carries_previews_not_whole_outputs(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    from agentlane.events import EventKind
+    from tests.e2e.support import collect
+
+    r = await client.send_and_start(
+        session_key, "run `seq 1 60000` then say done", workspace=str(workspace)
+    )
+    assert r.run_id
+    await client.wait_for_run(r.run_id)
+    got = await collect(client, session_key, r.run_id)
+    streamed = "".join(
+        e.text or "" for e in got.events if e.kind == EventKind.TOOL_EXECUTION_UPDATE
+    )
+    assert 0 < len(streamed) <= 16_000
+    result = [e for e in client.transcript(session_key) if e.role == Role.TOOL][0]
+    assert "60000" in result.text and len(result.text) > 16_000
+
+
+async def test_a_rejected_message_leaves_nothing_behind(
+    client: AgentlaneClient, shared: Deployment, session_key: str
+) -> None:
+    from clients.api import SendRejected
+
+    payloads = shared.data_dir / "payloads"
+    before = set(payloads.rglob("*")) if payloads.exists() else set()
+    with pytest.raises(SendRejected, match="the limit is 100000"):
+        await client.send(session_key, "y" * 1_000_000)
+    after = set(payloads.rglob("*")) if payloads.exists() else set()
+    assert after == before
+    assert not await client.session_exists(session_key)

@@ -493,3 +493,14 @@ async def test_exec_past_the_capture_cap_shows_the_real_end(
     tail = rest.split("] …\n", 1)[1]
     assert len(head.encode()) + omitted + len(tail.encode()) == 3_000_000
     assert tail.endswith("000300000\n")
+
+
+def test_stream_previews_of_tool_arguments() -> None:
+    from activities.tool_calls import PREVIEW_ARG_CHARS, preview_args
+
+    args = {"path": "big.txt", "content": "x" * 50_000, "n": 3}
+    shown = preview_args(args)
+    assert shown["path"] == "big.txt" and shown["n"] == 3
+    assert shown["content"].startswith("x" * PREVIEW_ARG_CHARS)
+    assert shown["content"].endswith(f"[{50_000 - PREVIEW_ARG_CHARS} more characters]")
+    assert args["content"] == "x" * 50_000  # the call itself is untouched
