@@ -32,6 +32,7 @@ def test_histories_are_present() -> None:
         "queue_policies",
         "tool_loop",
         "reopen_restore",
+        "worker_change",
     } <= scenarios
 
 

@@ -23,7 +23,7 @@ from agentlane.messages import Routing
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import wait_idle
-from tests.harness import devserver
+from tests.harness import Deployment, devserver
 
 HERE = Path(__file__).resolve().parent
 
@@ -156,6 +156,25 @@ async def reopen_restore(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+CURRENT: dict[str, object] = {}
+
+
+async def worker_change(client: AgentlaneClient, ws: Path) -> None:
+    """An aborted run, then the worker replaced, then the next message (issue 13: state after
+    replay equals state before)."""
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    r = await client.send_and_start("wc", "count slowly to 300", workspace=str(ws))
+    await asyncio.sleep(0.8)
+    await client.abort("wc", "stop")
+    await client.wait_for_run(r.run_id or "")
+    dep.workers[0].kill9()
+    dep.workers.clear()
+    dep.start_worker()
+    r = await client.send_and_start("wc", "say after the change")
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -167,6 +186,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "queue_policies": queue_policies,
     "tool_loop": tool_loop,
     "reopen_restore": reopen_restore,
+    "worker_change": worker_change,
 }
 
 
@@ -189,6 +209,7 @@ async def record(name: str, scenario: Callable[[AgentlaneClient, Path], Awaitabl
     server.start()
     dep = make_deployment(server, root / "data")
     dep.data_dir.mkdir()
+    CURRENT["deployment"] = dep
     try:
         dep.start_worker()
         client = await AgentlaneClient.connect(settings_for(dep))
