@@ -303,7 +303,7 @@ class AgentlaneClient:
         """The call's answer; `_NoAnswer` (the call cancelled) when no worker polls the task
         queue. A busy session with live workers is waited for: load is not absence."""
         done, _ = await asyncio.wait({call}, timeout=worker_wait)
-        if not done and await self._workers_polling():
+        if not done and await self.workers_polling():
             done, _ = await asyncio.wait({call}, timeout=BUSY_WAIT_SECONDS)
         if done:
             return call.result()
@@ -314,7 +314,7 @@ class AgentlaneClient:
             pass  # the cancelled call's own error says nothing more
         raise _NoAnswer
 
-    async def _workers_polling(self) -> bool:
+    async def workers_polling(self) -> bool:
         """Whether a worker polled the workflow task queue recently (a live worker always has a
         long poll open, renewed at least every minute)."""
         request = DescribeTaskQueueRequest(

@@ -141,7 +141,22 @@ async def _watch(args: argparse.Namespace) -> int:
 
     client = await AgentlaneClient.connect()
     renderer = TerminalRenderer()
+    seen = asyncio.Event()
+
+    async def tell_if_no_worker() -> None:
+        # The stream is served by workers: say so rather than wait in silence.
+        await asyncio.sleep(5)
+        if not seen.is_set() and not await client.workers_polling():
+            print(
+                "no worker is running, so no events can be read yet; start one with "
+                "`agentlane worker` (still waiting)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    notice = asyncio.create_task(tell_if_no_worker())
     async for item in client.watch(args.session, args.from_offset):
+        seen.set()
         if args.json:
             print(
                 json.dumps({"offset": item.offset, **item.event.model_dump(mode="json")}),
@@ -149,6 +164,7 @@ async def _watch(args: argparse.Namespace) -> int:
             )
         else:
             renderer.render(item.event)
+    notice.cancel()
     return 0
 
 

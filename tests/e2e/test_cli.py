@@ -150,3 +150,18 @@ async def test_transcript_and_argv_edges(shared: Deployment) -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert b"not valid UTF-8" in proc.stderr
+
+
+def test_watch_with_no_worker_says_so(no_worker: Deployment) -> None:
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "clients.cli", "watch", "nobody-here"],
+            cwd=REPO,
+            env=no_worker.env(),
+            capture_output=True,
+            timeout=10,
+        )
+    except subprocess.TimeoutExpired as waited:
+        assert b"no worker is running" in (waited.stderr or b"")
+    else:
+        raise AssertionError("watch returned instead of waiting")
