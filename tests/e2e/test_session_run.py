@@ -90,8 +90,14 @@ async def test_close_ends_session_and_stream_and_a_new_message_reopens(
         handle = client.client.get_workflow_handle(workflow_id)
         await asyncio.wait_for(handle.result(), 20)
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+    closed_run = (
+        await client.client.get_workflow_handle(f"session:{session_key}").describe()
+    ).run_id
     again = await client.send_and_start(session_key, "say two", workspace=str(workspace))
-    assert again.run_id == f"session:{session_key}:run:1"  # a new session workflow
+    reopened = await client.client.get_workflow_handle(f"session:{session_key}").describe()
+    assert reopened.run_id != closed_run  # a new session workflow
+    # Run numbers go on across close and reopen: a run id is never reused.
+    assert again.run_id == f"session:{session_key}:run:2"
     assert (await client.wait_for_run(again.run_id)).reply == "two"
     texts = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
     assert texts == ["say one", "say two"]
