@@ -12,6 +12,7 @@ made N tool calls in N+1 model calls).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -495,6 +496,41 @@ async def stream_case(stack: Stack, batch_ms: int) -> StreamResult:
 # -- main -----------------------------------------------------------------------------------
 
 
+async def codec_case(
+    stack: Stack,
+    figures: Figures,
+    off_med: float,
+    off_p95: float,
+    sizes: dict[int, tuple[int, int]],
+) -> None:
+    """The same steps with payload encryption on (AES-256-GCM over every payload), beside the
+    codec-off figures of this run."""
+    key_b64 = base64.b64encode(os.urandom(32)).decode()
+    enc = stack.deployment(AGENTLANE_ENCRYPTION_KEYS=f"k1:{key_b64}")
+    enc.start_worker()
+    client = await stack.client(enc)
+    await run_steps(client, enc, 5)  # warm-up
+    times = StepTimes()
+    for _ in range(TIMING_RUNS):
+        _, run_id, _ = await run_steps(client, enc, TIMING_STEPS)
+        times.merge(engine_steps(await workflow_chain(client.client, run_id)))
+    steps = HISTORY_LENGTHS[1]
+    _, run_id, _ = await run_steps(client, enc, steps, limit_s=900)
+    chain = await workflow_chain(client.client, run_id)
+    on_med, on_p95 = stats_ms(times.total)
+    table = Table(
+        "Payload encryption off and on (same run; step ms, run history bytes per step)",
+        ["codec", "step median", "step p95", f"bytes/step at {steps}"],
+    )
+    table.add("off", off_med, off_p95, sizes[steps][1] / steps)
+    table.add("on (AES-256-GCM)", on_med, on_p95, chain.size / steps)
+    table.print()
+    figures.add("engine_step_median_codec_on", on_med, "ms")
+    figures.add("ratio_step_codec_on_vs_off", on_med / off_med, "x")
+    figures.add(f"history_bytes_per_step_{steps}_codec_on", chain.size / steps, "B")
+    enc.stop_workers()
+
+
 async def main() -> None:
     figures = Figures()
     async with bench_stack("bench-engine") as stack:
@@ -668,6 +704,7 @@ async def main() -> None:
             "model's final reply lists every tool call, so it grows with steps here)."
         )
         figures.add("history_bytes_per_step_marginal", marginal, "B")
+        await codec_case(stack, figures, e_med, e_p95, sizes)
         dep.stop_workers()  # the stream cases run their own workers
 
         # 4. stream history per second of streaming, per batch interval
