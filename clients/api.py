@@ -397,9 +397,7 @@ class AgentlaneClient:
     async def close(self, session_key: str) -> None:
         """End the session once its queue is empty (its event stream ends with it). A later
         message to the same key starts a new session with the same transcript."""
-        handle = self.client.get_workflow_handle(
-            session_workflow_id(check_session_key(session_key))
-        )
+        handle = await self._running_session(check_session_key(session_key))
         await handle.signal(SessionWorkflow.close)
 
     async def abort(self, session_key: str, reason: str = "user abort") -> AbortReceipt:
@@ -554,6 +552,17 @@ class AgentlaneClient:
                 }
             )
         return rows
+
+    async def session_ever_existed(self, session_key: str) -> bool:
+        """Whether a session with this key was ever started (it may be closed now)."""
+        handle = self.client.get_workflow_handle(session_workflow_id(session_key))
+        try:
+            await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
 
     async def session_exists(self, session_key: str) -> bool:
         handle = self.client.get_workflow_handle(session_workflow_id(session_key))

@@ -140,6 +140,15 @@ async def _watch(args: argparse.Namespace) -> int:
     from clients.render import TerminalRenderer
 
     client = await AgentlaneClient.connect()
+    if not await client.session_ever_existed(args.session):
+        print(f"error: session {args.session} does not exist", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if not await client.session_exists(args.session):
+        print(
+            f"session {args.session} is closed; following it when a message reopens it",
+            file=sys.stderr,
+            flush=True,
+        )
     renderer = TerminalRenderer()
     seen = asyncio.Event()
 

@@ -65,7 +65,7 @@ async def test_invalid_utf8_is_rejected_clearly(shared: Deployment) -> None:
 
 async def test_unknown_session_says_so(shared: Deployment) -> None:
     key = f"never-{uuid.uuid4().hex[:8]}"
-    for command in ("status", "abort"):
+    for command in ("status", "abort", "close", "watch", "queue", "transcript"):
         out = await acli(shared, command, key)
         assert out.returncode == 6, (command, out.stderr)
         assert f"session {key} does not exist" in out.stderr
@@ -152,10 +152,13 @@ async def test_transcript_and_argv_edges(shared: Deployment) -> None:
     assert b"not valid UTF-8" in proc.stderr
 
 
-def test_watch_with_no_worker_says_so(no_worker: Deployment) -> None:
+async def test_watch_with_no_worker_says_so(no_worker: Deployment, tmp_path: Path) -> None:
+    # A session that exists (accepted with no worker), so watch has something to wait for.
+    await acli(no_worker, "send", "nw-watch", "say hi", "--no-watch", "--workspace", str(tmp_path))
     try:
-        subprocess.run(
-            [sys.executable, "-m", "clients.cli", "watch", "nobody-here"],
+        await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "clients.cli", "watch", "nw-watch"],
             cwd=REPO,
             env=no_worker.env(),
             capture_output=True,

@@ -34,6 +34,15 @@ def replace_worker(dep: Deployment) -> None:
 
 
 async def end_with(client: AgentlaneClient, dep: Deployment, key: str, how: str) -> None:
+    if how == "fail":
+        ws = dep.data_dir / "ws"
+        ws.rename(dep.data_dir / "ws-away")
+        failed = await client.send_and_start(key, "say into the void")
+        assert failed.run_id
+        assert (await client.wait_for_run(failed.run_id)).status == ExecutionStatus.ERROR
+        (dep.data_dir / "ws-away").rename(ws)
+        await wait_idle(client, key, runs=1, timeout=60)
+        return
     first = await client.send_and_start(key, "count slowly to 400 then say never")
     assert first.run_id
     await asyncio.sleep(0.8)
@@ -65,7 +74,7 @@ async def end_with(client: AgentlaneClient, dep: Deployment, key: str, how: str)
     await wait_idle(client, key, runs=1, timeout=60)
 
 
-@pytest.mark.parametrize("how", ["abort", "interrupt", "terminate"])
+@pytest.mark.parametrize("how", ["abort", "interrupt", "terminate", "fail"])
 async def test_next_message_after_a_worker_change(solo: Deployment, how: str) -> None:
     client = await AgentlaneClient.connect(settings_for(solo))
     key = f"wc-{how}"
