@@ -16,7 +16,11 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
-from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -334,12 +338,19 @@ class SessionWorkflow:
     async def wait_started(self, seq: int) -> MessageFate:
         """Wait until message `seq` has been taken by a run (or steered, dropped, given up).
         Answers `pending` when the session hands over to its next execution: ask again."""
+        if not self.ready:
+            # A reopened session is restoring its settings; messages that came with its start
+            # are numbered once that is done.
+            await workflow.wait_condition(lambda: self.ready)
+            if not 1 <= seq <= self.s.message_seq:
+                # After acceptance only an ApplicationError fails the update (not the task).
+                raise ApplicationError(f"session {self.s.key} has no message #{seq}")
         await workflow.wait_condition(lambda: self._fate(seq) is not None or self.handing_over)
         return self._fate(seq) or MessageFate(seq=seq, state=FateState.PENDING)
 
     @wait_started.validator
     def validate_wait_started(self, seq: int) -> None:
-        if not 1 <= seq <= self.s.message_seq:
+        if self.ready and not 1 <= seq <= self.s.message_seq:
             raise ValueError(f"session {self.s.key} has no message #{seq}")
 
     def _fate(self, seq: int) -> MessageFate | None:
