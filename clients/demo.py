@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from agentlane.ids import session_workflow_id
+from agentlane.private_files import private_open
 from agentlane.settings import Settings
 
 NOTES = """Meeting notes, 21 November
@@ -29,7 +30,7 @@ def _start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
     # Stream slowly enough to watch; the offline model is otherwise instant.
     env.setdefault("AGENTLANE_OFFLINE_TOKEN_MS", "25")
     env["AGENTLANE_DATA_DIR"] = str(settings.data_dir)
-    with log.open("ab") as out:
+    with private_open(log, "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "workers.main"],
             stdout=out,

@@ -132,8 +132,11 @@ class DevServer:
             raise SystemExit(
                 f"port {self.port} is in use by another process; stop it or choose --port"
             )
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with self.log_file.open("ab") as log:
+        # The server's database holds every history: readable by its user only.
+        self.data_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+        os.chmod(self.data_dir, 0o700)
+        fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log:
             proc = subprocess.Popen(
                 self.command(),
                 stdout=log,

@@ -29,6 +29,7 @@ from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
 from agentlane.encryption import EncryptionConfigError
+from agentlane.private_files import make_private_dir
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from workflows.agent_run import AgentRunWorkflow
@@ -91,6 +92,7 @@ def build_workers(
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
+    make_private_dir(settings.data_dir)
     client = await connect(settings)
     publishers = SessionPublishers(settings.stream_batch_interval)
     workers = build_workers(client, settings, publishers)
