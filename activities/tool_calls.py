@@ -38,6 +38,7 @@ from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT
 from agentlane.events import AgentEvent, EventKind
+from agentlane.private_files import write_private
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
 from agentlane.tool_signatures import outcome_hash
 from agentlane.transcript import ToolCall, TranscriptEntry
@@ -246,8 +247,7 @@ class ToolActivities:
             applied = marker.read_text() if marker.exists() else None
 
             def remember(digest: str) -> None:
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text(digest)
+                write_private(marker, digest.encode())
 
             return await asyncio.to_thread(edit_file, inp.workspace, args, applied, remember)
 
@@ -261,8 +261,7 @@ class ToolActivities:
             marker = self._marker(inp)
             if marker.exists():
                 return ToolResult(INTERRUPTED_EXEC, is_error=True, summary="interrupted")
-            marker.parent.mkdir(parents=True, exist_ok=True)
-            marker.write_text(args.command)
+            write_private(marker, args.command.encode())
             update = self._event(inp, EventKind.TOOL_EXECUTION_UPDATE)
             position = 0
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlane.ids import file_safe, storage_name
-from agentlane.private_files import private_open, write_private
+from agentlane.private_files import make_private_dir, private_open, write_private
 from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
 
 
@@ -111,7 +111,8 @@ class TranscriptStore:
         directory = self.session_dir(key)
         if not directory.exists():
             # Only the project's user can read transcripts (0700 folders, 0600 files).
-            directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+            make_private_dir(self.root)
+            directory.mkdir(mode=0o700, exist_ok=True)
         owner = directory / OWNER_FILE
         if not owner.exists():
             write_private(owner, key.encode())

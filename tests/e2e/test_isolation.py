@@ -43,7 +43,9 @@ async def test_run_ids_are_never_reused_across_close_and_reopen(
 ) -> None:
     seen: list[str] = []
     for i in range(3):
-        r = await client.send_and_start(session_key, f"say round {i}", workspace=str(workspace))
+        r = await client.send_and_start(
+            session_key, f"run `true` then say round {i}", workspace=str(workspace)
+        )
         assert r.run_id
         seen.append(r.run_id)
         await client.wait_for_run(r.run_id)
@@ -56,7 +58,9 @@ async def test_run_ids_are_never_reused_across_close_and_reopen(
     assert len(runs.read_text().splitlines()) == 3
     # Every file the session wrote is its user's alone.
     folder = runs.parent
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(folder.parent.stat().st_mode) == 0o700
+    for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
+        assert stat.S_IMODE(sub.stat().st_mode) == 0o700, sub
     for path in folder.rglob("*"):
         if path.is_file():
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
