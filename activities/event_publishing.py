@@ -18,6 +18,11 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import events_workflow_id
 
+# Events a run announces once (they carry stable ids): a retry must not repeat them.
+LIFECYCLE = frozenset(
+    {EventKind.AGENT_START, EventKind.TURN_START, EventKind.TURN_END, EventKind.TOOL_LOOP}
+)
+
 # The stream's poll query (the same protocol the SDK's subscriber uses for closed runs).
 _POLL = "__temporal_workflow_stream_poll"
 
@@ -58,9 +63,23 @@ async def published_message_text(
     client: Client, session_key: str, from_offset: int, message_id: str
 ) -> str:
     """What subscribers have been shown of one message, read with a query (no history cost)."""
+    text, _ = await published_so_far(client, session_key, from_offset, message_id, None)
+    return text
+
+
+async def published_so_far(
+    client: Client,
+    session_key: str,
+    from_offset: int,
+    message_id: str | None,
+    run_id: str | None,
+) -> tuple[str, set[str]]:
+    """What subscribers have been shown of one message, and the ids of the run's lifecycle
+    events already in the stream (a retried step must not announce them again)."""
     handle = client.get_workflow_handle(events_workflow_id(session_key))
     converter = client.data_converter.payload_converter
     text = ""
+    announced: set[str] = set()
     offset = from_offset
     while True:
         result = await handle.query(
@@ -70,14 +89,16 @@ async def published_message_text(
             payload = Payload()
             payload.ParseFromString(base64.b64decode(item.data))
             event = converter.from_payload(payload, AgentEvent)
-            if event.message_id != message_id:
+            if run_id is not None and event.run_id == run_id and event.kind in LIFECYCLE:
+                announced.add(event.event_id)
+            if message_id is None or event.message_id != message_id:
                 continue
             if event.kind == EventKind.MESSAGE_RESET:
                 text = ""
             elif event.kind == EventKind.TEXT_DELTA and event.text and event.index is not None:
                 text = text[: event.index] + event.text
         if not result.more_ready:
-            return text
+            return text, announced
         offset = result.next_offset
 
 

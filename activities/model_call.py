@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from activities.cancellation import cancelled_for_good
 from activities.event_publishing import (
     ResumeGuard,
-    published_message_text,
+    published_so_far,
     text_delta_template,
 )
 from activities.liveness import HEARTBEAT_EVERY_SECONDS
@@ -290,12 +290,13 @@ class ModelCallActivity:
         client = activity.client()
         prior_text = ""
         prior_unknown = False
+        announced: set[str] = set()
         if info.attempt > 1:
             # Only a retry needs to know what an earlier attempt showed, and it reads that back
             # from the stream itself (a query: no history, and no cost to first attempts).
             try:
-                prior_text = await published_message_text(
-                    client, inp.session_key, 0, inp.assistant_entry_id
+                prior_text, announced = await published_so_far(
+                    client, inp.session_key, 0, inp.assistant_entry_id, inp.run_id
                 )
             except Exception as err:
                 log.warning("could not read back the earlier attempt's text: %s", err)
@@ -310,7 +311,9 @@ class ModelCallActivity:
                 *inp.announce,
                 *turn_boundary(inp.turn_index, inp.close_turn, inp.open_turn),
             ]:
-                publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
+                event = announcement.to_event(inp.session_key, inp.run_id)
+                if event.event_id not in announced:  # an earlier attempt announced it already
+                    publisher.publish(event)
             # Not urgent: it goes out with the first text, or at the next tick.
             publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt))
             if prior_unknown:

@@ -8,6 +8,7 @@ import json
 
 from temporalio import activity
 
+from activities.event_publishing import LIFECYCLE, published_so_far
 from activities.model_output.normalization import normalize_text
 from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore
@@ -44,7 +45,18 @@ class RunFinishActivity:
         lease = self.publishers.lease(
             activity.client(), inp.result.session_key, wait_for_flush=True
         )
+        events = [a.to_event(inp.result.session_key, inp.result.run_id) for a in inp.announce]
+        if any(e.kind in LIFECYCLE for e in events):
+            # Announcements handed back by a model call that failed: it may have published
+            # them before it failed, and nobody should see "started" twice.
+            try:
+                _, announced = await published_so_far(
+                    activity.client(), inp.result.session_key, 0, None, inp.result.run_id
+                )
+            except Exception:
+                announced = set()
+            events = [e for e in events if e.event_id not in announced]
         async with lease as publisher:
-            for announcement in inp.announce:
-                publisher.publish(announcement.to_event(inp.result.session_key, inp.result.run_id))
+            for event in events:
+                publisher.publish(event)
         return FinishRunResult(reply=reply)

@@ -45,8 +45,9 @@ class TerminalRenderer:
             self.view.apply(event)
             self._line(f"↻ model call retried (attempt {event.attempt}); its reply restarts:")
         elif kind == EventKind.AGENT_START:
-            self.view.apply(event)
-            self._line(f"▶ {event.run_id} started ({event.data.get('model', '')})")
+            if event.event_id not in self.view.seen_ids:  # a repeat is the same start
+                self.view.apply(event)
+                self._line(f"▶ {event.run_id} started ({event.data.get('model', '')})")
         elif kind == EventKind.TOOL_EXECUTION_START:
             if event.event_id not in self.view.seen_ids:
                 self.view.apply(event)

@@ -211,6 +211,9 @@ async def test_dropped_stream_is_retried_without_duplicate_text(
     assert result.reply == text
     assert got.visible == text
     assert len(fake.requests("openai-chat")) == 2
+    # The retried call does not announce the run or its turn again.
+    starts = [e.kind for e in got.events if e.kind in (EventKind.AGENT_START, EventKind.TURN_START)]
+    assert starts == [EventKind.AGENT_START, EventKind.TURN_START], starts
 
 
 async def test_model_silence_hits_the_idle_limit(
