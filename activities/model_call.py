@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.cancellation import cancelled_for_good
 from activities.event_publishing import (
@@ -169,12 +169,23 @@ def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) ->
         if err.transport and err.retry_after_seconds
         else None
     )
+    # An expected provider error is the run workflow's to decide on, not a worker fault: one
+    # log line here, and BENIGN keeps the SDK from logging it again with a traceback.
+    log.warning(
+        "model call failed: %s %s (status %s, provider %s, model %s)",
+        reason,
+        "will be retried" if err.transport else "typed failure for the run",
+        err.status,
+        failure.provider,
+        failure.model,
+    )
     return ApplicationError(
         f"{reason}: {failure.message}",
         failure.model_dump(mode="json"),
         type=MODEL_PROVIDER_ERROR,
         non_retryable=not err.transport,
         next_retry_delay=delay,
+        category=ApplicationErrorCategory.BENIGN,
     )
 
 

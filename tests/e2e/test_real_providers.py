@@ -191,6 +191,11 @@ async def test_provider_failures_are_typed(
         errors = [e for e in got.events if e.kind == EventKind.ERROR]
         assert errors and errors[0].text == failure.message
         assert len(fake.requests("anthropic")) == 1, "a typed failure is not retried blindly"
+    # One line per expected provider error in the worker's log (the SDK's own report with its
+    # traceback is at DEBUG only).
+    log = "".join(w.log.read_text() for w in deployment.workers)
+    for _, reason, status in cases:
+        assert f"model call failed: {reason} typed failure for the run (status {status}" in log
 
 
 async def test_dropped_stream_is_retried_without_duplicate_text(
