@@ -557,6 +557,8 @@ TRANSPORT_TEXT: Final = (
     "LLM request failed: could not reach the model provider (network error). Please try again."
 )
 TIMEOUT_TEXT: Final = "LLM request timed out."
+# Statuses that do mean the request ran out of time (request timeout, gateway timeouts).
+TIMEOUT_STATUSES: Final = frozenset({408, 504, 522, 524})
 BILLING_TEXT: Final = (
     "The model provider declined the request for billing reasons (out of credits or quota). "
     "Check the account's plan and billing, then try again."
@@ -616,10 +618,14 @@ def format_user_error_text(
         return OVERLOADED_TEXT
     if is_transport_message(lowered):
         return TRANSPORT_TEXT
-    if _matches(p.TIMEOUT_ONLY, lowered):
+    # The status wins over the words (SPEC §5.4): a 401 whose body echoes a header named
+    # "...timeout" or a 503 that answered at once did not time out.
+    if _matches(p.TIMEOUT_ONLY, lowered) and (status is None or status in TIMEOUT_STATUSES):
         return TIMEOUT_TEXT
     if reason is R.BILLING:
         return BILLING_TEXT
+    if status is not None and not payload_message:
+        return _truncated(f"LLM request failed (HTTP {status}): {text}")
     if payload_message:
         shown_status = status if status is not None else leading_http_status(text)
         prefix = (

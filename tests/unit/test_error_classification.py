@@ -1455,3 +1455,18 @@ def test_family_names_are_unique() -> None:
     for family in families:
         names = [rule.name for rule in family]
         assert len(names) == len(set(names)), names
+
+
+def test_the_status_wins_over_timeout_words_in_what_the_user_sees() -> None:
+    """A 401 whose body echoes a header named like a timeout, and a 503 that answered at once,
+    did not time out (SPEC §5.4: the status wins)."""
+    from activities.providers.error_classification import TIMEOUT_TEXT, format_user_error_text
+
+    auth = format_user_error_text(
+        "Unauthorized: invalid key (echoed header x-request-timeout: 30)", status=401
+    )
+    assert "timed out" not in auth
+    busy = format_user_error_text("upstream connect error before timeout", status=503)
+    assert "timed out" not in busy and "HTTP 503" in busy
+    assert format_user_error_text("Request timed out.", status=None) == TIMEOUT_TEXT
+    assert format_user_error_text("gateway timeout", status=504) == TIMEOUT_TEXT
