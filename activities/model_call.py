@@ -128,7 +128,29 @@ def _refuses_thinking_level(lowered: str) -> bool:
     return refusal and any(w in lowered for w in ("think", "reasoning"))
 
 
-def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) -> ApplicationError:
+# A server that refuses connections (not running, wrong port) or a host that does not resolve
+# stays that way for longer than a run should wait: retried once, then reported with the URL.
+UNREACHABLE_MARKERS = (
+    "connecterror",  # httpx: "ConnectError: All connection attempts failed"
+    "all connection attempts failed",
+    "connection refused",
+    "connect call failed",
+    "name or service not known",
+    "nodename nor servname",
+    "temporary failure in name resolution",
+    "no address associated",
+)
+UNREACHABLE_ATTEMPTS = 2
+
+
+def _unreachable(err: ProviderError) -> bool:
+    lowered = err.message.lower()
+    return err.transport and any(marker in lowered for marker in UNREACHABLE_MARKERS)
+
+
+def typed_failure(
+    err: ProviderError, resolved: ResolvedModel, thinking: str, attempt: int = 1
+) -> ApplicationError:
     """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
 
     Transport faults stay retryable by Temporal; everything else is non-retryable, because the
@@ -151,9 +173,17 @@ def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) ->
         reason = classification.reason.value
     else:
         reason = "timeout" if err.transport else "unknown"
+    unreachable = _unreachable(err)
+    user_text = format_user_error_text(text, status=err.status, provider=err.provider)
+    if unreachable:
+        where = _endpoint(resolved)
+        user_text = (
+            f"Could not connect to the model provider at {where} ({err.provider}/{err.model}): "
+            f"{text[:200]}. Check that the server runs and the base URL is right."
+        )
     failure = ModelFailure(
         reason=reason,
-        message=format_user_error_text(text, status=err.status, provider=err.provider),
+        message=user_text,
         provider=err.provider,
         model=err.model,
         profile_id=resolved.credentials.profile_id if resolved.credentials else None,
@@ -174,19 +204,29 @@ def typed_failure(err: ProviderError, resolved: ResolvedModel, thinking: str) ->
     log.warning(
         "model call failed: %s %s (status %s, provider %s, model %s)",
         reason,
-        "will be retried" if err.transport else "typed failure for the run",
+        "will be retried"
+        if err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
+        else "typed failure for the run",
         err.status,
         failure.provider,
         failure.model,
     )
+    retryable = err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
     return ApplicationError(
         f"{reason}: {failure.message}",
         failure.model_dump(mode="json"),
         type=MODEL_PROVIDER_ERROR,
-        non_retryable=not err.transport,
+        non_retryable=not retryable,
         next_retry_delay=delay,
         category=ApplicationErrorCategory.BENIGN,
     )
+
+
+def _endpoint(resolved: ResolvedModel) -> str:
+    base = resolved.entry.base_url
+    if resolved.credentials is not None and resolved.credentials.base_url:
+        base = resolved.credentials.base_url
+    return base or f"the {resolved.entry.provider} default endpoint"
 
 
 class ModelCallActivity:
@@ -466,7 +506,7 @@ class ModelCallActivity:
             )
             raise
         except ProviderError as err:
-            failure = typed_failure(err, resolved, inp.thinking)
+            failure = typed_failure(err, resolved, inp.thinking, activity.info().attempt)
             if failure.non_retryable:
                 # Only a final failure keeps the partial text: a retried attempt must not find
                 # an entry under this message's id and take it for a finished call.

@@ -5,6 +5,7 @@ any history, stream item or log."""
 from __future__ import annotations
 
 import secrets
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,18 @@ from tests.harness import Deployment
 ANTHROPIC_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 OPENAI_KEY = "sk-proj-" + secrets.token_hex(24)
 MODELS = ["anthropic/fake-claude", "openai/fake-gpt", "openai/fake-reasoner"]
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# Nothing listens here: a refused connection.
+CLOSED_PORT = _closed_port()
 
 
 def config_toml(fake: FakeProviderServer) -> str:
@@ -56,6 +69,12 @@ id = "qwen"
 api = "openai-compatible"
 base_url = "{fake.openai_base_url}"
 context_window = 32000
+
+[[models]]
+provider = "nowhere"
+id = "ghost"
+api = "openai-compatible"
+base_url = "http://127.0.0.1:{CLOSED_PORT}/v1"
 """
 
 
@@ -417,3 +436,15 @@ async def test_openai_compatible_server_without_a_key(
         assert OPENAI_KEY not in str(sent.headers)
     finally:
         fake.set_keys(openai=[OPENAI_KEY])
+
+
+async def test_a_refused_connection_is_reported_quickly_with_its_url(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    started = time.monotonic()
+    done = await send_and_finish(deployment, fake, ws, "hello", "nowhere/ghost")
+    took = time.monotonic() - started
+    result = done.result
+    assert result.status == ExecutionStatus.ERROR and result.error is not None
+    assert f"http://127.0.0.1:{CLOSED_PORT}/v1" in result.error.message
+    assert took < 10, f"{took:.1f}s to report a refused connection"
