@@ -375,3 +375,32 @@ def _check_refs(config: AgentlaneConfig) -> None:
     for agent in config.agents.values():
         for ref in (agent.model, *agent.fallbacks):
             config.model(ref)
+
+
+class ConfigWatcher:
+    """The configuration, re-read when its file changes (a model or profile added while workers
+    run is usable without a restart). A file that becomes invalid keeps the last good config in
+    use and the error is raised to the caller each time, so nothing silently runs on defaults."""
+
+    def __init__(self, data_dir: Path | None = None, env: Mapping[str, str] | None = None):
+        self.data_dir = data_dir
+        self.env = env
+        self._stamp: tuple[str, int] | None = None
+        self._config: AgentlaneConfig | None = None
+
+    def _current_stamp(self) -> tuple[str, int]:
+        env = os.environ if self.env is None else self.env
+        path = _config_path(self.data_dir, env)
+        if path is None:
+            return ("", 0)
+        try:
+            return (str(path), path.stat().st_mtime_ns)
+        except OSError:
+            return (str(path), -1)
+
+    def current(self) -> AgentlaneConfig:
+        stamp = self._current_stamp()
+        if self._config is None or stamp != self._stamp:
+            self._config = load_config(self.data_dir, self.env)
+            self._stamp = stamp
+        return self._config

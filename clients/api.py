@@ -37,7 +37,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.transcript_store import TranscriptStore
-from agentlane.config import AgentlaneConfig, ConfigError, load_config
+from agentlane.config import AgentlaneConfig, ConfigError, ConfigWatcher
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
     check_session_key,
@@ -151,7 +151,7 @@ class AgentlaneClient:
     def __init__(self, client: Client, settings: Settings) -> None:
         self.client = client
         self.settings = settings
-        self._loaded_config: AgentlaneConfig | None = None
+        self._config_watcher = ConfigWatcher(settings.data_dir)
 
     @classmethod
     async def connect(cls, settings: Settings | None = None) -> AgentlaneClient:
@@ -161,9 +161,7 @@ class AgentlaneClient:
     # -- sending ----------------------------------------------------------------------------
 
     def _config(self) -> AgentlaneConfig:
-        if self._loaded_config is None:
-            self._loaded_config = load_config(self.settings.data_dir)
-        return self._loaded_config
+        return self._config_watcher.current()
 
     def _default_model(self) -> str:
         """AGENTLANE_MODEL, else the config file's default_model, else the offline model."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from activities.auth_store import AuthStoreError, resolve_credentials
 from activities.providers.base import Credentials, ModelProvider
 from activities.providers.catalog import build_provider
-from agentlane.config import AgentlaneConfig, ApiKind, ConfigError, ModelEntry, load_config
+from agentlane.config import AgentlaneConfig, ApiKind, ConfigError, ConfigWatcher, ModelEntry
 from agentlane.run import ModelRef
 from agentlane.settings import Settings
 
@@ -32,15 +32,19 @@ class ProviderResolver:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._config: AgentlaneConfig | None = None
+        self._watcher = ConfigWatcher(settings.data_dir)
         self._providers: dict[str, ModelProvider] = {}
 
     def config(self) -> AgentlaneConfig:
-        if self._config is None:
-            try:
-                self._config = load_config(self.settings.data_dir)
-            except ConfigError as err:
-                raise ModelUnavailable(str(err)) from err
-        return self._config
+        try:
+            config = self._watcher.current()
+        except ConfigError as err:
+            raise ModelUnavailable(str(err)) from err
+        if config is not self._config:
+            # A changed model entry needs a new provider (base URL, API kind).
+            self._providers.clear()
+            self._config = config
+        return config
 
     def resolve(self, ref: ModelRef, profile_id: str | None = None) -> ResolvedModel:
         config = self.config()

@@ -448,3 +448,30 @@ async def test_a_refused_connection_is_reported_quickly_with_its_url(
     assert result.status == ExecutionStatus.ERROR and result.error is not None
     assert f"http://127.0.0.1:{CLOSED_PORT}/v1" in result.error.message
     assert took < 10, f"{took:.1f}s to report a refused connection"
+
+
+async def test_a_model_added_to_the_config_while_the_worker_runs(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    config = deployment.data_dir / "config.toml"
+    before = config.read_text()
+    config.write_text(
+        before
+        + f"""
+[[models]]
+provider = "late"
+id = "added"
+api = "openai-compatible"
+base_url = "{fake.openai_base_url}"
+"""
+    )
+    fake.set_keys(openai=[])  # the new entry is a keyless local server
+    try:
+        done = await send_and_finish(
+            deployment, fake, ws, "hello", "late/added", Reply(text="hi from the new model")
+        )
+        assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+        assert done.result.reply == "hi from the new model"
+    finally:
+        config.write_text(before)
+        fake.set_keys(openai=[OPENAI_KEY])

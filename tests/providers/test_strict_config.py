@@ -78,3 +78,24 @@ def test_config_check_command(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2
     assert "models[0].context_window" in bad.stderr
+
+
+def test_the_config_is_read_again_when_its_file_changes(tmp_path: Path) -> None:
+    import time
+
+    from agentlane.config import ConfigWatcher
+
+    path = write(tmp_path, "default_model = 'offline/planner'\n")
+    watcher = ConfigWatcher(tmp_path, env={})
+    assert "late/added" not in watcher.current().models
+    same = watcher.current()
+    assert watcher.current() is same  # unchanged file: not parsed again
+    time.sleep(0.01)
+    path.write_text(
+        "[[models]]\nprovider='late'\nid='added'\napi='openai-compatible'\n"
+        "base_url='http://127.0.0.1:9/v1'\n"
+    )
+    assert "late/added" in watcher.current().models
+    path.write_text("[[models]]\nprovider='late'\n")
+    with pytest.raises(ConfigError, match="models\\[0\\]"):
+        watcher.current()
