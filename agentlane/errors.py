@@ -17,7 +17,8 @@ class ExecutionErrorKind(StrEnum):
     RUNTIME_ERROR = "runtime_error"
     TIMEOUT = "timeout"
     ABORTED = "aborted"
-    QUOTA_EXCEEDED = "quota_exceeded"
+    QUOTA_EXCEEDED = "quota_exceeded"  # rate limits: retry with backoff
+    BILLING = "billing"  # out of credits or plan: not worth retrying until someone pays
     TOOL_ERROR = "tool_error"
     STATE_PERSIST_FAILED = "state_persist_failed"
     UNKNOWN = "unknown"

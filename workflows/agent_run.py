@@ -88,11 +88,10 @@ def _failure(err: ActivityError) -> LoopEnd:
             )
         if cause.type == MODEL_PROVIDER_ERROR and cause.details:
             failure = ModelFailure.model_validate(cause.details[0])
-            kind = (
-                ExecutionErrorKind.QUOTA_EXCEEDED
-                if failure.reason in ("rate_limit", "billing")
-                else ExecutionErrorKind.RUNTIME_ERROR
-            )
+            kind = {
+                "rate_limit": ExecutionErrorKind.QUOTA_EXCEEDED,
+                "billing": ExecutionErrorKind.BILLING,
+            }.get(failure.reason, ExecutionErrorKind.RUNTIME_ERROR)
             return LoopEnd(
                 TerminationReason.ERROR,
                 ExecutionError(kind=kind, message=failure.message, failure=failure),

@@ -193,6 +193,7 @@ async def test_provider_failures_are_typed(
         (Fault.http(401), "auth", 401),
         (Fault.named("context_overflow"), "context_overflow", 400),
         (Fault.http(529), "overloaded", 529),
+        (Fault.http(402), "billing", 402),
     ]
     for fault, reason, status in cases:
         done = await send_and_finish(
@@ -207,6 +208,8 @@ async def test_provider_failures_are_typed(
         assert failure.profile_id == "anthropic:env"
         if reason == "rate_limit":
             assert failure.retry_after_seconds == 7
+        kinds = {"rate_limit": "quota_exceeded", "billing": "billing"}
+        assert result.error.kind.value == kinds.get(reason, "runtime_error")
         errors = [e for e in got.events if e.kind == EventKind.ERROR]
         assert errors and errors[0].text == failure.message
         assert len(fake.requests("anthropic")) == 1, "a typed failure is not retried blindly"
