@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workflows.thinking_fallback import (
+from workflows.policy.thinking_fallback import (
     normalize_thinking_level,
     pick_fallback_thinking_level,
     supported_thinking_values,
@@ -136,7 +136,7 @@ def test_supported_values_absent() -> None:
 def test_module_is_workflow_sandbox_safe() -> None:
     """The workflow imports this module, so it must not drag in activity code or I/O modules."""
     probe = (
-        "import sys, workflows.thinking_fallback;"
+        "import sys, workflows.policy.thinking_fallback;"
         "bad = [m for m in sys.modules if m.startswith(('activities', 'httpx', 'anthropic',"
         " 'openai', 'temporalio', 'pydantic'))];"
         "print(','.join(bad))"
