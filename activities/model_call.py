@@ -342,7 +342,7 @@ class ModelCallActivity:
         prior_text = ""
         prior_unknown = False
         announced: set[str] = set()
-        if info.attempt > 1:
+        if info.attempt > 1 or inp.recheck_announce:
             # Only a retry needs to know what an earlier attempt showed, and it reads that back
             # from the stream itself (a query: no history, and no cost to first attempts).
             try:

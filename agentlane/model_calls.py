@@ -37,6 +37,9 @@ class ModelCallInput(RunStepInput):
     open_turn: bool = False
     idle_timeout_seconds: int = 120
     reasoning_mode: str = "off"
+    # The run retries this turn (e.g. with a lower thinking level) after a call that may have
+    # announced it already: announce only what the stream does not hold yet.
+    recheck_announce: bool = False
 
 
 class ToolCallRef(CompactModel):

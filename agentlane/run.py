@@ -135,6 +135,10 @@ class RunCarry(BaseModel):
     # contract cannot import workflow code) and the calls it blocked so far.
     loops: dict[str, Any] = Field(default_factory=dict)
     blocked_calls: int = 0
+    # Thinking-level fallback (SPEC §6): the level in use when lowered, and the levels tried.
+    thinking: str | None = None
+    attempted_thinking: list[str] = Field(default_factory=list)
+    recheck_announce: bool = False
 
 
 class RunInput(BaseModel):

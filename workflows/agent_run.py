@@ -57,8 +57,11 @@ with workflow.unsafe.imports_passed_through():
         warning_to_emit,
     )
     from workflows.policy.run_limits import turn_limit_reached
+    from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 
 
+# Runs recorded before the thinking fallback ended at a thinking refusal.
+THINKING_FALLBACK_PATCH = "thinking-fallback"
 # A model that keeps calling tools loop detection blocks is stopped after this many blocks: the
 # block message is its chance to change course, not an invitation to loop for 48 hours.
 MAX_BLOCKED_CALLS = 3
@@ -286,6 +289,8 @@ class AgentRunWorkflow:
                 return LoopEnd(continue_as_new=True)
             turn = self.c.turn_index
             result = await self._call_model(turn)
+            if result is None:
+                continue  # the same turn again, e.g. with a lower thinking level
             if isinstance(result, LoopEnd):
                 return result
             entry_id = self._absorb(turn, result)
@@ -301,7 +306,7 @@ class AgentRunWorkflow:
                     continue  # a steering message arrived during the last call: answer it
                 return LoopEnd(TerminationReason.NO_TOOL_CALLS)
 
-    async def _call_model(self, turn: int) -> ModelCallResult | LoopEnd:
+    async def _call_model(self, turn: int) -> ModelCallResult | LoopEnd | None:
         append = self.c.pending_user + self.c.steer
         self.phase = RunPhase.STREAMING
         announce = self._take_announce()
@@ -321,7 +326,7 @@ class AgentRunWorkflow:
                     workspace="" if self.workspace_recorded else self.req.workspace,
                     create_workspace=self.req.create_workspace,
                     model=self.req.model,
-                    thinking=self.req.thinking,
+                    thinking=self._thinking(),
                     tools=self.req.tools,
                     append_user=append,
                     unanswered_reason=self.c.unanswered_reason,
@@ -331,6 +336,7 @@ class AgentRunWorkflow:
                     open_turn=True,
                     idle_timeout_seconds=self.req.idle_timeout_seconds,
                     reasoning_mode=self.req.reasoning_mode,
+                    recheck_announce=self.c.recheck_announce,
                 ),
                 result_type=ModelCallResult,
                 task_queue=model_task_queue(workflow.info().task_queue),
@@ -344,11 +350,43 @@ class AgentRunWorkflow:
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
             self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
+            lowered = self._lower_thinking(err)
+            if lowered is not None:
+                self.c.thinking = lowered
+                self.c.recheck_announce = True
+                workflow.set_current_details(
+                    f"run **{self.req.run_id}** on {self.req.model.label()}, thinking lowered "
+                    f"to {lowered}"
+                )
+                return None
             return _failure(err)
+        self.c.recheck_announce = False
         # The user turns are in the transcript now, and unanswered calls have been answered.
         self.c.pending_user = []
         self.c.steer = [t for t in self.c.steer if t not in append]
         return result
+
+    def _thinking(self) -> str:
+        return self.c.thinking or self.req.thinking
+
+    def _lower_thinking(self, err: ActivityError) -> str | None:
+        """SPEC §6: a provider that refuses the thinking level names what it supports; try the
+        next level down once each. None: not a thinking refusal, or nothing left to try."""
+        cause = err.cause
+        if not (
+            isinstance(cause, ApplicationError)
+            and cause.type == MODEL_PROVIDER_ERROR
+            and cause.details
+        ):
+            return None
+        failure = ModelFailure.model_validate(cause.details[0])
+        if failure.reason != "thinking_unsupported":
+            return None
+        if not workflow.patched(THINKING_FALLBACK_PATCH):
+            return None
+        attempted = [*self.c.attempted_thinking, self._thinking()]
+        self.c.attempted_thinking = attempted
+        return pick_fallback_thinking_level(failure.raw_message, attempted)
 
     def _absorb(self, turn: int, result: ModelCallResult) -> str:
         """Take what a model call reports into the run's state; return its entry id."""

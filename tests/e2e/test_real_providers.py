@@ -369,25 +369,28 @@ async def test_reasoning_modes(
     assert request["thinking"]["type"] == "enabled"
 
 
-async def test_unsupported_thinking_level_is_a_typed_failure(
+async def test_unsupported_thinking_level_is_lowered_and_the_run_succeeds(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    result = (
-        await send_and_finish(
-            deployment,
-            fake,
-            ws,
-            "think hard",
-            "anthropic/fake-claude",
-            overrides={"thinking": "xhigh"},
-        )
-    ).result
-    assert result.error is not None and result.error.failure is not None
-    failure = result.error.failure
-    assert failure.reason == "thinking_unsupported"
-    assert failure.thinking == "xhigh"
-    assert "supported values are" in failure.raw_message.lower()
-    assert fake.requests("anthropic") == [], "rejected before anything was sent"
+    """SPEC §6: the refusal names the supported levels; the run tries the next one and goes on.
+    The refused level never reaches the provider, and the turn is announced once."""
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "think hard",
+        "anthropic/fake-claude",
+        Reply(text="Thought it through."),
+        overrides={"thinking": "xhigh"},
+    )
+    result = done.result
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "Thought it through."
+    sent = fake.requests("anthropic")
+    assert len(sent) == 1, "the refused level was never sent"
+    kinds = [e.kind for e in done.got.events]
+    assert kinds.count(EventKind.AGENT_START) == 1
+    assert kinds.count(EventKind.TURN_START) == 1
 
 
 async def test_anthropic_signed_thinking_goes_back_with_the_tool_result(
