@@ -35,6 +35,8 @@ class EventKind(StrEnum):
     ERROR = "error"
     # Tool-loop detection warned about, or blocked, a tool call (SPEC §14).
     TOOL_LOOP = "tool_loop"
+    # Something the user should know that does not stop the run (e.g. a small context window).
+    WARNING = "warning"
 
 
 class AgentEvent(BaseModel):

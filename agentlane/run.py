@@ -78,6 +78,8 @@ class ExecutionRequest(BaseModel):
     loop_detection: LoopDetectionConfig = LoopDetectionConfig()
     # Optional cap on model calls per run (off by default).
     max_turns: int | None = None
+    context_window: int | None = None
+    context_window_source: str = "model"
     # Test hook: continue-as-new after this many history events instead of waiting for the
     # server's suggestion (the suggestion needs thousands of events).
     continue_as_new_after_events: int | None = None

@@ -48,6 +48,10 @@ class SessionSettings(BaseModel):
     # Tool-loop detection (SPEC §14), on by default here; and an optional per-run turn limit.
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     max_turns: int | None = None
+    # The model's context window as the config gave it when the session was made (SPEC §9);
+    # None: unknown, not checked.
+    context_window: int | None = None
+    context_window_source: str = "model"
     run_budget_seconds: int = 48 * 3600
     idle_timeout_seconds: int = 120
     continue_as_new_after_events: int | None = None

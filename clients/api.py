@@ -181,9 +181,13 @@ class AgentlaneClient:
             raise SendRejected(str(err)) from err
         provider, _, name = ref.partition("/")
         config = self._config()
+        window = config.context_window(ref, "main")
+        source = "agentContextTokens" if window < config.model(ref).context_window else "model"
         base: dict[str, object] = {
             "queue": config.queue,
             "loop_detection": config.loop_detection,
+            "context_window": window,
+            "context_window_source": source,
         }
         settings = SessionSettings.model_validate(
             {
@@ -241,7 +245,7 @@ class AgentlaneClient:
         # What this message names wins over what a closed session with this key had.
         explicit = [
             *(["workspace", "create_workspace"] if workspace is not None else []),
-            *(["model"] if model is not None else []),
+            *(["model", "context_window", "context_window_source"] if model is not None else []),
             *(session_overrides or {}),
         ]
         attempts = 0

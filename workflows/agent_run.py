@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
+    from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.loop_detection import (
         NOT_STUCK,
         LoopLevel,
@@ -60,6 +61,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 
 
+# Runs recorded before the context window guard started without it.
+CONTEXT_GUARD_PATCH = "context-window-guard"
 # Runs recorded before the thinking fallback ended at a thinking refusal.
 THINKING_FALLBACK_PATCH = "thinking-fallback"
 # A model that keeps calling tools loop detection blocks is stopped after this many blocks: the
@@ -198,6 +201,9 @@ class AgentRunWorkflow:
                 },
             )
         workflow.set_current_details(f"run **{self.req.run_id}** on {self.req.model.label()}")
+        too_small = self._check_context_window() if inp.carry is None else None
+        if too_small is not None:
+            return await self._finish(too_small)
         loop = asyncio.create_task(self._loop())
         remaining = (self.c.deadline - workflow.now()).total_seconds()
         end: LoopEnd
@@ -365,6 +371,31 @@ class AgentRunWorkflow:
         self.c.pending_user = []
         self.c.steer = [t for t in self.c.steer if t not in append]
         return result
+
+    def _check_context_window(self) -> LoopEnd | None:
+        """SPEC §9, once per run before any provider call: block a window under 16 000 tokens,
+        warn under 32 000."""
+        if self.req.context_window is None or not workflow.patched(CONTEXT_GUARD_PATCH):
+            return None
+        guard = evaluate_context_window(
+            self.req.context_window,
+            provider=self.req.model.provider,
+            model=self.req.model.model,
+            source=self.req.context_window_source,
+        )
+        if guard.warning is not None:
+            workflow.logger.warning(guard.warning)
+            self._emit(EventKind.WARNING, text=guard.warning, data={"code": "low_context_window"})
+        if guard.block_message is None:
+            return None
+        return LoopEnd(
+            TerminationReason.ERROR,
+            ExecutionError(
+                kind=ExecutionErrorKind.VALIDATION_FAILED,
+                message=f"{guard.block_message} Choose a model with a larger context window "
+                "(`agentlane models` lists them) and send the message again.",
+            ),
+        )
 
     def _thinking(self) -> str:
         return self.c.thinking or self.req.thinking

@@ -565,6 +565,8 @@ class SessionWorkflow:
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
             loop_detection=settings.loop_detection,
             max_turns=settings.max_turns,
+            context_window=settings.context_window,
+            context_window_source=settings.context_window_source,
         )
         # The batch stays in the session's hands (in_flight) until its run ends normally.
         taken = set(batch.seqs)

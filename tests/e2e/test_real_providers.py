@@ -71,6 +71,20 @@ base_url = "{fake.openai_base_url}"
 context_window = 32000
 
 [[models]]
+provider = "openai"
+id = "fake-tiny"
+api = "openai-chat"
+base_url = "{fake.openai_base_url}"
+context_window = 8000
+
+[[models]]
+provider = "openai"
+id = "fake-small"
+api = "openai-chat"
+base_url = "{fake.openai_base_url}"
+context_window = 20000
+
+[[models]]
 provider = "nowhere"
 id = "ghost"
 api = "openai-compatible"
@@ -481,3 +495,20 @@ base_url = "{fake.openai_base_url}"
     finally:
         config.write_text(before)
         fake.set_keys(openai=[OPENAI_KEY])
+
+
+async def test_the_context_window_guard(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """SPEC §9: under 16 000 tokens the run fails before any provider call; under 32 000 it
+    warns once and goes on."""
+    tiny = await send_and_finish(deployment, fake, ws, "hello", "openai/fake-tiny")
+    assert tiny.result.status == ExecutionStatus.ERROR and tiny.result.error is not None
+    assert "context window too small (8000 tokens)" in tiny.result.error.message
+    assert fake.requests("openai-chat") == []
+    small = await send_and_finish(
+        deployment, fake, ws, "hello", "openai/fake-small", Reply(text="small but fine")
+    )
+    assert small.result.status == ExecutionStatus.SUCCESS
+    warnings = [e for e in small.got.events if e.kind == EventKind.WARNING]
+    assert len(warnings) == 1 and "ctx=20000" in (warnings[0].text or "")
