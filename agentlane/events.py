@@ -85,7 +85,9 @@ class Announcement(BaseModel):
 
     def to_event(self, session_key: str, run_id: str) -> AgentEvent:
         return AgentEvent(
-            event_id=lifecycle_event_id(run_id, self.kind, self.turn_index),
+            # A turn can hold several of some events (one per tool call): the call names them.
+            event_id=lifecycle_event_id(run_id, self.kind, self.turn_index)
+            + (f"/{self.data['tool_call_id']}" if "tool_call_id" in self.data else ""),
             session_key=session_key,
             run_id=run_id,
             **self.model_dump(exclude_none=True),

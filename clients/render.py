@@ -44,6 +44,10 @@ class TerminalRenderer:
         elif kind == EventKind.MESSAGE_RESET:
             self.view.apply(event)
             self._line(f"↻ model call retried (attempt {event.attempt}); its reply restarts:")
+        elif kind in (EventKind.WARNING, EventKind.TOOL_LOOP):
+            if event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                self._line(f"⚠ {event.text or ''}")
         elif kind == EventKind.AGENT_START:
             if event.event_id not in self.view.seen_ids:  # a repeat is the same start
                 self.view.apply(event)
