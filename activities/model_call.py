@@ -324,7 +324,7 @@ class ModelCallActivity:
             return self._result_from_entry(existing, info.attempt, set(inp.tools))
         await asyncio.to_thread(self._prepare_transcript, inp)
         try:
-            resolved = self.resolver.resolve(inp.model)
+            resolved = self.resolver.resolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 

@@ -40,6 +40,8 @@ class ModelCallInput(RunStepInput):
     # The run retries this turn (e.g. with a lower thinking level) after a call that may have
     # announced it already: announce only what the stream does not hold yet.
     recheck_announce: bool = False
+    # The auth profile to use (None: the provider's first usable one).
+    profile_id: str | None = None
 
 
 class ToolCallRef(CompactModel):

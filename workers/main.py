@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
+from activities.profile_listing import ProfileListing
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import RunFinishActivity
 from activities.session_records import SessionRecords
@@ -55,6 +56,7 @@ def build_workers(
     tools = ToolActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
+    listing = ProfileListing(settings)
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
@@ -74,6 +76,7 @@ def build_workers(
                 finish.finish_run,
                 records.restore_session,
                 records.record_session,
+                listing.list_profiles,
             ],
             max_concurrent_workflow_tasks=50,
             max_concurrent_activities=settings.max_concurrent_tool_calls,

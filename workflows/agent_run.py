@@ -26,11 +26,14 @@ with workflow.unsafe.imports_passed_through():
         MODEL_PROVIDER_ERROR,
         WORKSPACE_MISSING,
         ExecutionErrorKind,
+        FailoverReason,
         ModelFailure,
     )
     from agentlane.events import Announcement, EventKind, turn_boundary
     from agentlane.ids import assistant_entry_id, chain_token_of
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
+    from agentlane.profile_listing import LIST_PROFILES, ListedProfiles, ListProfilesInput
+    from agentlane.profile_state import ProfileState
     from agentlane.run import (
         ExecutionError,
         ExecutionResult,
@@ -46,7 +49,16 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
+    from workflows.policy.auth_profiles import advance, candidate_list, mark_failure
     from workflows.policy.context_guard import evaluate_context_window
+    from workflows.policy.failover import (
+        DecisionKind,
+        FailoverCounters,
+        FailoverSettings,
+        FailureFacts,
+        decide_prompt_failure,
+        run_loop_iteration_limit,
+    )
     from workflows.policy.loop_detection import (
         NOT_STUCK,
         LoopLevel,
@@ -61,6 +73,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 
 
+# Runs recorded before profile rotation ended at the first provider failure.
+PROFILE_ROTATION_PATCH = "auth-profile-rotation"
+# ModelFailure reasons that are not failover reasons (SPEC §4.4.1 steps 3-4 and §6).
+NON_FAILOVER_KINDS = frozenset(
+    {"role_ordering", "image_size", "context_overflow", "thinking_unsupported"}
+)
 # Runs recorded before the context window guard started without it.
 CONTEXT_GUARD_PATCH = "context-window-guard"
 # Runs recorded before the thinking fallback ended at a thinking refusal.
@@ -77,6 +95,14 @@ class LoopEnd:
     continue_as_new: bool = False
     # How finish_run answers calls left open, when not the default "run stopped".
     unanswered: str | None = None
+
+
+def _provider_failure(err: ActivityError) -> ModelFailure | None:
+    """The classified provider failure an activity reported, if that is what failed it."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == MODEL_PROVIDER_ERROR and cause.details:
+        return ModelFailure.model_validate(cause.details[0])
+    return None
 
 
 def _failure(err: ActivityError) -> LoopEnd:
@@ -343,6 +369,7 @@ class AgentRunWorkflow:
                     idle_timeout_seconds=self.req.idle_timeout_seconds,
                     reasoning_mode=self.req.reasoning_mode,
                     recheck_announce=self.c.recheck_announce,
+                    profile_id=self.c.profile_id,
                 ),
                 result_type=ModelCallResult,
                 task_queue=model_task_queue(workflow.info().task_queue),
@@ -364,6 +391,9 @@ class AgentRunWorkflow:
                     f"run **{self.req.run_id}** on {self.req.model.label()}, thinking lowered "
                     f"to {lowered}"
                 )
+                return None
+            if await self._rotate_profile(err):
+                self.c.recheck_announce = True
                 return None
             return _failure(err)
         self.c.recheck_announce = False
@@ -397,21 +427,99 @@ class AgentRunWorkflow:
             ),
         )
 
+    async def _rotate_profile(self, err: ActivityError) -> bool:
+        """SPEC §4.4.1 and §7.6: after a provider failure, mark the profile that failed (never for
+        a timeout) and retry the same turn with the next profile not cooling down, within the
+        rotation caps and the iteration bound. Only the failed model call is retried: tools that
+        already ran are never run again. False: the failure ends the run."""
+        failure = _provider_failure(err)
+        if failure is None or not workflow.patched(PROFILE_ROTATION_PATCH):
+            return False
+        try:
+            reason: FailoverReason | None = FailoverReason(failure.reason)
+        except ValueError:
+            reason = None
+        facts = FailureFacts(
+            reason=reason,
+            message=failure.message,
+            raw_message=failure.raw_message,
+            status=failure.status,
+            kind=failure.reason if failure.reason in NON_FAILOVER_KINDS else None,
+            failover_failure=reason is not None,
+            timed_out=reason is FailoverReason.TIMEOUT,
+        )
+        if self.c.profile_candidates is None:
+            listed = await workflow.execute_local_activity(
+                LIST_PROFILES,
+                ListProfilesInput(provider=self.req.model.provider),
+                result_type=ListedProfiles,
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                summary=f"auth profiles of {self.req.model.provider}",
+            )
+            self.c.profile_candidates = [p.id for p in listed.profiles]
+        candidates = candidate_list(self.c.profile_candidates)
+        failed = failure.profile_id or self.c.profile_id
+        current = candidates.index(failed) if failed in candidates else 0
+        now = workflow.time()
+        state = ProfileState.model_validate(self.c.profile_state)
+        if failed and reason is not None:
+            state = mark_failure(
+                state,
+                failed,
+                reason,
+                provider=self.req.model.provider,
+                now=now,
+                model_id=self.req.model.model,
+            )
+        self.c.profile_state = state.model_dump(mode="json")
+        nxt = advance(candidates, current, state, self.req.model.model, now)
+        decision = decide_prompt_failure(
+            facts,
+            FailoverCounters(
+                iterations=self.c.failover_iterations,
+                rate_limit_rotations=self.c.rate_limit_rotations,
+                overload_rotations=self.c.overload_rotations,
+                attempted_thinking=frozenset(self.c.attempted_thinking),
+            ),
+            FailoverSettings(),
+            more_profiles=nxt is not None,
+        )
+        self.c.rate_limit_rotations = decision.counters.rate_limit_rotations
+        self.c.overload_rotations = decision.counters.overload_rotations
+        if decision.kind is not DecisionKind.ROTATE_PROFILE or nxt is None:
+            return False
+        self.c.failover_iterations += 1
+        if self.c.failover_iterations > run_loop_iteration_limit(len(candidates)):
+            return False
+        if decision.backoff_ms:
+            await workflow.sleep(timedelta(milliseconds=decision.backoff_ms), summary="backoff")
+        chosen = candidates[nxt]
+        self.c.profile_id = chosen
+        self.c.attempted_thinking = []  # SPEC §6: a new profile starts its thinking afresh
+        text = f"{failure.provider} profile {failed} failed ({failure.reason}); trying {chosen}"
+        self._emit(
+            EventKind.WARNING,
+            text=text,
+            data={
+                "code": "profile_rotated",
+                "from": failed,
+                "to": chosen,
+                "reason": failure.reason,
+            },
+        )
+        workflow.set_current_details(
+            f"run **{self.req.run_id}** on {self.req.model.label()}; {text}"
+        )
+        return True
+
     def _thinking(self) -> str:
         return self.c.thinking or self.req.thinking
 
     def _lower_thinking(self, err: ActivityError) -> str | None:
         """SPEC §6: a provider that refuses the thinking level names what it supports; try the
         next level down once each. None: not a thinking refusal, or nothing left to try."""
-        cause = err.cause
-        if not (
-            isinstance(cause, ApplicationError)
-            and cause.type == MODEL_PROVIDER_ERROR
-            and cause.details
-        ):
-            return None
-        failure = ModelFailure.model_validate(cause.details[0])
-        if failure.reason != "thinking_unsupported":
+        failure = _provider_failure(err)
+        if failure is None or failure.reason != "thinking_unsupported":
             return None
         if not workflow.patched(THINKING_FALLBACK_PATCH):
             return None

@@ -512,3 +512,44 @@ async def test_the_context_window_guard(
     assert small.result.status == ExecutionStatus.SUCCESS
     warnings = [e for e in small.got.events if e.kind == EventKind.WARNING]
     assert len(warnings) == 1 and "ctx=20000" in (warnings[0].text or "")
+
+
+async def test_a_rate_limited_profile_is_rotated_to_the_next(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """The first 429 no longer ends the run: profile A is marked (cooling down) and the same
+    call is made again with profile B; tools that already ran are not run again."""
+    from activities.auth_store import AuthStore
+
+    second = "sk-ant-api03-" + secrets.token_hex(24)
+    store = AuthStore.for_data_dir(deployment.data_dir)
+    store.set_key("anthropic:work", "anthropic", second)
+    fake.set_keys(anthropic=[ANTHROPIC_KEY, second])
+    try:
+        done = await send_and_finish(
+            deployment,
+            fake,
+            ws,
+            "hello",
+            "anthropic/fake-claude",
+            Reply.error(Fault.http(429, retry_after=7)),
+            Reply(text="Answered by the second key."),
+        )
+        result = done.result
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        assert result.reply == "Answered by the second key."
+        keys = [
+            r.headers.get("x-api-key") or r.headers.get("authorization", "").removeprefix("Bearer ")
+            for r in fake.requests("anthropic")
+        ]
+        assert keys == [ANTHROPIC_KEY, second]
+        rotated = [e for e in done.got.events if e.kind == EventKind.WARNING]
+        assert rotated and rotated[0].data["code"] == "profile_rotated"
+        assert rotated[0].data["from"] == "anthropic:env"
+        assert rotated[0].data["to"] == "anthropic:work"
+        assert second not in str(rotated[0].model_dump()), "no key in an event"
+        kinds = [e.kind for e in done.got.events]
+        assert kinds.count(EventKind.AGENT_START) == kinds.count(EventKind.TURN_START) == 1
+    finally:
+        store.remove("anthropic:work")
+        fake.set_keys(anthropic=[ANTHROPIC_KEY])
