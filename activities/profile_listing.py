@@ -1,35 +1,93 @@
-"""Lists a provider's auth profiles for the run workflow: ids and types from the auth store and
-the config's order. Keys stay here (DESIGN decision 2)."""
+"""Auth-profile routing behind activities: lists a provider's profiles (ids and types from the
+auth store, the config's order; keys stay here, DESIGN decision 2) with the shared usage state,
+and updates one profile's usage race-free.
+
+The shared state is `data/auth-state.json` (0600), changed under an exclusive file lock with
+compare-and-set: a run sends the usage it saw and the usage it computed (the cooldown math is
+the workflow's, `workflows/policy/auth_profiles.py`); when another run changed that profile in
+between, nothing is written and the run recomputes from what is there. So 200 sessions failing
+at once lose no update, and every session sees a cooldown as soon as it is written. Only state
+changes come here (a failure, a recovery), never one write per model call. On several machines
+the file must be on shared storage (the same place as the transcripts)."""
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from temporalio import activity
 
 from activities.auth_store import AuthStore
 from agentlane.config import ConfigWatcher
-from agentlane.profile_listing import LIST_PROFILES, ListedProfiles, ListProfilesInput
-from agentlane.profile_state import ProfileCredential
+from agentlane.private_files import private_open, write_private
+from agentlane.profile_listing import (
+    LIST_PROFILES,
+    UPDATE_PROFILE_USAGE,
+    ListedProfiles,
+    ListProfilesInput,
+    UsageUpdate,
+    UsageUpdateResult,
+)
+from agentlane.profile_state import ProfileCredential, ProfileState
 from agentlane.settings import Settings
+
+STATE_FILE = "auth-state.json"
 
 
 class ProfileListing:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.config = ConfigWatcher(settings.data_dir)
+        self.path = settings.data_dir / STATE_FILE
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with private_open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self) -> ProfileState:
+        try:
+            return ProfileState.model_validate(json.loads(self.path.read_text() or "{}"))
+        except FileNotFoundError:
+            return ProfileState()
+
+    def _update(self, inp: UsageUpdate) -> UsageUpdateResult:
+        with self._locked():
+            state = self._read()
+            current = state.usage.get(inp.profile_id)
+            if current != inp.expected:
+                return UsageUpdateResult(applied=False, current=current)
+            usage = {**state.usage, inp.profile_id: inp.new}
+            new_state = state.model_copy(update={"usage": usage})
+            write_private(self.path, new_state.model_dump_json().encode())
+            return UsageUpdateResult(applied=True, current=inp.new)
+
+    @activity.defn(name=UPDATE_PROFILE_USAGE)
+    async def update_profile_usage(self, inp: UsageUpdate) -> UsageUpdateResult:
+        return await asyncio.to_thread(self._update, inp)
 
     def _list(self, provider: str) -> ListedProfiles:
         order = list(self.config.current().auth_order.get(provider, []))
         store = AuthStore.for_data_dir(self.settings.data_dir)
         stored = store.profiles()
         ids = store.profile_ids(provider, order)
+        shared = self._read()
+        mine = {pid: u for pid, u in shared.usage.items() if pid in ids}
         return ListedProfiles(
             profiles=[
                 ProfileCredential(id=pid, provider=provider, type=stored[pid].type, usable=True)
                 for pid in ids
             ],
             configured_order=order,
+            state=ProfileState(usage=mine),
         )
 
     @activity.defn(name=LIST_PROFILES)

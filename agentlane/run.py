@@ -141,12 +141,10 @@ class RunCarry(BaseModel):
     thinking: str | None = None
     attempted_thinking: list[str] = Field(default_factory=list)
     recheck_announce: bool = False
-    # Auth-profile rotation (SPEC §7.6): the profile in use, the run's candidates, the cooldown
-    # state it has seen (`agentlane.profile_state.ProfileState`, dumped) and the failover
-    # counters of SPEC §4.2.
+    # Auth-profile rotation (SPEC §7.6): the profile in use, the run's candidates (the shared
+    # cooldown state is read from the store when needed) and the failover counters of §4.2.
     profile_id: str | None = None
     profile_candidates: list[str] | None = None
-    profile_state: dict[str, Any] = Field(default_factory=dict)
     failover_iterations: int = 0
     rate_limit_rotations: int = 0
     overload_rotations: int = 0

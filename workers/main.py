@@ -77,6 +77,7 @@ def build_workers(
                 records.restore_session,
                 records.record_session,
                 listing.list_profiles,
+                listing.update_profile_usage,
             ],
             max_concurrent_workflow_tasks=50,
             max_concurrent_activities=settings.max_concurrent_tool_calls,

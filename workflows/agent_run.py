@@ -32,7 +32,14 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.events import Announcement, EventKind, turn_boundary
     from agentlane.ids import assistant_entry_id, chain_token_of
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
-    from agentlane.profile_listing import LIST_PROFILES, ListedProfiles, ListProfilesInput
+    from agentlane.profile_listing import (
+        LIST_PROFILES,
+        UPDATE_PROFILE_USAGE,
+        ListedProfiles,
+        ListProfilesInput,
+        UsageUpdate,
+        UsageUpdateResult,
+    )
     from agentlane.profile_state import ProfileState
     from agentlane.run import (
         ExecutionError,
@@ -49,7 +56,13 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
-    from workflows.policy.auth_profiles import advance, candidate_list, mark_failure
+    from workflows.policy.auth_profiles import (
+        advance,
+        candidate_list,
+        mark_failure,
+        select_initial,
+        soonest_expiry,
+    )
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.failover import (
         DecisionKind,
@@ -69,10 +82,13 @@ with workflow.unsafe.imports_passed_through():
         record_outcome,
         warning_to_emit,
     )
+    from workflows.policy.model_fallback import rate_limit_cooldown_reply
     from workflows.policy.run_limits import turn_limit_reached
     from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 
 
+# Compare-and-set tries when other runs keep changing the same profile.
+MAX_USAGE_UPDATE_TRIES = 5
 # Runs recorded before profile rotation ended at the first provider failure.
 PROFILE_ROTATION_PATCH = "auth-profile-rotation"
 # ModelFailure reasons that are not failover reasons (SPEC §4.4.1 steps 3-4 and §6).
@@ -227,9 +243,10 @@ class AgentRunWorkflow:
                 },
             )
         workflow.set_current_details(f"run **{self.req.run_id}** on {self.req.model.label()}")
-        too_small = self._check_context_window() if inp.carry is None else None
-        if too_small is not None:
-            return await self._finish(too_small)
+        if inp.carry is None:
+            unusable = self._check_context_window() or await self._choose_initial_profile()
+            if unusable is not None:
+                return await self._finish(unusable)
         loop = asyncio.create_task(self._loop())
         remaining = (self.c.deadline - workflow.now()).total_seconds()
         end: LoopEnd
@@ -448,30 +465,14 @@ class AgentRunWorkflow:
             failover_failure=reason is not None,
             timed_out=reason is FailoverReason.TIMEOUT,
         )
-        if self.c.profile_candidates is None:
-            listed = await workflow.execute_local_activity(
-                LIST_PROFILES,
-                ListProfilesInput(provider=self.req.model.provider),
-                result_type=ListedProfiles,
-                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
-                summary=f"auth profiles of {self.req.model.provider}",
-            )
-            self.c.profile_candidates = [p.id for p in listed.profiles]
-        candidates = candidate_list(self.c.profile_candidates)
+        # The shared state as it is now: other sessions may have cooled profiles down meanwhile.
+        state = await self._list_profiles()
+        candidates = candidate_list(self.c.profile_candidates or [])
         failed = failure.profile_id or self.c.profile_id
         current = candidates.index(failed) if failed in candidates else 0
         now = workflow.time()
-        state = ProfileState.model_validate(self.c.profile_state)
         if failed and reason is not None:
-            state = mark_failure(
-                state,
-                failed,
-                reason,
-                provider=self.req.model.provider,
-                now=now,
-                model_id=self.req.model.model,
-            )
-        self.c.profile_state = state.model_dump(mode="json")
+            state = await self._mark_shared(state, failed, reason, now)
         nxt = advance(candidates, current, state, self.req.model.model, now)
         decision = decide_prompt_failure(
             facts,
@@ -511,6 +512,81 @@ class AgentRunWorkflow:
             f"run **{self.req.run_id}** on {self.req.model.label()}; {text}"
         )
         return True
+
+    async def _list_profiles(self) -> ProfileState:
+        """The provider's profiles (the run's candidates, in order) and the shared state."""
+        listed: ListedProfiles = await workflow.execute_local_activity(
+            LIST_PROFILES,
+            ListProfilesInput(provider=self.req.model.provider),
+            result_type=ListedProfiles,
+            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+            summary=f"auth profiles of {self.req.model.provider}",
+        )
+        self.c.profile_candidates = [p.id for p in listed.profiles]
+        return listed.state
+
+    async def _mark_shared(
+        self, state: ProfileState, profile_id: str, reason: FailoverReason, now: float
+    ) -> ProfileState:
+        """Mark a profile failed in the shared store, race-free: the cooldown math runs here
+        (SPEC §7.7) and the store takes the result only if nobody changed the profile since we
+        read it; otherwise it is computed again from what the other run wrote."""
+        for _ in range(MAX_USAGE_UPDATE_TRIES):
+            expected = state.usage.get(profile_id)
+            marked = mark_failure(
+                state,
+                profile_id,
+                reason,
+                provider=self.req.model.provider,
+                now=now,
+                model_id=self.req.model.model,
+            )
+            new = marked.usage.get(profile_id)
+            if new is None or new == expected:
+                return marked  # nothing to record (a timeout, a bypassed provider)
+            outcome: UsageUpdateResult = await workflow.execute_local_activity(
+                UPDATE_PROFILE_USAGE,
+                UsageUpdate(profile_id=profile_id, expected=expected, new=new),
+                result_type=UsageUpdateResult,
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                summary=f"mark {profile_id}: {reason.value}",
+            )
+            if outcome.applied:
+                return marked
+            usage = dict(state.usage)
+            if outcome.current is None:
+                usage.pop(profile_id, None)
+            else:
+                usage[profile_id] = outcome.current
+            state = state.model_copy(update={"usage": usage})
+        return state
+
+    async def _choose_initial_profile(self) -> LoopEnd | None:
+        """Before the first model call: the first profile not cooling down (SPEC §7.6), so a
+        profile another session found rate-limited is avoided; None when one is usable."""
+        if self.req.model.provider == "offline" or not workflow.patched(PROFILE_ROTATION_PATCH):
+            return None
+        state = await self._list_profiles()
+        if not self.c.profile_candidates:
+            return None  # no stored profile: the provider's default credentials (or none)
+        candidates = candidate_list(self.c.profile_candidates)
+        now = workflow.time()
+        chosen = select_initial(candidates, state, self.req.model.model, now)
+        if chosen.index is not None:
+            self.c.profile_id = candidates[chosen.index]
+            return None
+        ids = [c for c in candidates if c]
+        expiry = soonest_expiry(state, ids, now, self.req.model.model)
+        message = (
+            rate_limit_cooldown_reply(expiry, now)
+            if chosen.reason in (FailoverReason.RATE_LIMIT, FailoverReason.OVERLOADED)
+            else f"Every auth profile of {self.req.model.provider} is unavailable "
+            f"({chosen.reason.value if chosen.reason else 'unknown'}); see `agentlane auth list`."
+        )
+        return LoopEnd(
+            TerminationReason.ERROR,
+            ExecutionError(kind=ExecutionErrorKind.QUOTA_EXCEEDED, message=message),
+        )
 
     def _thinking(self) -> str:
         return self.c.thinking or self.req.thinking

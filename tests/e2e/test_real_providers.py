@@ -40,6 +40,18 @@ def _closed_port() -> int:
 CLOSED_PORT = _closed_port()
 
 
+def forget_cooldowns(deployment: Deployment) -> None:
+    """Each case starts with healthy profiles: cooldowns are shared by every session (the
+    point of them), so one case's 429 would otherwise hold back the next case's runs."""
+    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_profiles(request: pytest.FixtureRequest) -> None:
+    if "deployment" in request.fixturenames:
+        forget_cooldowns(request.getfixturevalue("deployment"))
+
+
 def config_toml(fake: FakeProviderServer) -> str:
     return f"""
 [[models]]
@@ -210,6 +222,7 @@ async def test_provider_failures_are_typed(
         (Fault.http(402), "billing", 402),
     ]
     for fault, reason, status in cases:
+        forget_cooldowns(deployment)
         done = await send_and_finish(
             deployment, fake, ws, "hello", "anthropic/fake-claude", Reply.error(fault)
         )
@@ -550,6 +563,30 @@ async def test_a_rate_limited_profile_is_rotated_to_the_next(
         assert second not in str(rotated[0].model_dump()), "no key in an event"
         kinds = [e.kind for e in done.got.events]
         assert kinds.count(EventKind.AGENT_START) == kinds.count(EventKind.TURN_START) == 1
+
+        # Another session avoids the cooling profile from its first call.
+        other = await send_and_finish(
+            deployment, fake, ws, "hello", "anthropic/fake-claude", Reply(text="Second session.")
+        )
+        assert other.result.status == ExecutionStatus.SUCCESS, other.result.error
+        first = fake.requests("anthropic")[0]
+        assert first.headers.get("authorization", "").removeprefix("Bearer ") == second
+
+        # Both profiles rate-limited: the run says when one is ready, and sends nothing.
+        limited = await send_and_finish(
+            deployment,
+            fake,
+            ws,
+            "hello",
+            "anthropic/fake-claude",
+            Reply.error(Fault.http(429)),
+        )
+        assert fake.requests("anthropic") and len(fake.requests("anthropic")) == 1
+        again = await send_and_finish(deployment, fake, ws, "hello", "anthropic/fake-claude")
+        assert again.result.status == ExecutionStatus.ERROR and again.result.error is not None
+        assert "Rate-limited — ready in ~" in again.result.error.message
+        assert fake.requests("anthropic") == []
+        assert limited.result.status == ExecutionStatus.ERROR
     finally:
         store.remove("anthropic:work")
         fake.set_keys(anthropic=[ANTHROPIC_KEY])
