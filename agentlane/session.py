@@ -129,6 +129,10 @@ class SessionStatus(BaseModel):
     dropped_messages: int = 0
     queue_override: QueueOptions | None = None
     queue_settings: QueueSettings | None = None
+    # Of the run in progress.
+    profile_id: str | None = None
+    rotations: int = 0
+    thinking: str | None = None
 
 
 class RunPhase(StrEnum):
@@ -147,3 +151,7 @@ class RunProgress(BaseModel):
     usage: Usage
     last_call_usage: Usage
     pending_steer: int
+    # Failover (never a key): the auth profile in use, rotations so far, the thinking level used.
+    profile_id: str | None = None
+    rotations: int = 0
+    thinking: str | None = None

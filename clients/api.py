@@ -464,6 +464,9 @@ class AgentlaneClient:
                         "phase": phase,
                         "turns": status.turns + progress.turn_index,
                         "usage": status.usage.plus(progress.usage),
+                        "profile_id": progress.profile_id,
+                        "rotations": progress.rotations,
+                        "thinking": progress.thinking,
                     }
                 )
         return status

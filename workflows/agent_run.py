@@ -206,6 +206,9 @@ class AgentRunWorkflow:
             usage=self.c.usage.accumulated,
             last_call_usage=self.c.usage.last_call,
             pending_steer=len(self.c.steer),
+            profile_id=self.c.profile_id,
+            rotations=self.c.failover_iterations,
+            thinking=self._thinking(),
         )
 
     # -- lifecycle events -------------------------------------------------------------------
