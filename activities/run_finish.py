@@ -12,6 +12,7 @@ from activities.event_publishing import LIFECYCLE, published_so_far
 from activities.model_output.normalization import normalize_text
 from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore
+from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
 from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 
@@ -60,3 +61,17 @@ class RunFinishActivity:
             for event in events:
                 publisher.publish(event)
         return FinishRunResult(reply=reply)
+
+
+class AnnouncementPublisher:
+    """Publishes announcements now and waits for them to reach the stream."""
+
+    def __init__(self, publishers: SessionPublishers) -> None:
+        self.publishers = publishers
+
+    @activity.defn(name=PUBLISH_ANNOUNCEMENTS)
+    async def publish_announcements(self, inp: PublishInput) -> None:
+        lease = self.publishers.lease(activity.client(), inp.session_key, wait_for_flush=True)
+        async with lease as publisher:
+            for announcement in inp.announce:
+                publisher.publish(announcement.to_event(inp.session_key, inp.run_id))

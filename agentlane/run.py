@@ -80,6 +80,9 @@ class ExecutionRequest(BaseModel):
     max_turns: int | None = None
     context_window: int | None = None
     context_window_source: str = "model"
+    # The longest a run waits for a rate-limited or overloaded profile to cool down (never a
+    # provider's 36-hour Retry-After); past it the run ends saying when one will be ready.
+    max_wait_seconds: int = 600
     # Test hook: continue-as-new after this many history events instead of waiting for the
     # server's suggestion (the suggestion needs thousands of events).
     continue_as_new_after_events: int | None = None

@@ -52,6 +52,8 @@ class SessionSettings(BaseModel):
     # None: unknown, not checked.
     context_window: int | None = None
     context_window_source: str = "model"
+    # The longest a run waits for a cooling profile (rate limit, overload) instead of failing.
+    max_wait_seconds: int = 600
     run_budget_seconds: int = 48 * 3600
     idle_timeout_seconds: int = 120
     continue_as_new_after_events: int | None = None
@@ -110,6 +112,8 @@ class SessionPhase(StrEnum):
     RUNNING = "running"
     STREAMING = "streaming"
     COMPACTING = "compacting"
+    # Every profile is cooling down for a transient reason: the run waits on a durable timer.
+    WAITING = "waiting"
 
 
 class SessionStatus(BaseModel):
@@ -133,6 +137,9 @@ class SessionStatus(BaseModel):
     profile_id: str | None = None
     rotations: int = 0
     thinking: str | None = None
+    # While waiting: until when (epoch seconds) and why.
+    waiting_until: float | None = None
+    waiting_reason: str | None = None
 
 
 class RunPhase(StrEnum):
@@ -140,6 +147,7 @@ class RunPhase(StrEnum):
     STREAMING = "streaming"
     TOOLS = "tools"
     COMPACTING = "compacting"
+    WAITING = "waiting"
     FINISHING = "finishing"
 
 
@@ -155,3 +163,6 @@ class RunProgress(BaseModel):
     profile_id: str | None = None
     rotations: int = 0
     thinking: str | None = None
+    # While waiting: until when (epoch seconds) and why.
+    waiting_until: float | None = None
+    waiting_reason: str | None = None

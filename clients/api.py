@@ -458,6 +458,7 @@ class AgentlaneClient:
                 phase = {
                     "streaming": SessionPhase.STREAMING,
                     "compacting": SessionPhase.COMPACTING,
+                    "waiting": SessionPhase.WAITING,
                 }.get(progress.phase.value, SessionPhase.RUNNING)
                 status = status.model_copy(
                     update={
@@ -467,6 +468,8 @@ class AgentlaneClient:
                         "profile_id": progress.profile_id,
                         "rotations": progress.rotations,
                         "thinking": progress.thinking,
+                        "waiting_until": progress.waiting_until,
+                        "waiting_reason": progress.waiting_reason,
                     }
                 )
         return status

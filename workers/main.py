@@ -24,7 +24,7 @@ from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
 from activities.profile_listing import ProfileListing
 from activities.providers.resolve import ProviderResolver
-from activities.run_finish import RunFinishActivity
+from activities.run_finish import AnnouncementPublisher, RunFinishActivity
 from activities.session_records import SessionRecords
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
@@ -78,6 +78,7 @@ def build_workers(
                 records.record_session,
                 listing.list_profiles,
                 listing.update_profile_usage,
+                AnnouncementPublisher(publishers).publish_announcements,
             ],
             max_concurrent_workflow_tasks=50,
             max_concurrent_activities=settings.max_concurrent_tool_calls,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -20,6 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
     from agentlane.errors import (
         CONFIG_ERROR,
         MODEL_IDLE_TIMEOUT,
@@ -87,6 +89,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 
 
+# How many times a run start waits for a cooling profile before it gives up.
+MAX_PROFILE_WAITS = 3
 # Compare-and-set tries when other runs keep changing the same profile.
 MAX_USAGE_UPDATE_TRIES = 5
 # Runs recorded before profile rotation ended at the first provider failure.
@@ -176,6 +180,8 @@ class AgentRunWorkflow:
         self.announce: list[Announcement] = list(self.c.announce)
         self.c.announce = []
         self.abort_reason: str | None = None
+        self.waiting_until: float | None = None
+        self.waiting_reason: str | None = None
         # Loop detection's state lives here as a model; it is dumped into the carry only when the
         # run continues as new (not on every tool call).
         self.loops = LoopState.model_validate(self.c.loops)
@@ -209,6 +215,8 @@ class AgentRunWorkflow:
             profile_id=self.c.profile_id,
             rotations=self.c.failover_iterations,
             thinking=self._thinking(),
+            waiting_until=self.waiting_until,
+            waiting_reason=self.waiting_reason,
         )
 
     # -- lifecycle events -------------------------------------------------------------------
@@ -491,7 +499,7 @@ class AgentRunWorkflow:
         self.c.rate_limit_rotations = decision.counters.rate_limit_rotations
         self.c.overload_rotations = decision.counters.overload_rotations
         if decision.kind is not DecisionKind.ROTATE_PROFILE or nxt is None:
-            return False
+            return await self._wait_then_retry(state, candidates, reason, failure)
         self.c.failover_iterations += 1
         if self.c.failover_iterations > run_loop_iteration_limit(len(candidates)):
             return False
@@ -514,6 +522,33 @@ class AgentRunWorkflow:
         workflow.set_current_details(
             f"run **{self.req.run_id}** on {self.req.model.label()}; {text}"
         )
+        return True
+
+    async def _wait_then_retry(
+        self,
+        state: ProfileState,
+        candidates: list[str | None],
+        reason: FailoverReason | None,
+        failure: ModelFailure,
+    ) -> bool:
+        """No other profile to rotate to: wait for the soonest to cool down (transient reasons
+        only, bounded) and make the same call again with it."""
+        if len(candidates) == 1 and candidates[0] is None:
+            return False  # no stored profiles: nothing to track a cooldown on
+        self.c.failover_iterations += 1
+        if self.c.failover_iterations > run_loop_iteration_limit(len(candidates)):
+            return False
+        waited = await self._wait_for_profile(state, reason, failure.retry_after_seconds)
+        if waited is None:
+            raise asyncio.CancelledError  # aborted while waiting: end like any abort
+        if not waited:
+            return False
+        state = await self._list_profiles()
+        candidates = candidate_list(self.c.profile_candidates or [])
+        chosen = select_initial(candidates, state, self.req.model.model, workflow.time())
+        if chosen.index is None:
+            return False
+        self.c.profile_id = candidates[chosen.index]
         return True
 
     async def _list_profiles(self) -> ProfileState:
@@ -564,6 +599,59 @@ class AgentRunWorkflow:
             state = state.model_copy(update={"usage": usage})
         return state
 
+    async def _wait_for_profile(
+        self, state: ProfileState, reason: FailoverReason | None, retry_after: float | None
+    ) -> bool | None:
+        """Beyond the original: when every profile is cooling down for a transient reason, wait
+        on a durable timer until the soonest is ready (or the provider's Retry-After, whichever
+        is later) instead of failing, up to `max_wait_seconds`. True: waited; False: the wait
+        would be too long (or the reason is not transient); None: aborted while waiting."""
+        if reason not in (FailoverReason.RATE_LIMIT, FailoverReason.OVERLOADED):
+            return False
+        now = workflow.time()
+        ids = self.c.profile_candidates or []
+        expiry = soonest_expiry(state, ids, now, self.req.model.model)
+        if expiry is None:
+            return False
+        until = max(expiry, now + (retry_after or 0.0))
+        if until - now > self.req.max_wait_seconds:
+            return False
+        provider = self.req.model.provider
+        text = (
+            f"every {provider} profile is cooling down ({reason.value}); waiting "
+            f"{math.ceil(until - now)} s for the first to be ready"
+        )
+        self.phase, self.waiting_until, self.waiting_reason = RunPhase.WAITING, until, reason.value
+        workflow.set_current_details(f"run **{self.req.run_id}**: {text}")
+        await workflow.execute_local_activity(
+            PUBLISH_ANNOUNCEMENTS,
+            PublishInput(
+                session_key=self.req.session_key,
+                run_id=self.req.run_id,
+                announce=[
+                    Announcement(
+                        kind=EventKind.WARNING,
+                        ts=now,
+                        text=text,
+                        data={"code": "waiting_for_profile", "until": until, "reason": reason},
+                    )
+                ],
+            ),
+            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+            summary="announce the wait",
+        )
+        try:
+            await workflow.wait_condition(
+                lambda: self.abort_reason is not None,
+                timeout=until - now,
+                timeout_summary=f"wait for a {provider} profile ({reason.value})",
+            )
+        except builtins.TimeoutError:
+            pass
+        finally:
+            self.phase, self.waiting_until, self.waiting_reason = RunPhase.STREAMING, None, None
+        return None if self.abort_reason is not None else True
+
     async def _choose_initial_profile(self) -> LoopEnd | None:
         """Before the first model call: the first profile not cooling down (SPEC §7.6), so a
         profile another session found rate-limited is avoided; None when one is usable."""
@@ -573,11 +661,20 @@ class AgentRunWorkflow:
         if not self.c.profile_candidates:
             return None  # no stored profile: the provider's default credentials (or none)
         candidates = candidate_list(self.c.profile_candidates)
+        for _ in range(MAX_PROFILE_WAITS):
+            now = workflow.time()
+            chosen = select_initial(candidates, state, self.req.model.model, now)
+            if chosen.index is not None:
+                self.c.profile_id = candidates[chosen.index]
+                return None
+            waited = await self._wait_for_profile(state, chosen.reason, None)
+            if waited is None:
+                return LoopEnd(TerminationReason.ABORT_SIGNAL)
+            if not waited:
+                break
+            state = await self._list_profiles()
+            candidates = candidate_list(self.c.profile_candidates or [])
         now = workflow.time()
-        chosen = select_initial(candidates, state, self.req.model.model, now)
-        if chosen.index is not None:
-            self.c.profile_id = candidates[chosen.index]
-            return None
         ids = [c for c in candidates if c]
         expiry = soonest_expiry(state, ids, now, self.req.model.model)
         message = (

@@ -567,6 +567,7 @@ class SessionWorkflow:
             max_turns=settings.max_turns,
             context_window=settings.context_window,
             context_window_source=settings.context_window_source,
+            max_wait_seconds=settings.max_wait_seconds,
         )
         # The batch stays in the session's hands (in_flight) until its run ends normally.
         taken = set(batch.seqs)

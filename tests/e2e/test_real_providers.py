@@ -4,6 +4,7 @@ any history, stream item or log."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 import uuid
@@ -223,8 +224,15 @@ async def test_provider_failures_are_typed(
     ]
     for fault, reason, status in cases:
         forget_cooldowns(deployment)
+        # No waiting for a cooldown here: this test is about what the failure says.
         done = await send_and_finish(
-            deployment, fake, ws, "hello", "anthropic/fake-claude", Reply.error(fault)
+            deployment,
+            fake,
+            ws,
+            "hello",
+            "anthropic/fake-claude",
+            Reply.error(fault),
+            overrides={"max_wait_seconds": 0},
         )
         got, result = done.got, done.result
         assert result.status == ExecutionStatus.ERROR
@@ -572,7 +580,8 @@ async def test_a_rate_limited_profile_is_rotated_to_the_next(
         first = fake.requests("anthropic")[0]
         assert first.headers.get("authorization", "").removeprefix("Bearer ") == second
 
-        # Both profiles rate-limited: the run says when one is ready, and sends nothing.
+        # Both profiles rate-limited, and a wait bound (5 s) shorter than the cooldown: the run
+        # says when one is ready, and sends nothing more.
         limited = await send_and_finish(
             deployment,
             fake,
@@ -580,9 +589,18 @@ async def test_a_rate_limited_profile_is_rotated_to_the_next(
             "hello",
             "anthropic/fake-claude",
             Reply.error(Fault.http(429)),
+            overrides={"max_wait_seconds": 5},
         )
         assert fake.requests("anthropic") and len(fake.requests("anthropic")) == 1
-        again = await send_and_finish(deployment, fake, ws, "hello", "anthropic/fake-claude")
+        # With a wait bound shorter than the cooldown, the run says when one will be ready.
+        again = await send_and_finish(
+            deployment,
+            fake,
+            ws,
+            "hello",
+            "anthropic/fake-claude",
+            overrides={"max_wait_seconds": 5},
+        )
         assert again.result.status == ExecutionStatus.ERROR and again.result.error is not None
         assert "Rate-limited — ready in ~" in again.result.error.message
         assert fake.requests("anthropic") == []
@@ -590,3 +608,42 @@ async def test_a_rate_limited_profile_is_rotated_to_the_next(
     finally:
         store.remove("anthropic:work")
         fake.set_keys(anthropic=[ANTHROPIC_KEY])
+
+
+async def test_all_profiles_cooling_the_run_waits_and_abort_ends_the_wait(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """Beyond the original: a run whose only profile is rate-limited waits (durably) for it,
+    status says `waiting`, an abort ends the wait at once, and a later run waits and succeeds."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply.error(Fault.http(429)))
+    key = f"p-{uuid.uuid4().hex[:8]}"
+    first = await client.send_and_start(
+        key, "hello", workspace=str(ws), model="anthropic/fake-claude"
+    )
+    assert first.run_id
+
+    for _ in range(200):
+        if (await client.status(key)).phase.value == "waiting":
+            break
+        await asyncio.sleep(0.1)
+    status = await client.status(key)
+    assert status.waiting_reason == "rate_limit" and status.waiting_until
+    asked = time.monotonic()
+    await client.abort(key, "not now")
+    aborted = await client.wait_for_run(first.run_id)
+    assert aborted.status == ExecutionStatus.ABORTED
+    assert time.monotonic() - asked < 3
+    # A new message: the profile is still cooling; the run waits for it, then succeeds.
+    fake.script(Reply(text="Waited, then answered."))
+    started = time.monotonic()
+    second = await client.send_and_start(key, "hello again")
+    assert second.run_id
+    got = await collect(client, key, second.run_id, timeout=90)
+    result = await client.wait_for_run(second.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "Waited, then answered."
+    assert time.monotonic() - started > 5, "it did wait"
+    notes = [e for e in got.events if e.kind == EventKind.WARNING]
+    assert notes and notes[0].data["code"] == "waiting_for_profile"
