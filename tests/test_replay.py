@@ -33,6 +33,7 @@ def test_histories_are_present() -> None:
         "tool_loop",
         "reopen_restore",
         "worker_change",
+        "failover",
     } <= scenarios
 
 

@@ -175,6 +175,43 @@ async def worker_change(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def failover(client: AgentlaneClient, ws: Path) -> None:
+    """Through the fake provider: a 429 rotates to a second profile, a refused thinking level is
+    lowered, and a run whose only profile is cooling waits for it."""
+    import secrets
+
+    from activities.auth_store import AuthStore
+    from tests.fakes.provider_server import FakeProviderServer, Fault, Reply
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    key_a = "sk-ant-api03-" + secrets.token_hex(24)
+    key_b = "sk-ant-api03-" + secrets.token_hex(24)
+    with FakeProviderServer(anthropic_keys=[key_a, key_b], openai_keys=[]) as fake:
+        (dep.data_dir / "config.toml").write_text(
+            "[[models]]\nprovider = 'anthropic'\nid = 'fake-claude'\napi = 'anthropic'\n"
+            f"base_url = '{fake.anthropic_base_url}'\n[models.capabilities]\ntools = true\n"
+            "thinking_levels = ['off', 'low', 'medium', 'high']\n"
+        )
+        store = AuthStore.for_data_dir(dep.data_dir)
+        store.set_key("anthropic:a", "anthropic", key_a)
+        store.set_key("anthropic:b", "anthropic", key_b)
+        fake.script(Reply.error(Fault.http(429)), Reply(text="rotated"))
+        r = await client.send_and_start(
+            "fo", "hello", workspace=str(ws), model="anthropic/fake-claude"
+        )
+        await client.wait_for_run(r.run_id or "")
+        fake.script(Reply(text="lowered"))
+        r = await client.send_and_start(
+            "fo2",
+            "think",
+            workspace=str(ws),
+            model="anthropic/fake-claude",
+            session_overrides={"thinking": "xhigh"},
+        )
+        await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -187,6 +224,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tool_loop": tool_loop,
     "reopen_restore": reopen_restore,
     "worker_change": worker_change,
+    "failover": failover,
 }
 
 
