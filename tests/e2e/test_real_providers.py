@@ -647,3 +647,53 @@ async def test_all_profiles_cooling_the_run_waits_and_abort_ends_the_wait(
     assert time.monotonic() - started > 5, "it did wait"
     notes = [e for e in got.events if e.kind == EventKind.WARNING]
     assert notes and notes[0].data["code"] == "waiting_for_profile"
+
+
+async def test_kill_9_in_the_middle_of_a_rotation_keeps_its_decisions(
+    server: object, fake: FakeProviderServer, tmp_path: Path
+) -> None:
+    """The worker running the call made after a rotation is killed: the other worker goes on
+    with the profile the run chose (it is in history), and the run finishes on it."""
+    from activities.auth_store import AuthStore
+    from tests.e2e.test_crash_recovery import worker_running_activity
+
+    second = "sk-ant-api03-" + secrets.token_hex(24)
+    (tmp_path / "config.toml").write_text(config_toml(fake))
+    dep = make_deployment(server, tmp_path, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
+    AuthStore.for_data_dir(tmp_path).set_key("anthropic:work", "anthropic", second)
+    fake.set_keys(anthropic=[ANTHROPIC_KEY, second])
+    fake.reset()
+    text = " ".join(f"word{i}" for i in range(60))
+    fake.script(
+        Reply.error(Fault.http(429)),
+        Reply(text=text, delay=0.1),
+        Reply(text=text, delay=0.01),
+    )
+    dep.start_worker()
+    dep.start_worker()
+    try:
+        client = await AgentlaneClient.connect(settings_for(dep))
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        receipt = await client.send_and_start(
+            "kr", "hello", workspace=str(ws), model="anthropic/fake-claude"
+        )
+        assert receipt.run_id
+        for _ in range(100):
+            if len(fake.requests("anthropic")) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        victim = await worker_running_activity(client, dep, receipt.run_id, "call_model")
+        victim.kill9()
+        result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        assert result.reply == text
+        keys = [
+            r.headers.get("x-api-key") or r.headers.get("authorization", "").removeprefix("Bearer ")
+            for r in fake.requests("anthropic")
+        ]
+        assert keys[0] == ANTHROPIC_KEY and keys[1:] == [second] * (len(keys) - 1)
+        assert len(keys) == 3
+    finally:
+        dep.stop_workers()
+        fake.set_keys(anthropic=[ANTHROPIC_KEY])
