@@ -37,6 +37,20 @@ class FailoverReason(StrEnum):
     UNKNOWN = "unknown"
 
 
+# SPEC §5.1 resolveFailoverStatus: the HTTP status a failover reason stands for.
+FAILOVER_STATUS: dict[FailoverReason, int] = {
+    FailoverReason.BILLING: 402,
+    FailoverReason.RATE_LIMIT: 429,
+    FailoverReason.OVERLOADED: 503,
+    FailoverReason.AUTH: 401,
+    FailoverReason.AUTH_PERMANENT: 403,
+    FailoverReason.TIMEOUT: 408,
+    FailoverReason.FORMAT: 400,
+    FailoverReason.MODEL_NOT_FOUND: 404,
+    FailoverReason.SESSION_EXPIRED: 410,
+}
+
+
 # ApplicationError.type values raised by activities.
 MODEL_IDLE_TIMEOUT = "ModelIdleTimeout"
 MODEL_PROVIDER_ERROR = "ModelProviderError"

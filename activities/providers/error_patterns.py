@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from agentlane.errors import FAILOVER_STATUS as _FAILOVER_STATUS
 from agentlane.errors import FailoverReason
 
 # Short alias: the tables below name a reason on nearly every line.
@@ -137,17 +138,8 @@ def regex(text: str) -> re.Pattern[str]:
 # §5.1 Status reported for each failover reason (unknown has none)
 # --------------------------------------------------------------------------------------------
 
-FAILOVER_STATUS: Final[Mapping[FailoverReason, int]] = {
-    R.BILLING: 402,
-    R.RATE_LIMIT: 429,
-    R.OVERLOADED: 503,
-    R.AUTH: 401,
-    R.AUTH_PERMANENT: 403,
-    R.TIMEOUT: 408,
-    R.FORMAT: 400,
-    R.MODEL_NOT_FOUND: 404,
-    R.SESSION_EXPIRED: 410,
-}
+# SPEC §5.1: defined with the reasons themselves (agentlane/errors.py).
+FAILOVER_STATUS: Final[Mapping[FailoverReason, int]] = _FAILOVER_STATUS
 
 # --------------------------------------------------------------------------------------------
 # §5.2 Phrase families

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from agentlane.errors import FailoverReason
+from agentlane.errors import FAILOVER_STATUS, FailoverReason
 from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 
 R = FailoverReason
@@ -108,18 +108,6 @@ _BILLING_TEXT = (
     "different API key."
 )
 
-# §5.1 resolveFailoverStatus.
-_STATUS_BY_REASON: dict[FailoverReason, int] = {
-    R.BILLING: 402,
-    R.RATE_LIMIT: 429,
-    R.OVERLOADED: 503,
-    R.AUTH: 401,
-    R.AUTH_PERMANENT: 403,
-    R.TIMEOUT: 408,
-    R.FORMAT: 400,
-    R.MODEL_NOT_FOUND: 404,
-    R.SESSION_EXPIRED: 410,
-}
 # §4.4 retry_limit row: reasons that are not worth another model after the loop gave up.
 _NOT_ESCALATED_AT_RETRY_LIMIT = frozenset(
     {R.TIMEOUT, R.MODEL_NOT_FOUND, R.FORMAT, R.SESSION_EXPIRED}
@@ -128,7 +116,7 @@ _NOT_ESCALATED_AT_RETRY_LIMIT = frozenset(
 
 def failover_status(reason: FailoverReason | None) -> int | None:
     """HTTP status carried by a FailoverError of `reason` (SPEC §5.1); unknown/None → None."""
-    return _STATUS_BY_REASON.get(reason) if reason is not None else None
+    return FAILOVER_STATUS.get(reason) if reason is not None else None
 
 
 def run_loop_iteration_limit(candidate_count: int) -> int:
