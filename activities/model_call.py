@@ -50,7 +50,7 @@ from activities.providers.resolve import ModelUnavailable, ProviderResolver, Res
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.system_prompt import build_system_prompt
 from activities.tools.specs import tool_specs
-from activities.transcript_store import TranscriptStore, tool_result_entry
+from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
 from agentlane.errors import (
     CONFIG_ERROR,
     MODEL_IDLE_TIMEOUT,
@@ -247,19 +247,7 @@ class ModelCallActivity:
     def _prepare_transcript(self, inp: ModelCallInput) -> None:
         key = inp.session_key
         self.store.answer_unanswered(key, inp.run_id, inp.unanswered_reason)
-        now = time.time()
-        users = [
-            TranscriptEntry(
-                id=turn.entry_id,
-                role=Role.USER,
-                ts=now,
-                run_id=inp.run_id,
-                text=turn.text,
-                meta={"sender": turn.sender} if turn.sender else {},
-            )
-            for turn in inp.append_user
-        ]
-        self.store.append(key, users)
+        self.store.append(key, user_entries(inp.append_user, inp.run_id, time.time()))
 
     def _workspace(self, inp: ModelCallInput) -> str:
         """The run's workspace: named in the input on the run's first call (and recorded),

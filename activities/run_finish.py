@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from temporalio import activity
 
 from activities.event_publishing import LIFECYCLE, published_so_far
 from activities.model_output.normalization import normalize_text
 from activities.stream_publishers import SessionPublishers
-from activities.transcript_store import TranscriptStore
+from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
 from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
@@ -24,6 +25,10 @@ class RunFinishActivity:
 
     def _close_and_record(self, inp: FinishRunInput) -> str:
         result = inp.result
+        if inp.append_user:
+            self.store.append(
+                result.session_key, user_entries(inp.append_user, result.run_id, time.time())
+            )
         self.store.answer_unanswered(result.session_key, result.run_id, inp.unanswered_reason)
         reply = ""
         if result.last_entry_id:

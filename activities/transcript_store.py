@@ -24,11 +24,27 @@ from typing import Any
 
 from agentlane.ids import file_safe, storage_name
 from agentlane.private_files import make_private_dir, private_open, write_private
+from agentlane.run import UserTurn
 from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
 
 
 class TranscriptCorrupt(Exception):
     pass
+
+
+def user_entries(turns: list[UserTurn], run_id: str, now: float) -> list[TranscriptEntry]:
+    """The transcript entries of user turns a run received (ids from the session)."""
+    return [
+        TranscriptEntry(
+            id=turn.entry_id,
+            role=Role.USER,
+            ts=now,
+            run_id=run_id,
+            text=turn.text,
+            meta={"sender": turn.sender} if turn.sender else {},
+        )
+        for turn in turns
+    ]
 
 
 def tool_result_entry(

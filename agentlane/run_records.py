@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from agentlane.events import Announcement
-from agentlane.run import ExecutionResult
+from agentlane.run import ExecutionResult, UserTurn
 from agentlane.wire import CompactModel
 
 FINISH_RUN = "finish_run"
@@ -16,6 +16,9 @@ class FinishRunInput(CompactModel):
     result: ExecutionResult
     unanswered_reason: str
     announce: list[Announcement] = Field(default_factory=list)
+    # The prompt of a run that stopped before its first model call: it still reaches the
+    # transcript (every accepted message does), answered by the run's end.
+    append_user: list[UserTurn] = Field(default_factory=list)
 
 
 class FinishRunResult(CompactModel):

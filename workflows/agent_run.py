@@ -904,6 +904,7 @@ class AgentRunWorkflow:
             result=result,
             unanswered_reason=end.unanswered or Unanswered.RUN_STOPPED,
             announce=self._take_announce(),
+            append_user=list(self.c.pending_user),
         )
         try:
             if workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):

@@ -527,6 +527,9 @@ async def test_the_context_window_guard(
     assert tiny.result.status == ExecutionStatus.ERROR and tiny.result.error is not None
     assert "context window too small (8000 tokens)" in tiny.result.error.message
     assert fake.requests("openai-chat") == []
+    # The message is in the transcript all the same, answered by the run's end.
+    users = [e.text for e in tiny.client.transcript(tiny.key) if e.role == Role.USER]
+    assert users == ["hello"]
     small = await send_and_finish(
         deployment, fake, ws, "hello", "openai/fake-small", Reply(text="small but fine")
     )
