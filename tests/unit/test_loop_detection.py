@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from agentlane.tool_signatures import (
     outcome_hash,
     stable_json,
 )
+from tests.unit.import_probe import imported_with
 from workflows.policy.loop_detection import (
     MAX_WARNING_KEYS,
     LoopDetectionConfig,
@@ -702,19 +701,14 @@ def test_turn_limit(turns_done: int, max_turns: int | None, expected: bool) -> N
 
 
 def test_modules_are_workflow_sandbox_safe() -> None:
-    probe = (
-        "import sys, workflows.policy.loop_detection, workflows.policy.run_limits,"
-        " agentlane.tool_signatures;"
-        "bad = [m for m in sys.modules if m.startswith(('activities', 'httpx', 'anthropic',"
-        " 'openai', 'temporalio'))];"
-        "print(','.join(bad))"
+    assert (
+        imported_with(
+            [
+                "workflows.policy.loop_detection",
+                "workflows.policy.run_limits",
+                "agentlane.tool_signatures",
+            ],
+            ("activities", "httpx", "anthropic", "openai", "temporalio"),
+        )
+        == []
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO_ROOT,
-        env={"PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert result.stdout.strip() == ""

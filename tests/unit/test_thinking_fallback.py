@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.unit.import_probe import imported_with
 from workflows.policy.thinking_fallback import (
     normalize_thinking_level,
     pick_fallback_thinking_level,
@@ -135,18 +134,10 @@ def test_supported_values_absent() -> None:
 
 def test_module_is_workflow_sandbox_safe() -> None:
     """The workflow imports this module, so it must not drag in activity code or I/O modules."""
-    probe = (
-        "import sys, workflows.policy.thinking_fallback;"
-        "bad = [m for m in sys.modules if m.startswith(('activities', 'httpx', 'anthropic',"
-        " 'openai', 'temporalio', 'pydantic'))];"
-        "print(','.join(bad))"
+    assert (
+        imported_with(
+            ["workflows.policy.thinking_fallback"],
+            ("activities", "httpx", "anthropic", "openai", "temporalio", "pydantic"),
+        )
+        == []
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO_ROOT,
-        env={"PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert result.stdout.strip() == ""
