@@ -11,7 +11,9 @@ Auth is checked like the real APIs: Anthropic wants `anthropic-version` and the 
 OpenAI wants `Authorization: Bearer`. A wrong or missing key gets the provider's real 401 body.
 An empty key list for a family turns its check off (a keyless OpenAI-compatible server).
 
-Each request takes the next scripted `Reply` from a FIFO (the default short text when empty);
+Each request takes the next scripted `Reply` meant for it from a FIFO (a reply may name the
+endpoint, the key it was sent with and the model it asks for; the default short text when none
+is left);
 see `tests/fakes/scripts.py` for replies and faults. Control API (no auth):
 
 * `POST /_control/script`   `{"replies": [Reply...], "replace": false}`
@@ -97,10 +99,11 @@ class _State:
         # Set on stop/reset so stalled handlers wake up instead of holding the server.
         self.wake = threading.Event()
 
-    def take(self, api: Api) -> Reply:
+    def take(self, api: Api, key: str | None = None, model: str | None = None) -> Reply:
+        """The first scripted reply meant for this endpoint, key and model (FIFO)."""
         with self.lock:
             for reply in self.replies:
-                if reply.api is None or reply.api == api:
+                if reply.matches(api, key, model):
                     self.replies.remove(reply)
                     return reply
         return default_reply()
@@ -240,7 +243,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not self._authorized(api, body):
             return
-        self._reply(api, body, self.state.take(api))
+        model = body.get("model")
+        reply = self.state.take(api, self._sent_key(api), model if isinstance(model, str) else None)
+        self._reply(api, body, reply)
+
+    def _sent_key(self, api: Api) -> str | None:
+        bearer = self.headers.get("authorization", "")
+        bearer_key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
+        if api == "anthropic":
+            return self.headers.get("x-api-key") or bearer_key
+        return bearer_key
 
     def _control(self, raw: bytes) -> None:
         data = json.loads(raw.decode("utf-8")) if raw else {}

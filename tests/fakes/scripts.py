@@ -147,6 +147,17 @@ class Reply(BaseModel):
     fault: Fault | None = None
     # Only this endpoint takes the reply from the queue (None: any endpoint).
     api: Api | None = None
+    # Only a request made with this key (a profile's key) takes the reply (None: any key).
+    key: str | None = None
+    # Only a request for this model id (the wire `model` field) takes the reply (None: any).
+    model: str | None = None
+
+    def matches(self, api: Api, key: str | None, model: str | None) -> bool:
+        return (
+            (self.api is None or self.api == api)
+            and (self.key is None or self.key == key)
+            and (self.model is None or self.model == model)
+        )
 
     @classmethod
     def error(cls, fault: Fault, api: Api | None = None) -> Reply:

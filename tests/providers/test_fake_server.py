@@ -194,3 +194,30 @@ async def test_model_without_tool_support_gets_no_tools(server: FakeProviderServ
     provider = provider_for(server, "openai/gpt-4.1", capabilities=ModelCapabilities(tools=False))
     await collect(provider, request_for("gpt-4.1", tools=[READ_TOOL]), OPENAI_KEY)
     assert "tools" not in server.requests("openai-chat")[-1].body
+
+
+def test_a_reply_can_target_a_key_and_a_model(server: FakeProviderServer) -> None:
+    """Failover tests script a fault for one profile's key or one model; other requests skip
+    past it in the FIFO and take what is meant for them."""
+    other = "sk-ant-other-key"
+    server.set_keys(anthropic=[ANTHROPIC_KEY, other])
+    try:
+        server.script(
+            Reply(text="for the other key", key=other),
+            Reply(text="for model b", model="b"),
+            Reply(text="for anyone"),
+        )
+        url = server.base_url + "/v1/messages"
+
+        def ask(key: str, model: str) -> str:
+            headers = {**ANTHROPIC_HEADERS, "x-api-key": key}
+            body = {"model": model, "max_tokens": 10, "messages": []}
+            response = httpx.post(url, headers=headers, json=body)
+            return "".join(b.get("text", "") for b in response.json()["content"])
+
+        assert ask(ANTHROPIC_KEY, "b") == "for model b"
+        assert ask(ANTHROPIC_KEY, "a") == "for anyone"
+        assert ask(other, "a") == "for the other key"
+        assert server.pending() == 0
+    finally:
+        server.set_keys(anthropic=[ANTHROPIC_KEY])
