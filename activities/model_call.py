@@ -73,7 +73,6 @@ from agentlane.usage import Usage
 log = logging.getLogger(__name__)
 
 
-
 class IdleTimeout(Exception):
     pass
 
@@ -149,7 +148,12 @@ def _unreachable(err: ProviderError) -> bool:
 
 
 def typed_failure(
-    err: ProviderError, resolved: ResolvedModel, thinking: str, attempt: int = 1
+    err: ProviderError,
+    resolved: ResolvedModel,
+    thinking: str,
+    attempt: int = 1,
+    *,
+    produced_output: bool = False,
 ) -> ApplicationError:
     """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
 
@@ -193,6 +197,7 @@ def typed_failure(
         transport=err.transport,
         raw_message=text[:2000],
         thinking=thinking,
+        produced_output=produced_output,
     )
     delay = (
         timedelta(seconds=err.retry_after_seconds)
@@ -220,6 +225,25 @@ def typed_failure(
         next_retry_delay=delay,
         category=ApplicationErrorCategory.BENIGN,
     )
+
+
+PARTIAL_SUFFIX = "/partial"
+
+
+def partial_entry_id(inp: ModelCallInput) -> str:
+    return inp.assistant_entry_id + PARTIAL_SUFFIX
+
+
+def without_answered_partials(entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
+    """The transcript as the model sees it: a failed attempt's partial text is left out once
+    the same call was answered (the user saw the answer replace it); kept when it was the last
+    word of a run that ended there."""
+    ids = {e.id for e in entries}
+    return [
+        e
+        for e in entries
+        if not (e.id.endswith(PARTIAL_SUFFIX) and e.id[: -len(PARTIAL_SUFFIX)] in ids)
+    ]
 
 
 def _endpoint(resolved: ResolvedModel) -> str:
@@ -316,7 +340,9 @@ class ModelCallActivity:
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
-        entries = await asyncio.to_thread(self.store.read, inp.session_key)
+        entries = without_answered_partials(
+            await asyncio.to_thread(self.store.read, inp.session_key)
+        )
         tools = tool_specs(inp.tools)
         request = ModelRequest(
             model=resolved.model_id,
@@ -481,7 +507,31 @@ class ModelCallActivity:
             deliver(pipeline.finish(), final=True)
         except IdleTimeout as err:
             await self._record_partial(inp, pipeline, "idle_timeout")
-            raise ApplicationError(str(err), type=MODEL_IDLE_TIMEOUT, non_retryable=True) from err
+            idle = ModelFailure(
+                reason="timeout",
+                message=str(err),
+                raw_message=str(err),
+                provider=inp.model.provider,
+                model=inp.model.model,
+                profile_id=resolved.credentials.profile_id if resolved.credentials else None,
+                thinking=inp.thinking,
+                idle_timed_out=True,
+                produced_output=bool(shown or pipeline.stripped),
+            )
+            log.warning(
+                "model call failed: idle timeout after %s s (provider %s, model %s)",
+                inp.idle_timeout_seconds,
+                idle.provider,
+                idle.model,
+            )
+            # The run workflow decides (rotate, retry once, fall back): benign for the worker.
+            raise ApplicationError(
+                str(err),
+                idle.model_dump(mode="json"),
+                type=MODEL_IDLE_TIMEOUT,
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
+            ) from err
         except asyncio.CancelledError:
             if not cancelled_for_good():
                 raise  # a retry follows; it must not find this attempt's text as final
@@ -494,7 +544,13 @@ class ModelCallActivity:
             )
             raise
         except ProviderError as err:
-            failure = typed_failure(err, resolved, inp.thinking, activity.info().attempt)
+            failure = typed_failure(
+                err,
+                resolved,
+                inp.thinking,
+                activity.info().attempt,
+                produced_output=bool(shown or pipeline.stripped),
+            )
             if failure.non_retryable:
                 # Only a final failure keeps the partial text: a retried attempt must not find
                 # an entry under this message's id and take it for a finished call.
@@ -510,11 +566,17 @@ class ModelCallActivity:
     async def _record_partial(
         self, inp: ModelCallInput, pipeline: OutputPipeline, reason: str
     ) -> None:
-        """Keep what the user already saw; a partial turn never carries tool calls."""
+        """Keep what the user already saw; a partial turn never carries tool calls.
+
+        A failed attempt's text goes under its own id (`<entry>/partial`): the run may make the
+        same call again (another profile, a lower thinking level, another model), and that
+        call's answer must be able to take the entry's own id. Requests leave out a partial
+        whose call was answered in the end. An aborted call is not made again: its text is the
+        entry."""
         if not pipeline.stripped:
             return
         entry = TranscriptEntry(
-            id=inp.assistant_entry_id,
+            id=inp.assistant_entry_id if reason == "aborted" else partial_entry_id(inp),
             role=Role.ASSISTANT,
             ts=time.time(),
             run_id=inp.run_id,

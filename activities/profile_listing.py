@@ -21,13 +21,15 @@ from contextlib import contextmanager
 from temporalio import activity
 
 from activities.auth_store import AuthStore
-from agentlane.config import ConfigWatcher
+from agentlane.config import AgentlaneConfig, ConfigError, ConfigWatcher
 from agentlane.private_files import private_open, write_private
 from agentlane.profile_listing import (
     LIST_PROFILES,
     UPDATE_PROFILE_USAGE,
+    FailoverConfig,
     ListedProfiles,
     ListProfilesInput,
+    ModelOption,
     UsageUpdate,
     UsageUpdateResult,
 )
@@ -66,7 +68,10 @@ class ProfileListing:
             if current != inp.expected:
                 return UsageUpdateResult(applied=False, current=current)
             usage = {**state.usage, inp.profile_id: inp.new}
-            new_state = state.model_copy(update={"usage": usage})
+            update: dict[str, object] = {"usage": usage}
+            if inp.good_for:
+                update["last_good"] = {**state.last_good, inp.good_for: inp.profile_id}
+            new_state = state.model_copy(update=update)
             write_private(self.path, new_state.model_dump_json().encode())
             return UsageUpdateResult(applied=True, current=inp.new)
 
@@ -74,8 +79,10 @@ class ProfileListing:
     async def update_profile_usage(self, inp: UsageUpdate) -> UsageUpdateResult:
         return await asyncio.to_thread(self._update, inp)
 
-    def _list(self, provider: str) -> ListedProfiles:
-        order = list(self.config.current().auth_order.get(provider, []))
+    def _list(self, inp: ListProfilesInput) -> ListedProfiles:
+        provider = inp.provider
+        config = self.config.current()
+        order = list(config.auth_order.get(provider, []))
         store = AuthStore.for_data_dir(self.settings.data_dir)
         stored = store.profiles()
         ids = store.profile_ids(provider, order)
@@ -87,9 +94,52 @@ class ProfileListing:
                 for pid in ids
             ],
             configured_order=order,
-            state=ProfileState(usage=mine),
+            state=ProfileState(
+                usage=mine,
+                order={p: o for p, o in shared.order.items() if p == provider},
+                last_good={p: g for p, g in shared.last_good.items() if p == provider},
+            ),
+            configured={
+                pid: p
+                for pid, p in config.auth_profiles.items()
+                if p.provider == provider and not p.implied
+            },
+            failover=(
+                _failover_config(config, inp.agent_id, inp.model)
+                if inp.agent_id is not None and inp.model is not None
+                else None
+            ),
         )
 
     @activity.defn(name=LIST_PROFILES)
     async def list_profiles(self, inp: ListProfilesInput) -> ListedProfiles:
-        return await asyncio.to_thread(self._list, inp.provider)
+        return await asyncio.to_thread(self._list, inp)
+
+
+def _failover_config(config: AgentlaneConfig, agent_id: str, requested: str) -> FailoverConfig:
+    """What the config says about failover for a run of `agent_id` on `requested`. Only an
+    agent configured in the file has a primary to append (SPEC §8.1); the implicit main agent
+    of a config without `[agents.main]` has none."""
+    try:
+        agent = config.agent(agent_id)
+    except ConfigError:
+        return FailoverConfig(cooldowns=config.auth_cooldowns)
+    configured = agent_id in config.agents
+    primary = agent.model if configured else None
+    refs = [requested, *([primary] if primary else []), *(agent.fallbacks if configured else [])]
+    models: dict[str, ModelOption] = {}
+    for ref in refs:
+        if ref in config.models and ref not in models:
+            window = config.context_window(ref, agent_id)
+            capped = window < config.model(ref).context_window
+            models[ref] = ModelOption(
+                ref=ref,
+                context_window=window,
+                window_source="agentContextTokens" if capped else "model",
+            )
+    return FailoverConfig(
+        primary=primary,
+        fallbacks=list(agent.fallbacks) if configured else [],
+        models=models,
+        cooldowns=config.auth_cooldowns,
+    )

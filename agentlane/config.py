@@ -32,6 +32,10 @@ File shape (TOML)::
     [auth.order]
     anthropic = ["anthropic:work", "anthropic:env"]
 
+    [auth.cooldowns]
+    rate_limited_profile_rotations = 2
+    billing_backoff_hours = 5
+
 The loader reads files and the environment only when called; importing this module does no I/O.
 """
 
@@ -49,6 +53,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentlane.loop_detection_config import LoopDetectionConfig
+from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
 
 # SPEC §9: the window when nothing says otherwise, and the guard's thresholds.
@@ -142,6 +147,9 @@ class AuthProfile(BaseModel):
     id: str
     provider: str
     type: Literal["oauth", "token", "api_key"] = "api_key"
+    # Implied by a key in the environment (`anthropic:env`), not written in the config: it
+    # does not make the config's profile list explicit (SPEC §7.3 base order).
+    implied: bool = Field(default=False, exclude=True)
 
 
 class AgentConfig(BaseModel):
@@ -163,6 +171,8 @@ class AgentlaneConfig(BaseModel):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     auth_profiles: dict[str, AuthProfile] = Field(default_factory=dict)
     auth_order: dict[str, list[str]] = Field(default_factory=dict)
+    # `[auth.cooldowns]`: rotation caps, overload backoff and the cooldown ladders' bases.
+    auth_cooldowns: AuthCooldowns = Field(default_factory=AuthCooldowns)
     # `[queue]` (SPEC §17.2 messages.queue.*) and `[loop_detection]` (SPEC §14).
     queue: QueueConfig = Field(default_factory=QueueConfig)
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
@@ -198,7 +208,7 @@ class AgentlaneConfig(BaseModel):
 
 
 TOP_LEVEL_KEYS = ("default_model", "models", "agents", "auth", "queue", "loop_detection")
-AUTH_KEYS = ("profiles", "order")
+AUTH_KEYS = ("profiles", "order", "cooldowns")
 
 
 def _known_keys() -> set[str]:
@@ -210,6 +220,7 @@ def _known_keys() -> set[str]:
         ModelPrices,
         AgentConfig,
         AuthProfile,
+        AuthCooldowns,
         QueueConfig,
         LoopDetectionConfig,
     ):
@@ -285,6 +296,8 @@ def build_config(
             profiles[pid] = AuthProfile.model_validate({"id": pid, **dict(spec)})
         where = "auth.order."
         order = {p: list(ids) for p, ids in dict(auth.get("order") or {}).items()}
+        where = "auth.cooldowns."
+        cooldowns = AuthCooldowns.model_validate(dict(auth.get("cooldowns") or {}))
         where = "queue."
         queue = QueueConfig.model_validate(dict(raw.get("queue") or {}))
         where = "loop_detection."
@@ -299,7 +312,7 @@ def build_config(
     for provider, variable in ENV_KEY_VARIABLES.items():
         pid = f"{provider}:{ENV_PROFILE_SUFFIX}"
         if env.get(variable) and pid not in profiles:
-            profiles[pid] = AuthProfile(id=pid, provider=provider, type="api_key")
+            profiles[pid] = AuthProfile(id=pid, provider=provider, type="api_key", implied=True)
 
     default_model = env.get("AGENTLANE_MODEL") or str(raw.get("default_model") or DEFAULT_MODEL_REF)
     config = AgentlaneConfig(
@@ -308,6 +321,7 @@ def build_config(
         agents=agents,
         auth_profiles=profiles,
         auth_order=order,
+        auth_cooldowns=cooldowns,
         queue=queue,
         loop_detection=loops,
     )

@@ -78,3 +78,9 @@ class ModelFailure(BaseModel):
     # The provider's own words (keys scrubbed), for decisions such as the thinking fallback.
     raw_message: str = ""
     thinking: str = "off"
+    # The model went silent past the idle limit (SPEC §4.6.2): a timeout that rotates the
+    # profile without cooling it down, and may get the single same-model retry.
+    idle_timed_out: bool = False
+    # The user already saw text from this attempt: the failure is assistant-stage (SPEC §4.4.2)
+    # and the same-model idle retry is off.
+    produced_output: bool = False

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agentlane.profile_state import ProfileCredential, ProfileState, ProfileUsage
+from agentlane.config import AuthProfile
+from agentlane.profile_state import AuthCooldowns, ProfileCredential, ProfileState, ProfileUsage
 
 LIST_PROFILES = "list_profiles"
 UPDATE_PROFILE_USAGE = "update_profile_usage"
@@ -15,6 +16,32 @@ UPDATE_PROFILE_USAGE = "update_profile_usage"
 
 class ListProfilesInput(BaseModel):
     provider: str
+    # Set at a run's start: the answer then also carries what the config says about failover
+    # for this agent and model (`FailoverConfig`), read once so that replay decides the same.
+    agent_id: str | None = None
+    model: str | None = None
+
+
+class ModelOption(BaseModel):
+    """A model a run may use (the requested one, the agent's primary, its fallbacks)."""
+
+    ref: str
+    context_window: int | None = None
+    window_source: str = "model"
+
+
+class FailoverConfig(BaseModel):
+    """The config's failover settings for one run (SPEC §4.1 steps 7-8, §8.1).
+
+    `primary` is the agent's configured model, None when the agent is not configured (then
+    nothing is appended to the chain: a session on a real provider never silently falls back to
+    the offline default). `models` holds the windows of every ref named here that exists.
+    """
+
+    primary: str | None = None
+    fallbacks: list[str] = Field(default_factory=list)
+    models: dict[str, ModelOption] = Field(default_factory=dict)
+    cooldowns: AuthCooldowns = Field(default_factory=AuthCooldowns)
 
 
 class ListedProfiles(BaseModel):
@@ -22,6 +49,9 @@ class ListedProfiles(BaseModel):
     configured_order: list[str] = Field(default_factory=list)
     # The shared state of these profiles as the store holds it now.
     state: ProfileState = Field(default_factory=ProfileState)
+    # `auth.profiles` entries of this provider (their mode decides eligibility, SPEC §7.2).
+    configured: dict[str, AuthProfile] = Field(default_factory=dict)
+    failover: FailoverConfig | None = None
 
 
 class UsageUpdate(BaseModel):
@@ -29,6 +59,8 @@ class UsageUpdate(BaseModel):
     # What the run saw (None: no usage recorded); the update applies only if it still holds.
     expected: ProfileUsage | None = None
     new: ProfileUsage
+    # On success (SPEC §7.7 markAuthProfileGood): the provider whose last good profile this is.
+    good_for: str | None = None
 
 
 class UsageUpdateResult(BaseModel):

@@ -75,9 +75,17 @@ class ProfilePin(BaseModel):
 
 
 class AuthCooldowns(BaseModel):
-    """`auth.cooldowns` (SPEC §7.7). Non-positive values fall back to the defaults."""
+    """`[auth.cooldowns]` (SPEC §4.1 step 7, §7.7). Non-positive backoffs fall back to the
+    defaults."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Rotations to another profile after a rate limit / an overload before a run escalates to
+    # model fallback (only when fallbacks are configured), and the sleep before an overload
+    # rotation (0: none).
+    rate_limited_profile_rotations: int = Field(default=1, ge=0)
+    overloaded_profile_rotations: int = Field(default=1, ge=0)
+    overloaded_backoff_ms: int = Field(default=0, ge=0, le=60_000)
 
     billing_backoff_hours: float = 5.0
     billing_backoff_hours_by_provider: dict[str, float] = Field(default_factory=dict)

@@ -11,8 +11,10 @@ from pydantic import BaseModel, Field
 
 from agentlane.errors import ExecutionErrorKind, ModelFailure
 from agentlane.events import Announcement
+from agentlane.failover_state import RunFailover
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import Routing
+from agentlane.profile_state import ProfilePin
 from agentlane.usage import RunUsage
 
 RUN_BUDGET_SECONDS = 48 * 3600
@@ -83,6 +85,9 @@ class ExecutionRequest(BaseModel):
     # The longest a run waits for a rate-limited or overloaded profile to cool down (never a
     # provider's 36-hour Retry-After); past it the run ends saying when one will be ready.
     max_wait_seconds: int = 600
+    # The session's auth-profile pin (SPEC §7.4): `user` locks the run to it, `auto` is the
+    # profile the session used last (preferred, so a session keeps its profile's prompt cache).
+    profile_pin: ProfilePin | None = None
     # Test hook: continue-as-new after this many history events instead of waiting for the
     # server's suggestion (the suggestion needs thousands of events).
     continue_as_new_after_events: int | None = None
@@ -112,6 +117,10 @@ class ExecutionResult(BaseModel):
     # Steering messages that reached the run after its last model call: the session queues them
     # again so none is lost.
     unconsumed: list[UserTurn] = Field(default_factory=list)
+    # The model that answered when model fallback moved the run off the requested one.
+    fallback_model: str | None = None
+    # The auth profile the run ended on, for the session to prefer next time (never a key).
+    profile_pin: ProfilePin | None = None
 
     @property
     def duration_ms(self) -> int:
@@ -151,6 +160,10 @@ class RunCarry(BaseModel):
     failover_iterations: int = 0
     rate_limit_rotations: int = 0
     overload_rotations: int = 0
+    # Model fallback (SPEC §8): the model in use when not the requested one, and the rest of the
+    # failover state (None in runs recorded before model fallback).
+    model: ModelRef | None = None
+    failover: RunFailover | None = None
 
 
 class RunInput(BaseModel):

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import MessageFate, QueueMode, Routing
+from agentlane.profile_state import ProfilePin
 from agentlane.queue_settings import (
     DedupeEntry,
     OverflowState,
@@ -53,7 +54,10 @@ class SessionSettings(BaseModel):
     context_window: int | None = None
     context_window_source: str = "model"
     # The longest a run waits for a cooling profile (rate limit, overload) instead of failing.
-    max_wait_seconds: int = 600
+    max_wait_seconds: int = Field(default=600, ge=0)
+    # An auth profile the user pinned the session to: its runs use it and never rotate away
+    # from it (SPEC §7.4-7.5). None: the session picks and keeps one by itself.
+    auth_profile: str | None = None
     run_budget_seconds: int = 48 * 3600
     idle_timeout_seconds: int = 120
     continue_as_new_after_events: int | None = None
@@ -76,6 +80,8 @@ class SessionState(BaseModel):
 
     key: str
     settings: SessionSettings
+    # The profile its runs used last (an `auto` pin, SPEC §7.4): preferred by the next run.
+    profile_pin: ProfilePin | None = None
     queue: list[QueuedMessage] = Field(default_factory=list)
     message_seq: int = 0
     run_count: int = 0
@@ -140,6 +146,8 @@ class SessionStatus(BaseModel):
     # While waiting: until when (epoch seconds) and why.
     waiting_until: float | None = None
     waiting_reason: str | None = None
+    # The model answering when model fallback moved the run off the session's model.
+    fallback_model: str | None = None
 
 
 class RunPhase(StrEnum):
@@ -166,3 +174,4 @@ class RunProgress(BaseModel):
     # While waiting: until when (epoch seconds) and why.
     waiting_until: float | None = None
     waiting_reason: str | None = None
+    fallback_model: str | None = None

@@ -470,6 +470,7 @@ class AgentlaneClient:
                         "thinking": progress.thinking,
                         "waiting_until": progress.waiting_until,
                         "waiting_reason": progress.waiting_reason,
+                        "fallback_model": progress.fallback_model,
                     }
                 )
         return status

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import math
-from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
@@ -21,28 +19,17 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
     from agentlane.errors import (
         CONFIG_ERROR,
         MODEL_IDLE_TIMEOUT,
         MODEL_PROVIDER_ERROR,
         WORKSPACE_MISSING,
         ExecutionErrorKind,
-        FailoverReason,
         ModelFailure,
     )
     from agentlane.events import Announcement, EventKind, turn_boundary
     from agentlane.ids import assistant_entry_id, chain_token_of
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
-    from agentlane.profile_listing import (
-        LIST_PROFILES,
-        UPDATE_PROFILE_USAGE,
-        ListedProfiles,
-        ListProfilesInput,
-        UsageUpdate,
-        UsageUpdateResult,
-    )
-    from agentlane.profile_state import ProfileState
     from agentlane.run import (
         ExecutionError,
         ExecutionResult,
@@ -58,22 +45,9 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
-    from workflows.policy.auth_profiles import (
-        advance,
-        candidate_list,
-        mark_failure,
-        select_initial,
-        soonest_expiry,
-    )
+    from workflows.legacy_failover import LegacyFailover
+    from workflows.loop_end import LoopEnd
     from workflows.policy.context_guard import evaluate_context_window
-    from workflows.policy.failover import (
-        DecisionKind,
-        FailoverCounters,
-        FailoverSettings,
-        FailureFacts,
-        decide_prompt_failure,
-        run_loop_iteration_limit,
-    )
     from workflows.policy.loop_detection import (
         NOT_STUCK,
         LoopLevel,
@@ -84,44 +58,40 @@ with workflow.unsafe.imports_passed_through():
         record_outcome,
         warning_to_emit,
     )
-    from workflows.policy.model_fallback import rate_limit_cooldown_reply
     from workflows.policy.run_limits import turn_limit_reached
-    from workflows.policy.thinking_fallback import pick_fallback_thinking_level
+    from workflows.run_failover import FAILOVER_V2_PATCH, Failover
 
 
-# How many times a run start waits for a cooling profile before it gives up.
-MAX_PROFILE_WAITS = 3
-# Compare-and-set tries when other runs keep changing the same profile.
-MAX_USAGE_UPDATE_TRIES = 5
-# Runs recorded before profile rotation ended at the first provider failure.
-PROFILE_ROTATION_PATCH = "auth-profile-rotation"
-# ModelFailure reasons that are not failover reasons (SPEC §4.4.1 steps 3-4 and §6).
-NON_FAILOVER_KINDS = frozenset(
-    {"role_ordering", "image_size", "context_overflow", "thinking_unsupported"}
-)
 # Runs recorded before the context window guard started without it.
 CONTEXT_GUARD_PATCH = "context-window-guard"
-# Runs recorded before the thinking fallback ended at a thinking refusal.
-THINKING_FALLBACK_PATCH = "thinking-fallback"
 # A model that keeps calling tools loop detection blocks is stopped after this many blocks: the
 # block message is its chance to change course, not an invitation to loop for 48 hours.
 MAX_BLOCKED_CALLS = 3
+# Providers without auth profiles: nothing to choose before the first call.
+KEYLESS_PROVIDERS = frozenset({"offline"})
 
 
-@dataclass
-class LoopEnd:
-    reason: TerminationReason | None = None
-    error: ExecutionError | None = None
-    continue_as_new: bool = False
-    # How finish_run answers calls left open, when not the default "run stopped".
-    unanswered: str | None = None
-
-
-def _provider_failure(err: ActivityError) -> ModelFailure | None:
-    """The classified provider failure an activity reported, if that is what failed it."""
+def model_failure(err: ActivityError, req_model: str) -> ModelFailure | None:
+    """The classified failure of a model call (a provider error, or the idle limit), if that is
+    what failed the activity."""
     cause = err.cause
-    if isinstance(cause, ApplicationError) and cause.type == MODEL_PROVIDER_ERROR and cause.details:
+    if not isinstance(cause, ApplicationError):
+        return None
+    if cause.type == MODEL_PROVIDER_ERROR and cause.details:
         return ModelFailure.model_validate(cause.details[0])
+    if cause.type == MODEL_IDLE_TIMEOUT:
+        if cause.details:
+            return ModelFailure.model_validate(cause.details[0])
+        # Reported by a worker from before idle timeouts carried their details.
+        provider, _, model = req_model.partition("/")
+        return ModelFailure(
+            reason="timeout",
+            message=cause.message,
+            raw_message=cause.message,
+            provider=provider,
+            model=model,
+            idle_timed_out=True,
+        )
     return None
 
 
@@ -166,7 +136,7 @@ def _failure(err: ActivityError) -> LoopEnd:
 
 
 @workflow.defn(name="AgentRunWorkflow")
-class AgentRunWorkflow:
+class AgentRunWorkflow(LegacyFailover):
     @workflow.init
     def __init__(self, inp: RunInput) -> None:
         self.req = inp.request
@@ -188,6 +158,10 @@ class AgentRunWorkflow:
         # The first model call of each run segment names the workspace; it records it for the
         # calls after it.
         self.workspace_recorded = False
+        self.failover = Failover(self)
+        # Whether this run decides failures with `Failover` (every run recorded since); None
+        # until first asked, so runs that never fail leave no marker in their history.
+        self.failover_v2: bool | None = None
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -217,6 +191,7 @@ class AgentRunWorkflow:
             thinking=self._thinking(),
             waiting_until=self.waiting_until,
             waiting_reason=self.waiting_reason,
+            fallback_model=self.failover.fallback_model(),
         )
 
     # -- lifecycle events -------------------------------------------------------------------
@@ -234,6 +209,17 @@ class AgentRunWorkflow:
                 **fields,
             )
         )
+
+    def show(self, text: str) -> None:
+        """What the run is doing, on its page in the Temporal UI."""
+        workflow.set_current_details(
+            f"run **{self.req.run_id}** on {self.failover.model().label()}; {text}"
+        )
+
+    def _v2(self) -> bool:
+        if self.failover_v2 is None:
+            self.failover_v2 = workflow.patched(FAILOVER_V2_PATCH)
+        return self.failover_v2
 
     def _take_announce(self) -> list[Announcement]:
         taken, self.announce = self.announce, []
@@ -255,7 +241,7 @@ class AgentRunWorkflow:
             )
         workflow.set_current_details(f"run **{self.req.run_id}** on {self.req.model.label()}")
         if inp.carry is None:
-            unusable = self._check_context_window() or await self._choose_initial_profile()
+            unusable = self._check_context_window() or await self._choose_model_and_profile()
             if unusable is not None:
                 return await self._finish(unusable)
         loop = asyncio.create_task(self._loop())
@@ -321,6 +307,15 @@ class AgentRunWorkflow:
             return ended  # the step in flight finished the run (or failed it) first
         return LoopEnd(TerminationReason.ABORT_SIGNAL)
 
+    async def _choose_model_and_profile(self) -> LoopEnd | None:
+        """Before the first model call: the model and auth profile to start with (SPEC §4.1,
+        §7.6, §8.1), so a profile another session found rate-limited is avoided."""
+        if self.req.model.provider in KEYLESS_PROVIDERS:
+            return None
+        if self._v2():
+            return await self.failover.start()
+        return await self._choose_initial_profile()
+
     def _aborted(self) -> bool:
         """A safe point: the loop stops here when an abort (or interrupt) has been accepted."""
         return self.abort_reason is not None
@@ -385,7 +380,7 @@ class AgentRunWorkflow:
                     turn_index=turn,
                     workspace="" if self.workspace_recorded else self.req.workspace,
                     create_workspace=self.req.create_workspace,
-                    model=self.req.model,
+                    model=self.failover.model(),
                     thinking=self._thinking(),
                     tools=self.req.tools,
                     append_user=append,
@@ -405,12 +400,21 @@ class AgentRunWorkflow:
                 heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
                 retry_policy=opts.MODEL_CALL_RETRY,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"turn {turn}: {self.req.model.label()}",
+                summary=f"turn {turn}: {self.failover.model().label()}",
             )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
             self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
+            failure = model_failure(err, self.req.model.label())
+            if failure is None:
+                return _failure(err)
+            if self._v2():
+                # Only this model call is made again; tools that already ran stay done.
+                ended = await self.failover.after_failure(failure)
+                if ended is None:
+                    self.c.recheck_announce = True
+                return ended
             lowered = self._lower_thinking(err)
             if lowered is not None:
                 self.c.thinking = lowered
@@ -425,6 +429,7 @@ class AgentRunWorkflow:
                 return None
             return _failure(err)
         self.c.recheck_announce = False
+        self.failover.note_success()
         # The user turns are in the transcript now, and unanswered calls have been answered.
         self.c.pending_user = []
         self.c.steer = [t for t in self.c.steer if t not in append]
@@ -455,253 +460,8 @@ class AgentRunWorkflow:
             ),
         )
 
-    async def _rotate_profile(self, err: ActivityError) -> bool:
-        """SPEC §4.4.1 and §7.6: after a provider failure, mark the profile that failed (never for
-        a timeout) and retry the same turn with the next profile not cooling down, within the
-        rotation caps and the iteration bound. Only the failed model call is retried: tools that
-        already ran are never run again. False: the failure ends the run."""
-        failure = _provider_failure(err)
-        if failure is None or not workflow.patched(PROFILE_ROTATION_PATCH):
-            return False
-        try:
-            reason: FailoverReason | None = FailoverReason(failure.reason)
-        except ValueError:
-            reason = None
-        facts = FailureFacts(
-            reason=reason,
-            message=failure.message,
-            raw_message=failure.raw_message,
-            status=failure.status,
-            kind=failure.reason if failure.reason in NON_FAILOVER_KINDS else None,
-            failover_failure=reason is not None,
-            timed_out=reason is FailoverReason.TIMEOUT,
-        )
-        # The shared state as it is now: other sessions may have cooled profiles down meanwhile.
-        state = await self._list_profiles()
-        candidates = candidate_list(self.c.profile_candidates or [])
-        failed = failure.profile_id or self.c.profile_id
-        current = candidates.index(failed) if failed in candidates else 0
-        now = workflow.time()
-        if failed and reason is not None:
-            state = await self._mark_shared(state, failed, reason, now)
-        nxt = advance(candidates, current, state, self.req.model.model, now)
-        decision = decide_prompt_failure(
-            facts,
-            FailoverCounters(
-                iterations=self.c.failover_iterations,
-                rate_limit_rotations=self.c.rate_limit_rotations,
-                overload_rotations=self.c.overload_rotations,
-                attempted_thinking=frozenset(self.c.attempted_thinking),
-            ),
-            FailoverSettings(),
-            more_profiles=nxt is not None,
-        )
-        self.c.rate_limit_rotations = decision.counters.rate_limit_rotations
-        self.c.overload_rotations = decision.counters.overload_rotations
-        if decision.kind is not DecisionKind.ROTATE_PROFILE or nxt is None:
-            return await self._wait_then_retry(state, candidates, reason, failure)
-        self.c.failover_iterations += 1
-        if self.c.failover_iterations > run_loop_iteration_limit(len(candidates)):
-            return False
-        if decision.backoff_ms:
-            await workflow.sleep(timedelta(milliseconds=decision.backoff_ms), summary="backoff")
-        chosen = candidates[nxt]
-        self.c.profile_id = chosen
-        self.c.attempted_thinking = []  # SPEC §6: a new profile starts its thinking afresh
-        text = f"{failure.provider} profile {failed} failed ({failure.reason}); trying {chosen}"
-        self._emit(
-            EventKind.WARNING,
-            text=text,
-            data={
-                "code": "profile_rotated",
-                "from": failed,
-                "to": chosen,
-                "reason": failure.reason,
-            },
-        )
-        workflow.set_current_details(
-            f"run **{self.req.run_id}** on {self.req.model.label()}; {text}"
-        )
-        return True
-
-    async def _wait_then_retry(
-        self,
-        state: ProfileState,
-        candidates: list[str | None],
-        reason: FailoverReason | None,
-        failure: ModelFailure,
-    ) -> bool:
-        """No other profile to rotate to: wait for the soonest to cool down (transient reasons
-        only, bounded) and make the same call again with it."""
-        if len(candidates) == 1 and candidates[0] is None:
-            return False  # no stored profiles: nothing to track a cooldown on
-        self.c.failover_iterations += 1
-        if self.c.failover_iterations > run_loop_iteration_limit(len(candidates)):
-            return False
-        waited = await self._wait_for_profile(state, reason, failure.retry_after_seconds)
-        if waited is None:
-            raise asyncio.CancelledError  # aborted while waiting: end like any abort
-        if not waited:
-            return False
-        state = await self._list_profiles()
-        candidates = candidate_list(self.c.profile_candidates or [])
-        chosen = select_initial(candidates, state, self.req.model.model, workflow.time())
-        if chosen.index is None:
-            return False
-        self.c.profile_id = candidates[chosen.index]
-        return True
-
-    async def _list_profiles(self) -> ProfileState:
-        """The provider's profiles (the run's candidates, in order) and the shared state."""
-        listed: ListedProfiles = await workflow.execute_local_activity(
-            LIST_PROFILES,
-            ListProfilesInput(provider=self.req.model.provider),
-            result_type=ListedProfiles,
-            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
-            summary=f"auth profiles of {self.req.model.provider}",
-        )
-        self.c.profile_candidates = [p.id for p in listed.profiles]
-        return listed.state
-
-    async def _mark_shared(
-        self, state: ProfileState, profile_id: str, reason: FailoverReason, now: float
-    ) -> ProfileState:
-        """Mark a profile failed in the shared store, race-free: the cooldown math runs here
-        (SPEC §7.7) and the store takes the result only if nobody changed the profile since we
-        read it; otherwise it is computed again from what the other run wrote."""
-        for _ in range(MAX_USAGE_UPDATE_TRIES):
-            expected = state.usage.get(profile_id)
-            marked = mark_failure(
-                state,
-                profile_id,
-                reason,
-                provider=self.req.model.provider,
-                now=now,
-                model_id=self.req.model.model,
-            )
-            new = marked.usage.get(profile_id)
-            if new is None or new == expected:
-                return marked  # nothing to record (a timeout, a bypassed provider)
-            outcome: UsageUpdateResult = await workflow.execute_local_activity(
-                UPDATE_PROFILE_USAGE,
-                UsageUpdate(profile_id=profile_id, expected=expected, new=new),
-                result_type=UsageUpdateResult,
-                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
-                summary=f"mark {profile_id}: {reason.value}",
-            )
-            if outcome.applied:
-                return marked
-            usage = dict(state.usage)
-            if outcome.current is None:
-                usage.pop(profile_id, None)
-            else:
-                usage[profile_id] = outcome.current
-            state = state.model_copy(update={"usage": usage})
-        return state
-
-    async def _wait_for_profile(
-        self, state: ProfileState, reason: FailoverReason | None, retry_after: float | None
-    ) -> bool | None:
-        """Beyond the original: when every profile is cooling down for a transient reason, wait
-        on a durable timer until the soonest is ready (or the provider's Retry-After, whichever
-        is later) instead of failing, up to `max_wait_seconds`. True: waited; False: the wait
-        would be too long (or the reason is not transient); None: aborted while waiting."""
-        if reason not in (FailoverReason.RATE_LIMIT, FailoverReason.OVERLOADED):
-            return False
-        now = workflow.time()
-        ids = self.c.profile_candidates or []
-        expiry = soonest_expiry(state, ids, now, self.req.model.model)
-        if expiry is None:
-            return False
-        until = max(expiry, now + (retry_after or 0.0))
-        if until - now > self.req.max_wait_seconds:
-            return False
-        provider = self.req.model.provider
-        text = (
-            f"every {provider} profile is cooling down ({reason.value}); waiting "
-            f"{math.ceil(until - now)} s for the first to be ready"
-        )
-        self.phase, self.waiting_until, self.waiting_reason = RunPhase.WAITING, until, reason.value
-        workflow.set_current_details(f"run **{self.req.run_id}**: {text}")
-        await workflow.execute_local_activity(
-            PUBLISH_ANNOUNCEMENTS,
-            PublishInput(
-                session_key=self.req.session_key,
-                run_id=self.req.run_id,
-                announce=[
-                    Announcement(
-                        kind=EventKind.WARNING,
-                        ts=now,
-                        text=text,
-                        data={"code": "waiting_for_profile", "until": until, "reason": reason},
-                    )
-                ],
-            ),
-            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
-            summary="announce the wait",
-        )
-        try:
-            await workflow.wait_condition(
-                lambda: self.abort_reason is not None,
-                timeout=until - now,
-                timeout_summary=f"wait for a {provider} profile ({reason.value})",
-            )
-        except builtins.TimeoutError:
-            pass
-        finally:
-            self.phase, self.waiting_until, self.waiting_reason = RunPhase.STREAMING, None, None
-        return None if self.abort_reason is not None else True
-
-    async def _choose_initial_profile(self) -> LoopEnd | None:
-        """Before the first model call: the first profile not cooling down (SPEC §7.6), so a
-        profile another session found rate-limited is avoided; None when one is usable."""
-        if self.req.model.provider == "offline" or not workflow.patched(PROFILE_ROTATION_PATCH):
-            return None
-        state = await self._list_profiles()
-        if not self.c.profile_candidates:
-            return None  # no stored profile: the provider's default credentials (or none)
-        candidates = candidate_list(self.c.profile_candidates)
-        for _ in range(MAX_PROFILE_WAITS):
-            now = workflow.time()
-            chosen = select_initial(candidates, state, self.req.model.model, now)
-            if chosen.index is not None:
-                self.c.profile_id = candidates[chosen.index]
-                return None
-            waited = await self._wait_for_profile(state, chosen.reason, None)
-            if waited is None:
-                return LoopEnd(TerminationReason.ABORT_SIGNAL)
-            if not waited:
-                break
-            state = await self._list_profiles()
-            candidates = candidate_list(self.c.profile_candidates or [])
-        now = workflow.time()
-        ids = [c for c in candidates if c]
-        expiry = soonest_expiry(state, ids, now, self.req.model.model)
-        message = (
-            rate_limit_cooldown_reply(expiry, now)
-            if chosen.reason in (FailoverReason.RATE_LIMIT, FailoverReason.OVERLOADED)
-            else f"Every auth profile of {self.req.model.provider} is unavailable "
-            f"({chosen.reason.value if chosen.reason else 'unknown'}); see `agentlane auth list`."
-        )
-        return LoopEnd(
-            TerminationReason.ERROR,
-            ExecutionError(kind=ExecutionErrorKind.QUOTA_EXCEEDED, message=message),
-        )
-
     def _thinking(self) -> str:
         return self.c.thinking or self.req.thinking
-
-    def _lower_thinking(self, err: ActivityError) -> str | None:
-        """SPEC §6: a provider that refuses the thinking level names what it supports; try the
-        next level down once each. None: not a thinking refusal, or nothing left to try."""
-        failure = _provider_failure(err)
-        if failure is None or failure.reason != "thinking_unsupported":
-            return None
-        if not workflow.patched(THINKING_FALLBACK_PATCH):
-            return None
-        attempted = [*self.c.attempted_thinking, self._thinking()]
-        self.c.attempted_thinking = attempted
-        return pick_fallback_thinking_level(failure.raw_message, attempted)
 
     def _absorb(self, turn: int, result: ModelCallResult) -> str:
         """Take what a model call reports into the run's state; return its entry id."""
@@ -867,6 +627,9 @@ class AgentRunWorkflow:
             end.error = ExecutionError(
                 kind=ExecutionErrorKind.ABORTED, message=self.abort_reason or "aborted"
             )
+        keyed = self.failover.model().provider not in KEYLESS_PROVIDERS
+        if status == ExecutionStatus.SUCCESS and keyed and self._v2():
+            await self.failover.succeeded()
         # The error (if any) comes first: agent_end is always a run's last event, where
         # watchers stop.
         if end.error is not None and status == ExecutionStatus.ERROR:
@@ -899,6 +662,8 @@ class AgentRunWorkflow:
             ended_at=workflow.now(),
             error=end.error,
             last_entry_id=self.c.last_entry_id,
+            fallback_model=self.failover.fallback_model(),
+            profile_pin=self.failover.result_pin() if keyed and self._v2() else None,
         )
         finish = FinishRunInput(
             result=result,

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         check_inbound,
         parse_queue_mode,
     )
+    from agentlane.profile_state import ProfilePin
     from agentlane.queue_settings import (
         DropPolicy,
         OverflowState,
@@ -568,6 +569,11 @@ class SessionWorkflow:
             context_window=settings.context_window,
             context_window_source=settings.context_window_source,
             max_wait_seconds=settings.max_wait_seconds,
+            profile_pin=(
+                ProfilePin(profile_id=settings.auth_profile, source="user")
+                if settings.auth_profile
+                else self.s.profile_pin
+            ),
         )
         # The batch stays in the session's hands (in_flight) until its run ends normally.
         taken = set(batch.seqs)
@@ -608,6 +614,8 @@ class SessionWorkflow:
             self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
         else:
             self._record(result)
+            if result.profile_pin is not None and result.profile_pin.source == "auto":
+                self.s.profile_pin = result.profile_pin
             back = [self._requeue_turn(turn) for turn in result.unconsumed]
             self.s.queue = [*back, *self.s.queue]
             if batch.used_overflow:

@@ -243,10 +243,22 @@ async def test_provider_failures_are_typed(
         assert failure.profile_id == "anthropic:env"
         if reason == "rate_limit":
             assert failure.retry_after_seconds == 7
-        kinds = {"rate_limit": "quota_exceeded", "billing": "billing"}
+        kinds = {
+            "rate_limit": "quota_exceeded",
+            "billing": "billing",
+            "overloaded": "runtime_unavailable",
+        }
         assert result.error.kind.value == kinds.get(reason, "runtime_error")
         errors = [e for e in got.events if e.kind == EventKind.ERROR]
-        assert errors and errors[0].text == failure.message
+        assert errors and errors[0].text == result.error.message
+        if reason in ("rate_limit", "overloaded"):
+            # Every profile is cooling and the run may not wait: when one is ready, and where.
+            message = result.error.message
+            assert "Rate-limited — ready in ~30s" in message, message
+            assert f"anthropic/fake-claude: HTTP {status}, {reason}" in message
+            assert "profiles tried: anthropic:env" in message
+        else:
+            assert result.error.message == failure.message
         assert len(fake.requests("anthropic")) == 1, "a typed failure is not retried blindly"
     # One line per expected provider error in the worker's log (the SDK's own report with its
     # traceback is at DEBUG only).

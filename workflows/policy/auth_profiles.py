@@ -386,8 +386,18 @@ def mark_failure(
     return _with_usage(state, profile_id, existing.model_copy(update=update))
 
 
-def mark_used(state: ProfileState, profile_id: str, now: float) -> ProfileState:
-    """SPEC §7.7 `markAuthProfileUsed` (on success): error state cleared, `last_used = now`."""
+def mark_used(
+    state: ProfileState, profile_id: str, now: float, *, succeeded_at: float | None = None
+) -> ProfileState:
+    """SPEC §7.7 `markAuthProfileUsed` (on success): error state cleared, `last_used = now`.
+
+    Beyond the original, for state shared by many sessions: `succeeded_at` is when the success
+    happened; a failure another session recorded after it is newer news and is kept (only
+    `last_used` moves), so a long run that ends well does not wipe a fresh rate limit."""
+    existing = _usage(state, profile_id)
+    failed = _valid_time(existing.last_failure_at) if existing else None
+    if existing is not None and succeeded_at is not None and failed and failed > succeeded_at:
+        return _with_usage(state, profile_id, existing.model_copy(update={"last_used": now}))
     return _reset_errors(state, profile_id, last_used=now)
 
 
@@ -573,6 +583,72 @@ def resolve_session_pin(
 
 
 # --- §7.5 candidates, §7.6 initial selection and advancing -------------------------------------
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """A run's auth-profile candidates (SPEC §4.1 step 5): the ordered ids (`[None]`: the
+    provider's default credentials, no stored profile), the user-locked one if any, the pin the
+    session keeps, or `error` when a user pin cannot be honoured."""
+
+    candidates: list[str | None]
+    locked: str | None = None
+    pin: ProfilePin | None = None
+    error: str | None = None
+
+
+def plan_profiles(
+    state: ProfileState,
+    provider: str,
+    credentials: Sequence[ProfileCredential],
+    now: float,
+    *,
+    pin: ProfilePin | None,
+    configured_profiles: Mapping[str, AuthProfile] | None = None,
+    configured_order: Sequence[str] | None = None,
+    compaction_count: int = 0,
+) -> ProfilePlan:
+    """SPEC §4.1 step 5, §7.3-§7.5: order the provider's profiles, apply the session's pin
+    (a `user` pin locks the run to its profile, an `auto` pin is preferred), and list the
+    candidates. A user pin of another provider is ignored; one of this provider that is not
+    stored (or not eligible) is an error naming it."""
+    key = normalize_provider(provider)
+    mine = [c for c in credentials if normalize_provider(c.provider) == key]
+    order_table = {provider: list(configured_order)} if configured_order else None
+    order = resolve_order(
+        state,
+        provider,
+        mine,
+        now,
+        configured_profiles=configured_profiles,
+        configured_order=order_table,
+    )
+    if pin is not None and pin.source == "user":
+        stored = {c.id: c for c in credentials}
+        owner: ProfileCredential | AuthProfile | None = stored.get(pin.profile_id)
+        if owner is None:
+            owner = (configured_profiles or {}).get(pin.profile_id)
+        of_provider = owner is not None and normalize_provider(owner.provider) == key
+        if of_provider:
+            if pin.profile_id not in order:
+                return ProfilePlan(
+                    [], error=f'Auth profile "{pin.profile_id}" is not configured for {provider}.'
+                )
+            return ProfilePlan(candidate_list(order, pin.profile_id), pin.profile_id, pin)
+        pin = None  # another provider's profile: ignored (§4.1 step 5)
+    chosen = resolve_session_pin(
+        pin,
+        order,
+        state,
+        mine,
+        provider,
+        now,
+        is_new_session=pin is None,
+        compaction_count=compaction_count,
+    )
+    if chosen is not None:
+        order = _preferred_first(order, chosen.profile_id)
+    return ProfilePlan(candidate_list(order), None, chosen)
 
 
 def candidate_list(order: Sequence[str], locked: str | None = None) -> list[str | None]:

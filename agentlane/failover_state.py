@@ -1,0 +1,45 @@
+"""What a run carries of its failover across continue-as-new: the model fallback chain's
+position and attempts (SPEC §8.2-8.3), the config read at its start, and the §4.2 counters that
+are not plain integers. Data only; the decisions are `workflows/policy/`'s."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agentlane.errors import FailoverReason
+from agentlane.profile_listing import FailoverConfig
+
+
+class FallbackAttemptRecord(BaseModel):
+    """One failed or skipped candidate of the chain, as the "All models failed" summary lists
+    it."""
+
+    provider: str
+    model: str
+    error: str
+    reason: FailoverReason | None = None
+    status: int | None = None
+
+
+class FallbackState(BaseModel):
+    """`workflows/policy/model_fallback.FallbackChain`, serialisable."""
+
+    candidates: list[str]
+    position: int = 0
+    attempts: list[FallbackAttemptRecord] = Field(default_factory=list)
+    probed_providers: list[str] = Field(default_factory=list)
+    throttle: dict[str, float] = Field(default_factory=dict)
+    running_probe: str | None = None
+
+
+class RunFailover(BaseModel):
+    """The failover part of a run's carry."""
+
+    config: FailoverConfig = Field(default_factory=FailoverConfig)
+    chain: FallbackState | None = None
+    # A profile the user pinned to the session: never rotated away from (SPEC §7.5).
+    locked_profile: str | None = None
+    same_model_idle_retries: int = 0
+    last_retry_reason: FailoverReason | None = None
+    # Waits for a cooling profile or model so far (bounded, like every other retry).
+    waits: int = 0

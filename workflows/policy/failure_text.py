@@ -1,0 +1,59 @@
+"""What a user reads when failover gives up: specific and true (issue 9 "What the user sees").
+
+The original's reply-layer texts (SPEC §8.4, in `model_fallback`) say *what* happened; these add
+*where*: the model, the profiles tried, the HTTP status and when the earliest cooldown ends. No
+key ever appears here: profiles are named by id. Pure: callers pass `now`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentlane.errors import FailoverReason
+from workflows.policy.model_fallback import (
+    BILLING_REPLY,
+    FallbackSummary,
+    rate_limit_cooldown_reply,
+    reply_failure_text,
+)
+
+R = FailoverReason
+_TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
+
+
+def _profiles(ids: Sequence[str | None]) -> str:
+    named = [pid for pid in ids if pid]
+    return ", ".join(named) if named else "its default credentials"
+
+
+def cooling_down_text(
+    *,
+    model: str,
+    reason: FailoverReason | None,
+    profiles: Sequence[str | None],
+    soonest: float | None,
+    now: float,
+    status: int | None = None,
+) -> str:
+    """Every profile of the model is unavailable and the run will not wait (or waited enough)."""
+    detail = f"HTTP {status}, " if status else ""
+    why = reason.value if reason else "unknown"
+    where = f"({model}: {detail}{why}; profiles tried: {_profiles(profiles)})"
+    if reason in _TRANSIENT or reason is None:
+        return f"{rate_limit_cooldown_reply(soonest, now)} {where}"
+    if reason is R.BILLING:
+        return f"{BILLING_REPLY} {where}"
+    ready = ""
+    if soonest is not None and soonest > now:
+        ready = f" The first is usable again in ~{max(1, round((soonest - now) / 60))} min."
+    return (
+        f"Every auth profile of {model.split('/', 1)[0]} is unavailable ({why}).{ready} "
+        f"{where} See `agentlane auth list`."
+    )
+
+
+def chain_exhausted_text(
+    summary: FallbackSummary, *, now: float, reason: FailoverReason | None = None
+) -> str:
+    """Model fallback ran out of candidates (SPEC §8.3 summary, §8.4 final message)."""
+    return f"{reply_failure_text(now=now, summary=summary, reason=reason)} {summary.message}"

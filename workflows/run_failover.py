@@ -1,0 +1,813 @@
+"""What a run does about a failed model call, and how it picks its model and auth profile.
+
+The Temporal half of failover (SPEC §4.3-§4.8, §7.5-§7.6, §8): read the shared profile state
+through local activities, mark a failed profile in it race-free, wait on durable timers, tell
+watchers. Every decision is a call into `workflows/policy/` over a snapshot that is in history,
+so replay decides the same. Only the failed model call is made again: tools that already ran are
+never re-run by a rotation, a lower thinking level, a retry or a model fallback (the original
+re-runs whole attempts).
+
+The order of a failure's handling, top to bottom in `after_failure`:
+1. the iteration bound (§4.3 step 0, §4.7);
+2. the shared state re-read, the failed profile marked (never for a timeout, §7.7);
+3. the decision table of the failure's stage (§4.4.1 prompt, §4.4.2 assistant);
+4. its action: lower thinking, rotate the profile, retry the same call once after an idle
+   timeout, fall back to the next model (§8.2-8.3), or give up;
+5. before giving up on a transient cause (rate limit, overload): wait until a profile or model is
+   ready again, bounded (beyond the original).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Protocol
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
+    from agentlane.errors import ExecutionErrorKind, FailoverReason, ModelFailure
+    from agentlane.events import Announcement, EventKind
+    from agentlane.failover_state import FallbackAttemptRecord, FallbackState, RunFailover
+    from agentlane.profile_listing import (
+        LIST_PROFILES,
+        UPDATE_PROFILE_USAGE,
+        FailoverConfig,
+        ListedProfiles,
+        ListProfilesInput,
+        UsageUpdate,
+        UsageUpdateResult,
+    )
+    from agentlane.profile_state import ProfilePin, ProfileState
+    from agentlane.run import (
+        ExecutionError,
+        ExecutionRequest,
+        ModelRef,
+        RunCarry,
+        TerminationReason,
+    )
+    from agentlane.session import RunPhase
+    from workflows import activity_options as opts
+    from workflows.loop_end import LoopEnd
+    from workflows.policy.auth_profiles import (
+        advance,
+        in_cooldown,
+        mark_failure,
+        mark_used,
+        plan_profiles,
+        select_initial,
+        soonest_expiry,
+        unavailable_reason,
+    )
+    from workflows.policy.context_guard import evaluate_context_window
+    from workflows.policy.failover import (
+        Decision,
+        DecisionKind,
+        FailoverCounters,
+        FailoverSettings,
+        Stage,
+        decide_assistant_failure,
+        decide_prompt_failure,
+        decide_retry_limit,
+        run_loop_iteration_limit,
+    )
+    from workflows.policy.failure_facts import (
+        failover_reason,
+        failure_facts,
+        failure_stage,
+        profile_mark,
+    )
+    from workflows.policy.failure_text import chain_exhausted_text, cooling_down_text
+    from workflows.policy.model_fallback import (
+        CandidateError,
+        FailureOutcome,
+        FallbackAttempt,
+        FallbackChain,
+        ProbeThrottle,
+        ProviderAvailability,
+        fallback_summary,
+        next_candidate,
+        record_failure,
+        resolve_fallback_candidates,
+        start_chain,
+    )
+    from workflows.policy.model_fallback import ModelRef as ChainRef
+
+R = FailoverReason
+# Patch of runs recorded before this driver (they rotate profiles only; see legacy_failover).
+FAILOVER_V2_PATCH = "failover-v2"
+# Compare-and-set tries when other runs keep changing the same profile.
+MAX_USAGE_UPDATE_TRIES = 5
+# Waits for a cooling profile or model per run: each is bounded by max_wait_seconds, and so is
+# their number, so a provider that keeps answering 429 cannot hold a run for hours.
+MAX_WAITS = 6
+# Causes worth waiting out: they end by themselves.
+TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
+# Providers without auth profiles or cooldowns.
+KEYLESS_PROVIDERS = frozenset({"offline"})
+
+
+class RunHost(Protocol):
+    """What the driver needs of the run workflow."""
+
+    req: ExecutionRequest
+    c: RunCarry
+    abort_reason: str | None
+    phase: RunPhase
+    waiting_until: float | None
+    waiting_reason: str | None
+
+    def _emit(self, kind: EventKind, turn_index: int | None = None, **fields: object) -> None: ...
+
+    def show(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Skip:
+    """A candidate model that cannot be used now, and why (recorded in the chain)."""
+
+    message: str
+    reason: FailoverReason | None
+    fatal: bool = False
+
+
+class Waited:
+    """The outcome of a wait: ready again, too long to wait, or aborted while waiting."""
+
+    READY = "ready"
+    TOO_LONG = "too_long"
+    ABORTED = "aborted"
+
+
+class Failover:
+    def __init__(self, host: RunHost) -> None:
+        self.h = host
+        # Fresh snapshots of the shared profile state, per provider, of the current decision.
+        self.listings: dict[str, ListedProfiles] = {}
+        # When the last model call succeeded (workflow time): a failure recorded after it by
+        # another session is newer news than this run's success (see `mark_used`).
+        self.last_success_at: float | None = None
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def f(self) -> RunFailover:
+        if self.h.c.failover is None:
+            self.h.c.failover = RunFailover()
+        return self.h.c.failover
+
+    def model(self) -> ModelRef:
+        return self.h.c.model or self.h.req.model
+
+    def fallback_model(self) -> str | None:
+        return self.h.c.model.label() if self.h.c.model is not None else None
+
+    def _candidates(self) -> list[str | None]:
+        return list(self.h.c.profile_candidates or []) or [None]
+
+    def _settings(self) -> FailoverSettings:
+        cooldowns = self.f.config.cooldowns
+        chain = self.f.chain
+        return FailoverSettings(
+            fallback_configured=chain is not None and len(chain.candidates) > 1,
+            rate_limit_rotation_cap=cooldowns.rate_limited_profile_rotations,
+            overload_rotation_cap=cooldowns.overloaded_profile_rotations,
+            overload_backoff_ms=cooldowns.overloaded_backoff_ms,
+        )
+
+    def _counters(self) -> FailoverCounters:
+        c = self.h.c
+        return FailoverCounters(
+            iterations=c.failover_iterations,
+            rate_limit_rotations=c.rate_limit_rotations,
+            overload_rotations=c.overload_rotations,
+            same_model_idle_retries=self.f.same_model_idle_retries,
+            last_retry_reason=self.f.last_retry_reason,
+            attempted_thinking=frozenset([*c.attempted_thinking, self._thinking()]),
+        )
+
+    def _take_counters(self, counters: FailoverCounters) -> None:
+        c = self.h.c
+        c.rate_limit_rotations = counters.rate_limit_rotations
+        c.overload_rotations = counters.overload_rotations
+        self.f.same_model_idle_retries = counters.same_model_idle_retries
+        self.f.last_retry_reason = counters.last_retry_reason
+
+    def _thinking(self) -> str:
+        return self.h.c.thinking or self.h.req.thinking
+
+    def note_success(self) -> None:
+        self.last_success_at = workflow.time()
+
+    # -- the shared profile state ------------------------------------------------------------
+
+    async def _list(self, provider: str, *, with_config: bool = False) -> ListedProfiles:
+        req = self.h.req
+        listed: ListedProfiles = await workflow.execute_local_activity(
+            LIST_PROFILES,
+            ListProfilesInput(
+                provider=provider,
+                agent_id=req.agent_id if with_config else None,
+                model=req.model.label() if with_config else None,
+            ),
+            result_type=ListedProfiles,
+            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+            summary=f"auth profiles of {provider}",
+        )
+        self.listings[provider] = listed
+        return listed
+
+    async def _update_shared(
+        self,
+        provider: str,
+        profile_id: str,
+        change: Callable[[ProfileState], ProfileState],
+        summary: str,
+        good_for: str | None = None,
+    ) -> ProfileState:
+        """Apply `change` (a pure policy function) to one profile in the shared store, race-free:
+        the store takes the result only if nobody changed the profile since it was read;
+        otherwise it is computed again from what the other run wrote."""
+        listed = self.listings.get(provider) or await self._list(provider)
+        state = listed.state
+        for _ in range(MAX_USAGE_UPDATE_TRIES):
+            expected = state.usage.get(profile_id)
+            changed = change(state)
+            new = changed.usage.get(profile_id)
+            if new is None or (new == expected and good_for is None):
+                break  # nothing to record (a timeout, a bypassed provider)
+            outcome: UsageUpdateResult = await workflow.execute_local_activity(
+                UPDATE_PROFILE_USAGE,
+                UsageUpdate(profile_id=profile_id, expected=expected, new=new, good_for=good_for),
+                result_type=UsageUpdateResult,
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                summary=summary,
+            )
+            if outcome.applied:
+                state = changed
+                break
+            usage = dict(state.usage)
+            if outcome.current is None:
+                usage.pop(profile_id, None)
+            else:
+                usage[profile_id] = outcome.current
+            state = state.model_copy(update={"usage": usage})
+        self.listings[provider] = listed.model_copy(update={"state": state})
+        return state
+
+    def _availability(self, provider: str, model: str) -> ProviderAvailability | None:
+        """SPEC §8.2's view of a provider for one model; None: no profiles to cool down."""
+        listed = self.listings.get(provider)
+        if listed is None or not listed.profiles:
+            return None
+        now = workflow.time()
+        ids = [p.id for p in listed.profiles]
+        state = listed.state
+        free = [pid for pid in ids if not in_cooldown(state, pid, now, model, provider)]
+        return ProviderAvailability(
+            profile_count=len(ids),
+            available_count=len(free),
+            unavailable_reason=None if free else unavailable_reason(state, ids, now),
+            soonest_cooldown_expiry=soonest_expiry(state, ids, now, model),
+        )
+
+    # -- the run's start ---------------------------------------------------------------------
+
+    async def start(self) -> LoopEnd | None:
+        """Before the first model call (SPEC §4.1, §7.6, §8.1): read the config's failover
+        settings once, build the model chain, and choose the first model and profile that can
+        be used now, waiting for a cooling one when every one is cooling for a transient
+        reason. None: ready; a LoopEnd: the run cannot start."""
+        req = self.h.req
+        listed = await self._list(req.model.provider, with_config=True)
+        config = listed.failover or FailoverConfig()
+        self.h.c.failover = RunFailover(config=config)
+        requested = req.model.label()
+        refs = resolve_fallback_candidates(requested, config.primary or requested, config.fallbacks)
+        known = [r for r in refs if r.key in config.models or r.key == requested]
+        chain = start_chain(known or [ChainRef(req.model.provider, req.model.model)])
+        return await self._run_chain(chain, None)
+
+    # -- after a failed model call -------------------------------------------------------------
+
+    async def after_failure(self, failure: ModelFailure) -> LoopEnd | None:
+        """Decide and do what follows a failed model call. None: make the call again (with
+        whatever changed); a LoopEnd: the run ends so."""
+        c = self.h.c
+        model = self.model()
+        facts = failure_facts(failure)
+        stage = failure_stage(failure)
+        settings = self._settings()
+        candidates = self._candidates()
+        limit = run_loop_iteration_limit(len(candidates))
+        nxt: int | None = None
+        exhausted = decide_retry_limit(self._counters(), settings, limit=limit)
+        if exhausted is not None:
+            decision = exhausted
+        else:
+            nxt = await self._mark_and_find_next(failure)
+            decide = decide_assistant_failure if stage is Stage.ASSISTANT else decide_prompt_failure
+            decision = decide(facts, self._counters(), settings, more_profiles=nxt is not None)
+            self._take_counters(decision.counters)
+        c.failover_iterations += 1
+        kind = decision.kind
+        if kind is DecisionKind.LOWER_THINKING and decision.thinking is not None:
+            self._lower_thinking(decision.thinking)
+            return None
+        if kind is DecisionKind.ROTATE_PROFILE and nxt is not None:
+            await self._rotate(nxt, failure, decision)
+            return None
+        if kind is DecisionKind.RETRY_SAME:
+            self._retry_same(failure)
+            return None
+        if kind is DecisionKind.FALLBACK_MODEL:
+            return await self._fall_back(decision, failure)
+        return await self._wait_or_end(decision, failure, model)
+
+    async def _mark_and_find_next(self, failure: ModelFailure) -> int | None:
+        """Re-read the shared state (other sessions may have cooled profiles down meanwhile),
+        mark the failed profile in it (never for a timeout), and find the next candidate not
+        cooling down for this model (SPEC §4.4.1 step 5, §7.6 advance)."""
+        candidates = self._candidates()
+        if candidates == [None]:
+            return None
+        model = self.model()
+        await self._list(model.provider)
+        failed = failure.profile_id or self.h.c.profile_id
+        reason = profile_mark(failure)
+        if failed and reason is not None:
+            cooldowns = self.f.config.cooldowns
+            await self._update_shared(
+                model.provider,
+                failed,
+                lambda state: mark_failure(
+                    state,
+                    failed,
+                    reason,
+                    provider=model.provider,
+                    now=workflow.time(),
+                    model_id=model.model,
+                    cooldowns=cooldowns,
+                ),
+                f"mark {failed}: {reason.value}",
+            )
+        state = self.listings[model.provider].state
+        current = candidates.index(failed) if failed in candidates else 0
+        return advance(
+            candidates,
+            current,
+            state,
+            model.model,
+            workflow.time(),
+            locked=self.f.locked_profile,
+        )
+
+    def _lower_thinking(self, level: str) -> None:
+        """SPEC §6: the provider refused the thinking level; the same call at the next level."""
+        c = self.h.c
+        c.attempted_thinking = [*c.attempted_thinking, self._thinking()]
+        c.thinking = level
+        self.h.show(f"thinking lowered to {level}")
+
+    async def _rotate(self, index: int, failure: ModelFailure, decision: Decision) -> None:
+        c = self.h.c
+        if decision.backoff_ms:
+            await workflow.sleep(
+                timedelta(milliseconds=decision.backoff_ms), summary="overload backoff"
+            )
+        chosen = self._candidates()[index]
+        failed = failure.profile_id or c.profile_id
+        c.profile_id = chosen
+        # SPEC §6: a new profile starts its thinking afresh.
+        c.thinking, c.attempted_thinking = None, []
+        why = "timed out" if failure.idle_timed_out or failure.reason == "timeout" else None
+        text = (
+            f"{failure.provider} profile {failed} {why or f'failed ({failure.reason})'}; "
+            f"trying {chosen}"
+        )
+        self.h._emit(
+            EventKind.WARNING,
+            text=text,
+            data={
+                "code": "profile_rotated",
+                "from": failed,
+                "to": chosen,
+                "reason": failure.reason,
+            },
+        )
+        self.h.show(text)
+
+    def _retry_same(self, failure: ModelFailure) -> None:
+        """SPEC §4.4.2: one more try of the same model after the idle watchdog fired with
+        nothing shown and no fallback to go to."""
+        text = (
+            f"{self.model().label()} was silent for {self.h.req.idle_timeout_seconds} s; "
+            "trying the same call once more"
+        )
+        self.h._emit(
+            EventKind.WARNING, text=text, data={"code": "idle_retry", "reason": failure.reason}
+        )
+        self.h.show(text)
+
+    # -- model fallback (SPEC §8) ------------------------------------------------------------
+
+    def _chain(self) -> FallbackChain | None:
+        saved = self.f.chain
+        if saved is None:
+            return None
+        refs = [ChainRef.parse(key) for key in saved.candidates]
+        candidates = tuple(r for r in refs if r is not None)
+        return FallbackChain(
+            candidates=candidates,
+            requested=candidates[0],
+            position=saved.position,
+            attempts=tuple(
+                FallbackAttempt(a.provider, a.model, a.error, a.reason, a.status)
+                for a in saved.attempts
+            ),
+            probed_providers=frozenset(saved.probed_providers),
+            throttle=ProbeThrottle(dict(saved.throttle)),
+            running_probe=saved.running_probe,
+        )
+
+    def _save_chain(self, chain: FallbackChain) -> None:
+        self.f.chain = FallbackState(
+            candidates=[r.key for r in chain.candidates],
+            position=chain.position,
+            attempts=[
+                FallbackAttemptRecord(
+                    provider=a.provider,
+                    model=a.model,
+                    error=a.error,
+                    reason=a.reason,
+                    status=a.status,
+                )
+                for a in chain.attempts
+            ],
+            probed_providers=sorted(chain.probed_providers),
+            throttle=dict(chain.throttle.last_probe),
+            running_probe=chain.running_probe,
+        )
+
+    async def _fall_back(self, decision: Decision, failure: ModelFailure) -> LoopEnd | None:
+        chain = self._chain()
+        model = self.model()
+        if chain is None:
+            return self._end(decision, failure)
+        error = CandidateError(
+            message=decision.message or failure.message,
+            reason=decision.reason,
+            status=decision.status or failure.status,
+            context_overflow=failure.reason == "context_overflow",
+        )
+        chain, outcome = record_failure(chain, ChainRef(model.provider, model.model), error)
+        self._save_chain(chain)
+        if outcome is FailureOutcome.RETHROW:
+            return self._end(decision, failure)
+        return await self._run_chain(chain, failure)
+
+    async def _prefetch(self, chain: FallbackChain) -> None:
+        """Snapshots of every provider still ahead in the chain (those already read for this
+        decision are fresh enough)."""
+        for ref in chain.candidates[chain.position :]:
+            if ref.provider not in KEYLESS_PROVIDERS and ref.provider not in self.listings:
+                await self._list(ref.provider)
+
+    async def _run_chain(
+        self, chain: FallbackChain, failure: ModelFailure | None
+    ) -> LoopEnd | None:
+        """Walk the chain from its position to the first candidate usable now (SPEC §8.2):
+        None when the run has one (its model and profile set), else the run's end. When every
+        candidate is out for a transient reason, wait for the soonest and walk it again."""
+        while True:
+            await self._prefetch(chain)
+            step = next_candidate(chain, self._availability, workflow.time())
+            chain = step.chain
+            candidate = step.candidate
+            if candidate is None:
+                waited = await self._wait_for_chain(chain, failure)
+                if waited is Waited.READY:
+                    chain = start_chain(chain.candidates, throttle=chain.throttle)
+                    self.listings = {}  # everything may have changed while waiting
+                    continue
+                self._save_chain(chain)
+                if waited is Waited.ABORTED:
+                    return LoopEnd(TerminationReason.ABORT_SIGNAL)
+                return self._chain_end(chain, failure)
+            skip = self._activate(candidate, step.allow_transient_cooldown_probe)
+            if skip is None:
+                self._save_chain(chain)
+                return None
+            if skip.fatal:
+                self._save_chain(chain)
+                return self._error(ExecutionErrorKind.VALIDATION_FAILED, skip.message)
+            chain, _ = record_failure(
+                chain, candidate, CandidateError(message=skip.message, reason=skip.reason)
+            )
+
+    def _activate(self, candidate: ChainRef, allow_probe: bool) -> _Skip | None:
+        """Make `candidate` the run's model with its first usable profile (SPEC §7.6), or say
+        why it cannot be used."""
+        req, c = self.h.req, self.h.c
+        ref = ModelRef(provider=candidate.provider, model=candidate.model)
+        requested = ref == req.model
+        option = self.f.config.models.get(candidate.key)
+        if not requested and option is not None and option.context_window is not None:
+            guard = evaluate_context_window(
+                option.context_window,
+                provider=candidate.provider,
+                model=candidate.model,
+                source=option.window_source,
+            )
+            if guard.block_message is not None:
+                return _Skip(guard.block_message, R.UNKNOWN)
+        now = workflow.time()
+        listed = self.listings.get(candidate.provider)
+        locked: str | None = None
+        candidates: list[str | None] = [None]
+        state = ProfileState()
+        if listed is not None and listed.profiles:
+            session_provider = candidate.provider == req.model.provider
+            plan = plan_profiles(
+                listed.state,
+                candidate.provider,
+                listed.profiles,
+                now,
+                pin=req.profile_pin if session_provider else None,
+                configured_profiles=listed.configured,
+                configured_order=listed.configured_order,
+            )
+            if plan.error is not None:
+                return _Skip(plan.error, R.AUTH, fatal=requested)
+            candidates, locked, state = plan.candidates, plan.locked, listed.state
+        chosen = select_initial(
+            candidates,
+            state,
+            candidate.model,
+            now,
+            locked=locked,
+            allow_transient_probe=allow_probe,
+        )
+        if chosen.index is None:
+            reason = chosen.reason or R.UNKNOWN
+            return _Skip(
+                f"Provider {candidate.provider} is in cooldown (all profiles unavailable)", reason
+            )
+        previous = self.model()
+        c.model = None if requested else ref
+        c.profile_candidates = [pid for pid in candidates if pid] or None
+        c.profile_id = candidates[chosen.index]
+        self.f.locked_profile = locked
+        if ref != previous:
+            # A new model starts its loop afresh (the original runs a new attempt loop per
+            # candidate); the thinking level goes back to the session's.
+            c.failover_iterations = c.rate_limit_rotations = c.overload_rotations = 0
+            c.thinking, c.attempted_thinking = None, []
+            self.f.same_model_idle_retries = 0
+            text = f"{previous.label()} is unavailable; falling back to {ref.label()}"
+            self.h._emit(
+                EventKind.WARNING,
+                text=text,
+                data={"code": "model_fallback", "from": previous.label(), "to": ref.label()},
+            )
+            self.h.show(text)
+        elif chosen.probe:
+            self.h.show(f"probing {c.profile_id} of {ref.label()} while it cools down")
+        return None
+
+    def _chain_end(self, chain: FallbackChain, failure: ModelFailure | None) -> LoopEnd:
+        """Every candidate failed or is out (SPEC §8.3): the summary when more than one was
+        tried, else what the one said."""
+        now = workflow.time()
+        soonest = self._soonest(chain.candidates)
+        summary = fallback_summary(chain, soonest)
+        reason = chain.attempts[-1].reason if chain.attempts else None
+        if summary is not None:
+            kind = _error_kind(reason if all(a.reason == reason for a in chain.attempts) else None)
+            return self._error(kind, chain_exhausted_text(summary, now=now), failure)
+        if failure is not None and not self._all_cooling(self.model()):
+            # One candidate, and it answered: its own words (SPEC §8.3 "rethrow").
+            decision = Decision(DecisionKind.FAIL, self._counters(), reason=reason)
+            return self._end(decision, failure)
+        model = chain.candidates[0]
+        profiles = list(self.h.c.profile_candidates or [])
+        listed = self.listings.get(model.provider)
+        if listed is not None and listed.profiles:
+            profiles = [p.id for p in listed.profiles]
+        text = cooling_down_text(
+            model=model.key,
+            reason=reason,
+            profiles=profiles,
+            soonest=soonest,
+            now=now,
+            status=failure.status if failure else None,
+        )
+        return self._error(_error_kind(reason), text, failure)
+
+    # -- waiting instead of failing (beyond the original) --------------------------------------
+
+    def _soonest(self, refs: Sequence[ChainRef]) -> float | None:
+        now = workflow.time()
+        ends: list[float] = []
+        for ref in refs:
+            listed = self.listings.get(ref.provider)
+            if listed is None or not listed.profiles:
+                continue
+            ids = [p.id for p in listed.profiles]
+            end = soonest_expiry(listed.state, ids, now, ref.model)
+            if end is not None:
+                ends.append(end)
+        return min(ends) if ends else None
+
+    async def _wait_for_chain(self, chain: FallbackChain, failure: ModelFailure | None) -> str:
+        """Every candidate is out: wait when all are out for a transient reason."""
+        reasons = {a.reason for a in chain.attempts}
+        if not reasons or not reasons <= TRANSIENT:
+            return Waited.TOO_LONG
+        reason = R.RATE_LIMIT if R.RATE_LIMIT in reasons else R.OVERLOADED
+        retry_after = failure.retry_after_seconds if failure else None
+        soonest = self._soonest(chain.candidates)
+        return await self._wait(soonest, retry_after, reason, "every model")
+
+    async def _wait_or_end(
+        self, decision: Decision, failure: ModelFailure, model: ModelRef
+    ) -> LoopEnd | None:
+        """No rotation, no fallback: for a transient cause wait for a profile of this model
+        (or the provider's Retry-After), then make the same call again; else end."""
+        reason = decision.reason or failover_reason(failure)
+        if reason not in TRANSIENT or failure.idle_timed_out:
+            return self._end(decision, failure)
+        listed = self.listings.get(model.provider)
+        ids = [p.id for p in listed.profiles] if listed is not None else []
+        soonest = (
+            soonest_expiry(listed.state, ids, workflow.time(), model.model) if listed else None
+        )
+        if soonest is None and not failure.retry_after_seconds:
+            return self._end(decision, failure)
+        waited = await self._wait(soonest, failure.retry_after_seconds, reason, "a profile")
+        if waited is Waited.ABORTED:
+            return LoopEnd(TerminationReason.ABORT_SIGNAL)
+        if waited is Waited.TOO_LONG:
+            return self._end(decision, failure)
+        # Ready again: the rotation caps start over, the iteration bound does not.
+        self.h.c.rate_limit_rotations = self.h.c.overload_rotations = 0
+        if listed is None or not listed.profiles:
+            return None  # no profiles: the Retry-After was the wait
+        await self._list(model.provider)
+        chosen = select_initial(
+            self._candidates(),
+            self.listings[model.provider].state,
+            model.model,
+            workflow.time(),
+            locked=self.f.locked_profile,
+        )
+        if chosen.index is None:
+            return self._end(decision, failure)
+        self.h.c.profile_id = self._candidates()[chosen.index]
+        return None
+
+    async def _wait(
+        self, soonest: float | None, retry_after: float | None, reason: FailoverReason, what: str
+    ) -> str:
+        """A durable, labelled timer until `soonest` or the Retry-After, whichever is later,
+        bounded by `max_wait_seconds` (a 36-hour Retry-After is never slept); an abort ends it
+        at once. Status says `waiting` with reason and until-when, and watchers are told."""
+        now = workflow.time()
+        if soonest is None and not retry_after:
+            return Waited.TOO_LONG
+        until = max(soonest or now, now + (retry_after or 0.0))
+        if until - now > self.h.req.max_wait_seconds or self.f.waits >= MAX_WAITS:
+            return Waited.TOO_LONG
+        self.f.waits += 1
+        seconds = max(1, math.ceil(until - now))
+        label = self.model().label()
+        text = f"{what} of {label} is cooling down ({reason.value}); waiting {seconds} s"
+        h = self.h
+        h.phase, h.waiting_until, h.waiting_reason = RunPhase.WAITING, until, reason.value
+        h.show(text)
+        await workflow.execute_local_activity(
+            PUBLISH_ANNOUNCEMENTS,
+            PublishInput(
+                session_key=h.req.session_key,
+                run_id=h.req.run_id,
+                announce=[
+                    Announcement(
+                        kind=EventKind.WARNING,
+                        ts=now,
+                        text=text,
+                        data={"code": "waiting_for_profile", "until": until, "reason": reason},
+                    )
+                ],
+            ),
+            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+            summary="announce the wait",
+        )
+        try:
+            await workflow.wait_condition(
+                lambda: h.abort_reason is not None,
+                timeout=until - now,
+                timeout_summary=f"wait for {self.model().provider} ({reason.value}, {seconds} s)",
+            )
+        except TimeoutError:
+            pass
+        finally:
+            h.phase, h.waiting_until, h.waiting_reason = RunPhase.STREAMING, None, None
+        return Waited.ABORTED if h.abort_reason is not None else Waited.READY
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def _end(self, decision: Decision, failure: ModelFailure) -> LoopEnd:
+        """The run ends with this decision's words, made specific (SPEC §4.6.5, §4.7, §8.4)."""
+        model = self.model()
+        if failure.idle_timed_out and decision.kind is not DecisionKind.FALLBACK_MODEL:
+            return LoopEnd(
+                TerminationReason.IDLE_TIMEOUT_120S,
+                ExecutionError(
+                    kind=ExecutionErrorKind.TIMEOUT,
+                    message=(
+                        f"The model ({model.label()}) did not produce a response before the "
+                        f"LLM idle timeout ({self.h.req.idle_timeout_seconds} s without output). "
+                        "Please try again, or raise the session's `idle_timeout_seconds`."
+                    ),
+                    detail=failure.raw_message,
+                    failure=failure,
+                ),
+            )
+        if decision.error_kind == "retry_limit":
+            return self._error(ExecutionErrorKind.RUNTIME_ERROR, decision.message, failure)
+        reason = decision.reason or failover_reason(failure)
+        listed = self.listings.get(model.provider)
+        if reason in TRANSIENT and listed is not None and self._all_cooling(model):
+            ids = [p.id for p in listed.profiles]
+            now = workflow.time()
+            text = cooling_down_text(
+                model=model.label(),
+                reason=reason,
+                profiles=ids,
+                soonest=soonest_expiry(listed.state, ids, now, model.model),
+                now=now,
+                status=failure.status,
+            )
+            return self._error(_error_kind(reason), text, failure)
+        message = decision.message if decision.error_kind else failure.message
+        return self._error(_error_kind(reason), message or failure.message, failure)
+
+    def _all_cooling(self, model: ModelRef) -> bool:
+        listed = self.listings.get(model.provider)
+        if listed is None or not listed.profiles:
+            return False
+        now = workflow.time()
+        return all(in_cooldown(listed.state, p.id, now, model.model) for p in listed.profiles)
+
+    def _error(
+        self, kind: ExecutionErrorKind, message: str, failure: ModelFailure | None = None
+    ) -> LoopEnd:
+        return LoopEnd(
+            TerminationReason.ERROR,
+            ExecutionError(kind=kind, message=message, failure=failure),
+        )
+
+    # -- on success ---------------------------------------------------------------------------
+
+    async def succeeded(self) -> None:
+        """SPEC §4.8 / §7.7: the profile that answered is marked used (its error state
+        cleared, unless another session recorded a failure after this run's last success) and
+        good for its provider. One write per run, never one per model call."""
+        model = self.model()
+        pid = self.h.c.profile_id
+        if pid is None or model.provider in KEYLESS_PROVIDERS:
+            return
+        now = workflow.time()
+        at = self.last_success_at or now
+        await self._update_shared(
+            model.provider,
+            pid,
+            lambda state: mark_used(state, pid, now, succeeded_at=at),
+            f"mark {pid} used",
+            good_for=model.provider,
+        )
+
+    def result_pin(self) -> ProfilePin | None:
+        """The pin the session keeps: the user's, or the profile this run ended on (SPEC §7.4);
+        none when the run ended on another provider's model."""
+        c, req = self.h.c, self.h.req
+        if req.profile_pin is not None and req.profile_pin.source == "user":
+            return req.profile_pin
+        if c.profile_id is None or self.model().provider != req.model.provider:
+            return req.profile_pin
+        return ProfilePin(profile_id=c.profile_id, source="auto")
+
+
+def _error_kind(reason: FailoverReason | None) -> ExecutionErrorKind:
+    return {
+        R.RATE_LIMIT: ExecutionErrorKind.QUOTA_EXCEEDED,
+        R.OVERLOADED: ExecutionErrorKind.RUNTIME_UNAVAILABLE,
+        R.BILLING: ExecutionErrorKind.BILLING,
+        R.TIMEOUT: ExecutionErrorKind.TIMEOUT,
+    }.get(reason or R.UNKNOWN, ExecutionErrorKind.RUNTIME_ERROR)
+
+
+__all__ = ["FAILOVER_V2_PATCH", "Failover", "RunHost"]
