@@ -20,7 +20,13 @@ from agentlane.ids import events_workflow_id
 
 # Events a run announces once (they carry stable ids): a retry must not repeat them.
 LIFECYCLE = frozenset(
-    {EventKind.AGENT_START, EventKind.TURN_START, EventKind.TURN_END, EventKind.TOOL_LOOP}
+    {
+        EventKind.AGENT_START,
+        EventKind.TURN_START,
+        EventKind.TURN_END,
+        EventKind.TOOL_LOOP,
+        EventKind.WARNING,
+    }
 )
 
 # The stream's poll query (the same protocol the SDK's subscriber uses for closed runs).

@@ -83,11 +83,19 @@ class Announcement(BaseModel):
     recoverable: bool | None = None
     data: dict[str, Any] = Field(default_factory=dict)
 
+    def _id_suffix(self) -> str:
+        # A turn can hold several of some events (one per tool call): the call names them; a
+        # run's warnings are numbered.
+        if "tool_call_id" in self.data:
+            return f"/{self.data['tool_call_id']}"
+        if self.kind == EventKind.WARNING and "n" in self.data:
+            return f"/{self.data['n']}"
+        return ""
+
     def to_event(self, session_key: str, run_id: str) -> AgentEvent:
         return AgentEvent(
             # A turn can hold several of some events (one per tool call): the call names them.
-            event_id=lifecycle_event_id(run_id, self.kind, self.turn_index)
-            + (f"/{self.data['tool_call_id']}" if "tool_call_id" in self.data else ""),
+            event_id=lifecycle_event_id(run_id, self.kind, self.turn_index) + self._id_suffix(),
             session_key=session_key,
             run_id=run_id,
             **self.model_dump(exclude_none=True),

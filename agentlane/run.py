@@ -164,6 +164,8 @@ class RunCarry(BaseModel):
     # failover state (None in runs recorded before model fallback).
     model: ModelRef | None = None
     failover: RunFailover | None = None
+    # Warnings announced so far: each gets its own number, so its own event id.
+    warnings: int = 0
 
 
 class RunInput(BaseModel):

@@ -201,6 +201,9 @@ class AgentRunWorkflow(LegacyFailover):
         # Turn events ride in every step's input (so in history) and go out with the very next
         # activity: they take its time when published rather than carry the workflow's.
         per_turn = kind in (EventKind.TURN_START, EventKind.TURN_END)
+        if kind == EventKind.WARNING:
+            data = fields.get("data")
+            fields["data"] = {**(data if isinstance(data, dict) else {}), "n": self.next_warning()}
         self.announce.append(
             Announcement(
                 kind=kind,
@@ -209,6 +212,10 @@ class AgentRunWorkflow(LegacyFailover):
                 **fields,
             )
         )
+
+    def next_warning(self) -> int:
+        self.c.warnings += 1
+        return self.c.warnings
 
     def show(self, text: str) -> None:
         """What the run is doing, on its page in the Temporal UI."""

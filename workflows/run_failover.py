@@ -124,6 +124,8 @@ class RunHost(Protocol):
 
     def show(self, text: str) -> None: ...
 
+    def next_warning(self) -> int: ...
+
 
 @dataclass(frozen=True)
 class _Skip:
@@ -698,7 +700,12 @@ class Failover:
                         kind=EventKind.WARNING,
                         ts=now,
                         text=text,
-                        data={"code": "waiting_for_profile", "until": until, "reason": reason},
+                        data={
+                            "code": "waiting_for_profile",
+                            "until": until,
+                            "reason": reason,
+                            "n": h.next_warning(),
+                        },
                     )
                 ],
             ),

@@ -160,8 +160,15 @@ class Reply(BaseModel):
         )
 
     @classmethod
-    def error(cls, fault: Fault, api: Api | None = None) -> Reply:
-        return cls(fault=fault, api=api)
+    def error(
+        cls,
+        fault: Fault,
+        api: Api | None = None,
+        *,
+        key: str | None = None,
+        model: str | None = None,
+    ) -> Reply:
+        return cls(fault=fault, api=api, key=key, model=model)
 
     def stop(self) -> str:
         if self.stop_reason:

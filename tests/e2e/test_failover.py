@@ -1,0 +1,324 @@
+"""Failover end to end (issue 9): real provider SDKs in a real worker, talking to the fake
+provider server whose scripted replies target one profile's key or one model. Profile rotation
+after a 401 and a 402, model fallback when every profile of the primary is exhausted, the single
+idle retry, a stalled profile rotated without a cooldown, a failure after text was shown, user
+and automatic profile pins, and the order of a fresh session's first profile."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from activities.auth_store import AuthStore
+from agentlane.events import EventKind
+from agentlane.run import ExecutionStatus, TerminationReason
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import assert_transcript_valid, collect
+from tests.e2e.test_real_providers import Finished
+from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
+from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
+from tests.harness import Deployment
+
+ENV_KEY = "sk-ant-api03-" + secrets.token_hex(24)
+WORK_KEY = "sk-ant-api03-" + secrets.token_hex(24)
+OPENAI_KEY = "sk-proj-" + secrets.token_hex(24)
+CLAUDE = "anthropic/fake-claude"
+
+
+def config_toml(fake: FakeProviderServer) -> str:
+    # `main` falls back from Claude to GPT; `solo` has no fallback (the idle retry is only for
+    # runs with nowhere else to go, SPEC §4.4.2).
+    return f"""
+[[models]]
+provider = "anthropic"
+id = "fake-claude"
+api = "anthropic"
+base_url = "{fake.anthropic_base_url}"
+
+[[models]]
+provider = "openai"
+id = "fake-gpt"
+api = "openai-chat"
+base_url = "{fake.openai_base_url}"
+
+[agents.main]
+model = "{CLAUDE}"
+fallbacks = ["openai/fake-gpt"]
+
+[agents.solo]
+model = "{CLAUDE}"
+"""
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer(anthropic_keys=[ENV_KEY, WORK_KEY], openai_keys=[OPENAI_KEY]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    server: object, fake: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("failover")
+    (root / "config.toml").write_text(config_toml(fake))
+    dep = make_deployment(server, root, ANTHROPIC_API_KEY=ENV_KEY, OPENAI_API_KEY=OPENAI_KEY)
+    AuthStore.for_data_dir(root).set_key("anthropic:work", "anthropic", WORK_KEY)
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+@pytest.fixture(autouse=True)
+def _healthy(deployment: Deployment, fake: FakeProviderServer) -> None:
+    """Each case starts with healthy profiles and both keys valid."""
+    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+    fake.set_keys(anthropic=[ENV_KEY, WORK_KEY], openai=[OPENAI_KEY])
+    fake.reset()
+
+
+@pytest.fixture
+def ws(deployment: Deployment) -> Path:
+    path = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
+    path.mkdir(parents=True)
+    (path / "notes.txt").write_text("alpha line\nbeta line\n")
+    return path
+
+
+def key_of(request: RecordedRequest) -> str:
+    headers = request.headers
+    return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+
+
+def usage(deployment: Deployment, profile: str) -> dict[str, object]:
+    path = deployment.data_dir / "auth-state.json"
+    state = json.loads(path.read_text()) if path.exists() else {}
+    return dict(state.get("usage", {}).get(profile, {}))
+
+
+async def run(
+    deployment: Deployment,
+    ws: Path,
+    text: str,
+    *,
+    key: str | None = None,
+    overrides: dict[str, object] | None = None,
+) -> Finished:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = key or f"f-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        key, text, workspace=str(ws), model=CLAUDE, session_overrides=overrides
+    )
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id, timeout=60)
+    return Finished(client, key, got, await client.wait_for_run(receipt.run_id))
+
+
+def warnings(done: Finished) -> list[str]:
+    return [str(e.data.get("code")) for e in done.got.events if e.kind == EventKind.WARNING]
+
+
+async def test_a_401_rotates_to_the_next_profile_and_cools_the_first(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    fake.set_keys(anthropic=[WORK_KEY])  # the env key is revoked: a real 401 body
+    done = await run(deployment, ws, "hello", overrides={"agent_id": "solo"})
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert [key_of(r) for r in fake.requests("anthropic")] == [ENV_KEY, WORK_KEY]
+    assert warnings(done) == ["profile_rotated"]
+    marked = usage(deployment, "anthropic:env")
+    assert marked["cooldown_reason"] == "auth" and marked["error_count"] == 1
+    assert 25 < float(str(marked["cooldown_until"])) - time.time() <= 30
+    # The answering profile is marked used and good (SPEC §7.7).
+    state = json.loads((deployment.data_dir / "auth-state.json").read_text())
+    assert state["last_good"] == {"anthropic": "anthropic:work"}
+    assert usage(deployment, "anthropic:work").get("last_used")
+
+
+async def test_a_402_disables_the_profile_for_hours(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    fake.script(Reply.error(Fault.http(402), key=ENV_KEY), Reply(text="paid for", key=WORK_KEY))
+    done = await run(deployment, ws, "hello", overrides={"agent_id": "solo"})
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "paid for"
+    marked = usage(deployment, "anthropic:env")
+    assert marked["disabled_reason"] == "billing"
+    hours = (float(str(marked["disabled_until"])) - time.time()) / 3600
+    assert 4.9 < hours <= 5.0, hours
+    # A second session does not touch the disabled profile.
+    fake.reset()
+    other = await run(deployment, ws, "hello", overrides={"agent_id": "solo"})
+    assert other.result.status == ExecutionStatus.SUCCESS
+    assert [key_of(r) for r in fake.requests("anthropic")] == [WORK_KEY]
+
+
+async def test_every_profile_exhausted_falls_back_to_the_next_model_without_rerunning_tools(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """The first call reads a file; the second gets 429 on both Claude profiles: the run moves
+    to GPT for that call only. The read ran once, and GPT sees its result."""
+    first_key = ENV_KEY
+    fake.script(
+        Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})]),
+        Reply.error(Fault.http(429), key=ENV_KEY),
+        Reply.error(Fault.http(429), key=WORK_KEY),
+        Reply(text="GPT took over.", api="openai-chat"),
+    )
+    done = await run(deployment, ws, "read my notes")
+    result = done.result
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "GPT took over."
+    assert result.fallback_model == "openai/fake-gpt"
+    claude = [key_of(r) for r in fake.requests("anthropic")]
+    assert claude[0] == first_key and sorted(claude[1:]) == sorted([ENV_KEY, WORK_KEY])
+    gpt = fake.requests("openai-chat")
+    assert len(gpt) == 1
+    tool_results = [m for m in gpt[0].body["messages"] if m["role"] == "tool"]
+    assert len(tool_results) == 1 and "alpha line" in tool_results[0]["content"]
+    assert warnings(done) == ["profile_rotated", "model_fallback"]
+    entries = done.client.transcript(done.key)
+    assert sum(1 for e in entries if e.role == Role.TOOL) == 1, "the read ran once"
+    assert_transcript_valid(entries)
+    fallback = [e for e in done.got.events if e.data.get("code") == "model_fallback"][0]
+    assert fallback.data["from"] == CLAUDE and fallback.data["to"] == "openai/fake-gpt"
+
+
+async def test_every_model_failing_says_all_models_failed(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    fake.script(
+        Reply.error(Fault.http(401), key=ENV_KEY),
+        Reply.error(Fault.http(401), key=WORK_KEY),
+        Reply.error(Fault.http(401), api="openai-chat"),
+    )
+    done = await run(deployment, ws, "hello")
+    error = done.result.error
+    assert done.result.status == ExecutionStatus.ERROR and error is not None
+    assert "All models failed (2): anthropic/fake-claude:" in error.message, error.message
+    assert "| openai/fake-gpt:" in error.message and "(auth)" in error.message
+
+
+async def test_a_stalled_stream_gets_the_single_idle_retry(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """No fallback, nothing shown, one profile locked: the same call is made once more (SPEC
+    §4.4.2), and a timeout never cools the profile down."""
+    overrides: dict[str, object] = {
+        "agent_id": "solo",
+        "idle_timeout_seconds": 2,
+        "auth_profile": "anthropic:env",
+    }
+    fake.script(
+        Reply(text="late", fault=Fault.stall(6, after_deltas=0)),
+        Reply(text="answered the second time"),
+    )
+    done = await run(deployment, ws, "hello", overrides=overrides)
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "answered the second time"
+    assert warnings(done) == ["idle_retry"]
+    assert usage(deployment, "anthropic:env").get("cooldown_until") is None
+
+    # Silent twice: the run ends with the idle-timeout message naming the setting.
+    fake.reset()
+    fake.script(
+        Reply(text="late", fault=Fault.stall(6, after_deltas=0)),
+        Reply(text="late", fault=Fault.stall(6, after_deltas=0)),
+    )
+    twice = await run(deployment, ws, "hello", overrides=overrides)
+    result = twice.result
+    assert result.status == ExecutionStatus.ERROR and result.error is not None
+    assert result.termination_reason == TerminationReason.IDLE_TIMEOUT_120S
+    assert "idle_timeout_seconds" in result.error.message
+    assert len(fake.requests("anthropic")) == 2
+
+
+async def test_a_stalled_profile_is_rotated_without_a_cooldown(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """SPEC §18.5 T34: a timed-out attempt rotates to the next profile; the first gets no
+    cooldown."""
+    fake.script(
+        Reply(text="late", key=ENV_KEY, fault=Fault.stall(6, after_deltas=0)),
+        Reply(text="from the other key", key=WORK_KEY),
+    )
+    done = await run(
+        deployment, ws, "hello", overrides={"agent_id": "solo", "idle_timeout_seconds": 2}
+    )
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "from the other key"
+    assert [key_of(r) for r in fake.requests("anthropic")] == [ENV_KEY, WORK_KEY]
+    assert usage(deployment, "anthropic:env").get("cooldown_until") is None
+
+
+async def test_a_failure_after_text_was_shown_is_retried_cleanly(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """An overload in the middle of a streamed reply: the next profile answers the same call.
+    The watcher ends up with the new reply alone, the transcript keeps what was shown under
+    the failed attempt's own entry, and the next request does not send that partial text."""
+    fake.script(
+        Reply(
+            text="The first attempt says this and then",
+            key=ENV_KEY,
+            fault=Fault.stream_error("overloaded", after_deltas=3),
+        ),
+        Reply(text="The second attempt answers in full.", key=WORK_KEY),
+        Reply(text="Next turn.", key=WORK_KEY),
+    )
+    done = await run(deployment, ws, "hello", overrides={"agent_id": "solo"})
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "The second attempt answers in full."
+    shown = list(done.got.view.texts.values())
+    assert shown == ["The second attempt answers in full."], shown
+    entries = done.client.transcript(done.key)
+    partial = [e for e in entries if e.id.endswith("/partial")]
+    assert len(partial) == 1 and partial[0].text.startswith("The first")
+    client = done.client
+    receipt = await client.send_and_start(done.key, "and then?")
+    assert receipt.run_id
+    assert (await client.wait_for_run(receipt.run_id)).status == ExecutionStatus.SUCCESS
+    last = fake.requests("anthropic")[-1].body
+    assert "The first attempt" not in json.dumps(last["messages"])
+    assert "The second attempt answers in full." in json.dumps(last["messages"])
+
+
+async def test_a_user_pinned_profile_is_never_rotated_away_from(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    fake.script(Reply.error(Fault.http(429), key=WORK_KEY))
+    done = await run(
+        deployment,
+        ws,
+        "hello",
+        overrides={"agent_id": "solo", "auth_profile": "anthropic:work", "max_wait_seconds": 0},
+    )
+    assert done.result.status == ExecutionStatus.ERROR
+    assert [key_of(r) for r in fake.requests("anthropic")] == [WORK_KEY]
+    bad = await run(
+        deployment, ws, "hello", overrides={"agent_id": "solo", "auth_profile": "anthropic:nope"}
+    )
+    assert bad.result.status == ExecutionStatus.SUCCESS, "an unknown id is ignored (SPEC §4.1)"
+
+
+async def test_sessions_spread_over_profiles_and_keep_theirs(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """Round robin by oldest use for a new session (SPEC §7.3), then the session keeps its
+    profile (an automatic pin, §7.4: its prompt cache stays warm)."""
+    solo: dict[str, object] = {"agent_id": "solo"}
+    first = await run(deployment, ws, "hello", overrides=solo)
+    second = await run(deployment, ws, "hello", overrides=solo)
+    again = await run(deployment, ws, "hello again", key=first.key, overrides=solo)
+    keys = [key_of(r) for r in fake.requests("anthropic")]
+    assert keys[0] != keys[1], "a new session takes the least recently used profile"
+    assert keys[2] == keys[0], "a session keeps the profile it had"
+    assert all(d.result.status == ExecutionStatus.SUCCESS for d in (first, second, again))
