@@ -6,7 +6,6 @@ import pytest
 
 from activities.context.safeguard_summary import (
     DEFAULT_INSTRUCTIONS,
-    MAX_SUMMARY_CHARS,
     MERGE_INSTRUCTIONS,
     NO_PRIOR_HISTORY,
     OFF_IDENTIFIERS_LINE,
@@ -200,7 +199,7 @@ def test_assembly_keeps_the_suffix_whole_and_cuts_the_body() -> None:
     turns = "\n\n## Recent turns preserved verbatim\n- User: hi"
     progress = "\n\n## Tool Failures\n- exec: boom"
     text = assemble_summary(body, preserved_turns=turns, progress=progress)
-    assert len(text) == MAX_SUMMARY_CHARS
+    assert len(text) == 16_000  # SPEC §11.3 step 13
     assert text.endswith(turns + progress)
     assert SUMMARY_TRUNCATED_MARKER in text
 
