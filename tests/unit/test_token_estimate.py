@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from activities.context.token_estimate import (
-    GUARD_IMAGE_CHARS,
-    IMAGE_TOKENS,
     calibrated_context_tokens,
     entry_chars,
     estimate_entry_tokens,
@@ -48,7 +46,7 @@ def test_unicode_counts_code_points_not_bytes() -> None:
 def test_images_cost_1200_tokens_each_in_the_compaction_estimate() -> None:
     entry = result("c1", "abc", meta={"images": [{"mime": "image/png"}, {"mime": "image/png"}]})
     assert image_count(entry) == 2
-    assert estimate_entry_tokens(entry) == 1 + 2 * IMAGE_TOKENS
+    assert estimate_entry_tokens(entry) == 1 + 2 * 1_200
 
 
 def test_malformed_images_meta_counts_nothing() -> None:
@@ -59,7 +57,7 @@ def test_guard_counts_tool_results_double_and_images_8000_chars() -> None:
     assert guard_entry_chars(user("u", "x" * 100)) == 100
     assert guard_entry_chars(result("c1", "x" * 100)) == 200
     with_image = result("c1", "x" * 100, meta={"images": [{}]})
-    assert guard_entry_chars(with_image) == 2 * (100 + GUARD_IMAGE_CHARS)
+    assert guard_entry_chars(with_image) == 2 * (100 + 8_000)
     assert guard_context_chars([user("u", "x" * 10), result("c1", "y" * 10)]) == 30
 
 
