@@ -123,7 +123,7 @@ def test_failed_truncation_falls_back_to_compaction() -> None:
 
 
 def test_overflow_text_is_an_overflow_text() -> None:
-    assert PRECHECK_OVERFLOW_TEXT.startswith("Context overflow")
+    assert PRECHECK_OVERFLOW_TEXT == "Context overflow: prompt too large for the model (precheck)."
 
 
 def test_policy_imports_nothing_with_side_effects() -> None:

@@ -299,7 +299,11 @@ def test_t57_total_above_the_high_water_mark_is_an_overflow() -> None:
     guarded = apply_live_guard(entries, window)
     assert guarded.truncated_ids == ()  # older results are not rewritten under pressure
     assert guarded.overflow
-    assert guarded.overflow_message == LIVE_GUARD_OVERFLOW_TEXT
+    assert (
+        guarded.overflow_message
+        == LIVE_GUARD_OVERFLOW_TEXT
+        == ("Context overflow: estimated context size exceeds safe threshold during tool loop.")
+    )
     assert guarded.entries == tuple(entries)
 
 
