@@ -1,0 +1,367 @@
+"""What a compaction keeps, what it summarises and in which pieces (SPEC §11.1, §11.2, §11.3
+steps 6 and 8–10, §19 "Compaction and context overflow").
+
+* Cut point (pi, §11.2): walk back from the newest entry summing estimated tokens; once the sum
+  reaches `keep_recent_tokens`, cut at the nearest valid cut point at or after that entry. Any
+  entry but a tool result is a valid cut point (a result stays with its call). When no cut point
+  follows (the newest entries are one long tool batch), this cuts at the last one before it:
+  pi would keep everything there, a compaction that frees nothing and triggers again.
+* Split turn: when the first kept entry is not a user message, the user message that started its
+  turn and the entries up to the cut are a turn prefix, summarised separately.
+* Chunking: what is summarised goes to the summariser in chunks whose estimate (× 1.2) stays
+  within `max_chunk_tokens`, at most half the summariser's window; a tool call and its results
+  are never in different chunks, and an entry too large for any chunk is alone in its own.
+* Baseline: after compaction the context holds the system prompt, the summary and the kept turns.
+  If those alone exceed the window, compacting again cannot help (#13624, #126804, the "death
+  spiral"): `check_baseline` says so, so the run stops and suggests /reset instead of retrying.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from activities.context.token_estimate import estimate_entry_tokens
+from activities.context.transcript_repair import (
+    NO_SYNTHESIS_STOP_REASONS,
+    repair_tool_result_pairing,
+)
+from agentlane.transcript import Role, TranscriptEntry
+
+# §11.1: pi's defaults, and OpenClaw's floor under the reserve.
+DEFAULT_KEEP_RECENT_TOKENS: Final = 20_000
+DEFAULT_RESERVE_TOKENS: Final = 16_384
+RESERVE_TOKENS_FLOOR: Final = 20_000
+# §11.2: the summary may use 80 % of the reserve.
+SUMMARY_OUTPUT_SHARE: Final = 0.8
+# Estimates run low on code and non-English text.
+SAFETY_MARGIN: Final = 1.2
+# §11.3 step 8.
+BASE_CHUNK_RATIO: Final = 0.4
+MIN_CHUNK_RATIO: Final = 0.15
+SUMMARIZATION_OVERHEAD_TOKENS: Final = 4_096
+# §11.3 step 10: an entry over half the summariser's window cannot be summarised.
+OVERSIZED_SHARE: Final = 0.5
+# §11.3 step 6.
+DEFAULT_MAX_HISTORY_SHARE: Final = 0.5
+
+
+def compaction_reserve_tokens(configured: int | None = None) -> int:
+    """The reserve compaction works with: the configured one (pi's 16 384 by default), never
+    below OpenClaw's 20 000 floor."""
+    return max(DEFAULT_RESERVE_TOKENS if configured is None else configured, RESERVE_TOKENS_FLOOR)
+
+
+def summary_max_tokens(reserve_tokens: int) -> int:
+    return max(1, math.floor(reserve_tokens * SUMMARY_OUTPUT_SHARE))
+
+
+def needs_compaction(context_tokens: int, context_window: int, reserve_tokens: int) -> bool:
+    """§11.1 trigger 1: the context has grown into the reserve."""
+    return context_tokens > context_window - reserve_tokens
+
+
+# -- cut point -------------------------------------------------------------------------------
+
+
+def is_valid_cut_point(entry: TranscriptEntry) -> bool:
+    return entry.role != Role.TOOL
+
+
+@dataclass(frozen=True)
+class CutPoint:
+    first_kept_index: int
+    # The user message that started the turn the cut falls in, when the cut splits a turn.
+    turn_start_index: int | None
+    kept_tokens: int
+
+    @property
+    def is_split_turn(self) -> bool:
+        return self.turn_start_index is not None
+
+
+def find_cut_point(
+    entries: Sequence[TranscriptEntry], keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
+) -> CutPoint:
+    tokens = [estimate_entry_tokens(entry) for entry in entries]
+    cut_points = [i for i, entry in enumerate(entries) if is_valid_cut_point(entry)]
+    if not cut_points:
+        return CutPoint(0, None, sum(tokens))
+    cut = cut_points[0]  # the newest entries fit: everything is kept
+    total = 0
+    for index in range(len(entries) - 1, -1, -1):
+        total += tokens[index]
+        if total >= keep_recent_tokens:
+            later = [c for c in cut_points if c >= index]
+            cut = later[0] if later else max(c for c in cut_points if c < index)
+            break
+    turn_start = None
+    if entries[cut].role != Role.USER:
+        turn_start = next((i for i in range(cut - 1, -1, -1) if entries[i].role == Role.USER), None)
+    return CutPoint(cut, turn_start, sum(tokens[cut:]))
+
+
+@dataclass(frozen=True)
+class CompactionSplit:
+    cut: CutPoint
+    to_summarize: tuple[TranscriptEntry, ...]
+    turn_prefix: tuple[TranscriptEntry, ...]
+    kept: tuple[TranscriptEntry, ...]
+
+    @property
+    def nothing_to_compact(self) -> bool:
+        return not self.to_summarize and not self.turn_prefix
+
+
+def split_for_compaction(
+    entries: Sequence[TranscriptEntry], keep_recent_tokens: int = DEFAULT_KEEP_RECENT_TOKENS
+) -> CompactionSplit:
+    cut = find_cut_point(entries, keep_recent_tokens)
+    first_kept = cut.first_kept_index
+    summarize_end = cut.turn_start_index if cut.turn_start_index is not None else first_kept
+    return CompactionSplit(
+        cut=cut,
+        to_summarize=tuple(entries[:summarize_end]),
+        turn_prefix=tuple(entries[summarize_end:first_kept]),
+        kept=tuple(entries[first_kept:]),
+    )
+
+
+# -- atomic groups and chunks ----------------------------------------------------------------
+
+
+def tool_groups(entries: Sequence[TranscriptEntry]) -> Iterator[tuple[int, int]]:
+    """(start, end) index ranges that must stay together: an assistant turn with calls runs on
+    until every call has its result (a user message displaced into the batch goes with it);
+    anything else is a group of one. Calls of unfinished turns are not waited for."""
+    start = 0
+    pending: set[str] = set()
+    for index, entry in enumerate(entries):
+        if entry.role == Role.ASSISTANT:
+            pending = (
+                set()
+                if entry.stop_reason in NO_SYNTHESIS_STOP_REASONS
+                else {call.id for call in entry.tool_calls}
+            )
+        elif entry.role == Role.TOOL and pending:
+            if entry.tool_call_id is None:
+                pending.clear()
+            else:
+                pending.discard(entry.tool_call_id)
+        if not pending:
+            yield start, index + 1
+            start = index + 1
+    if start < len(entries):
+        yield start, len(entries)
+
+
+def _chunk_groups(
+    entries: Sequence[TranscriptEntry], max_tokens: float, max_chunks: float = math.inf
+) -> list[list[TranscriptEntry]]:
+    tokens = [estimate_entry_tokens(entry) for entry in entries]
+    chunks: list[list[TranscriptEntry]] = []
+    chunk_start = 0
+    current = 0
+    for start, end in tool_groups(entries):
+        group_tokens = sum(tokens[start:end])
+        if (
+            start > chunk_start
+            and len(chunks) < max_chunks - 1
+            and current + group_tokens > max_tokens
+        ):
+            chunks.append(list(entries[chunk_start:start]))
+            chunk_start = start
+            current = 0
+        current += group_tokens
+    if chunk_start < len(entries):
+        chunks.append(list(entries[chunk_start:]))
+    return chunks
+
+
+def adaptive_chunk_ratio(entries: Sequence[TranscriptEntry], context_window: int) -> float:
+    """§11.3 step 8: smaller chunks when the average entry is over a tenth of the window."""
+    if not entries or context_window <= 0:
+        return BASE_CHUNK_RATIO
+    average = sum(estimate_entry_tokens(e) for e in entries) / len(entries)
+    ratio = average * SAFETY_MARGIN / context_window
+    if ratio <= 0.1:
+        return BASE_CHUNK_RATIO
+    return max(
+        MIN_CHUNK_RATIO, BASE_CHUNK_RATIO - min(2 * ratio, BASE_CHUNK_RATIO - MIN_CHUNK_RATIO)
+    )
+
+
+def max_summary_chunk_tokens(entries: Sequence[TranscriptEntry], summariser_window: int) -> int:
+    """floor(window × adaptive ratio) − 4 096 (§11.3 step 8), kept between 1 token and half the
+    summariser's window."""
+    ratio = adaptive_chunk_ratio(entries, summariser_window)
+    limit = math.floor(summariser_window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS
+    return max(1, min(limit, summariser_window // 2))
+
+
+def chunk_for_summary(
+    entries: Sequence[TranscriptEntry], max_chunk_tokens: int
+) -> list[list[TranscriptEntry]]:
+    """Chunks to summarise one after the other (§11.3 step 10), each estimated within
+    `max_chunk_tokens` after the 1.2 margin, or a single group that cannot be split."""
+    return _chunk_groups(entries, max(1, math.floor(max_chunk_tokens / SAFETY_MARGIN)))
+
+
+def split_balanced(
+    entries: Sequence[TranscriptEntry], parts: int = 2
+) -> list[list[TranscriptEntry]]:
+    """At most `parts` token-balanced parts, never separating a call from its results (§11.3
+    step 9)."""
+    if parts <= 1 or len(entries) < 2:
+        return [list(entries)] if entries else []
+    total = sum(estimate_entry_tokens(entry) for entry in entries)
+    return _chunk_groups(entries, total / parts, max_chunks=parts)
+
+
+def is_oversized_for_summary(entry: TranscriptEntry, summariser_window: int) -> bool:
+    return estimate_entry_tokens(entry) * SAFETY_MARGIN > summariser_window * OVERSIZED_SHARE
+
+
+@dataclass(frozen=True)
+class OversizedPlan:
+    """§11.3 step 10 fallback: what can still be summarised, and a note per entry left out."""
+
+    small: tuple[TranscriptEntry, ...]
+    notes: tuple[str, ...]
+
+
+def plan_without_oversized(
+    entries: Sequence[TranscriptEntry], summariser_window: int
+) -> OversizedPlan:
+    """Entries over half the window are left out with a note; a tool batch holding one is left
+    out whole (a call without its result cannot be summarised faithfully), but user messages
+    displaced into it stay."""
+    small: list[TranscriptEntry] = []
+    notes: list[str] = []
+    for start, end in tool_groups(entries):
+        group = entries[start:end]
+        oversized = [e for e in group if is_oversized_for_summary(e, summariser_window)]
+        left_out = {id(e) for e in oversized}
+        for entry in oversized:
+            thousands = round(estimate_entry_tokens(entry) / 1000)
+            notes.append(f"[Large {entry.role.value} (~{thousands}K tokens) omitted from summary]")
+        drop_batch = any(e.role in (Role.ASSISTANT, Role.TOOL) for e in oversized)
+        small.extend(
+            e
+            for e in group
+            if id(e) not in left_out
+            and (not drop_batch or e.role not in (Role.ASSISTANT, Role.TOOL))
+        )
+    return OversizedPlan(tuple(small), tuple(notes))
+
+
+# -- history share (§11.3 step 6) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryPrune:
+    kept: tuple[TranscriptEntry, ...]
+    dropped: tuple[TranscriptEntry, ...]
+    dropped_chunks: int
+    kept_tokens: int
+    budget_tokens: int
+
+
+def prune_history_for_share(
+    entries: Sequence[TranscriptEntry],
+    context_window: int,
+    max_history_share: float = DEFAULT_MAX_HISTORY_SHARE,
+    parts: int = 2,
+) -> HistoryPrune:
+    """Drop the older half (by tokens) until what is left fits `window × share`; results whose
+    call went with a dropped half are dropped too. The dropped entries are summarised
+    separately by the caller and become the previous summary."""
+    budget = max(1, math.floor(context_window * max_history_share))
+    kept = list(entries)
+    dropped: list[TranscriptEntry] = []
+    chunks_dropped = 0
+    while len(kept) >= 2 and sum(estimate_entry_tokens(e) for e in kept) > budget:
+        halves = split_balanced(kept, parts)
+        if len(halves) <= 1:
+            break
+        dropped.extend(halves[0])
+        rest = [entry for half in halves[1:] for entry in half]
+        repaired = repair_tool_result_pairing(rest).entries
+        survivors = {id(entry) for entry in repaired}
+        dropped.extend(entry for entry in rest if id(entry) not in survivors)
+        kept = repaired
+        chunks_dropped += 1
+    return HistoryPrune(
+        kept=tuple(kept),
+        dropped=tuple(dropped),
+        dropped_chunks=chunks_dropped,
+        kept_tokens=sum(estimate_entry_tokens(e) for e in kept),
+        budget_tokens=budget,
+    )
+
+
+# -- baseline --------------------------------------------------------------------------------
+
+BASELINE_TOO_LARGE_TEXT: Final = (
+    "Context overflow: even after compaction the system prompt (~{system} tokens), the summary "
+    "(up to {summary} tokens) and the turns kept verbatim (~{kept} tokens) need ~{total} tokens, "
+    "more than the model's context window of {window}. Try /reset (or /new) to start a fresh "
+    "session, or use a larger-context model."
+)
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    context_window: int
+    system_prompt_tokens: int
+    summary_tokens: int
+    kept_tokens: int
+    reserve_tokens: int = 0
+
+    @property
+    def baseline_tokens(self) -> int:
+        return (
+            self.system_prompt_tokens + self.summary_tokens + self.kept_tokens + self.reserve_tokens
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.baseline_tokens <= self.context_window
+
+    @property
+    def overflow_tokens(self) -> int:
+        return max(0, self.baseline_tokens - self.context_window)
+
+    @property
+    def message(self) -> str | None:
+        """The user-facing text when compaction cannot help, else None."""
+        if self.fits:
+            return None
+        return BASELINE_TOO_LARGE_TEXT.format(
+            system=self.system_prompt_tokens,
+            summary=self.summary_tokens,
+            kept=self.kept_tokens,
+            total=self.baseline_tokens,
+            window=self.context_window,
+        )
+
+
+def check_baseline(
+    *,
+    context_window: int,
+    system_prompt_tokens: int,
+    summary_tokens: int,
+    kept_tokens: int,
+    reserve_tokens: int = 0,
+) -> BaselineCheck:
+    """Whether the context after a compaction (system prompt + summary budget + kept turns, plus
+    any room reserved for the answer) can fit the window at all."""
+    return BaselineCheck(
+        context_window=context_window,
+        system_prompt_tokens=max(0, system_prompt_tokens),
+        summary_tokens=max(0, summary_tokens),
+        kept_tokens=max(0, kept_tokens),
+        reserve_tokens=max(0, reserve_tokens),
+    )
