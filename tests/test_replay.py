@@ -34,6 +34,7 @@ def test_histories_are_present() -> None:
         "reopen_restore",
         "worker_change",
         "failover",
+        "failover_v2",
     } <= scenarios
 
 

@@ -212,6 +212,78 @@ async def failover(client: AgentlaneClient, ws: Path) -> None:
         await client.wait_for_run(r.run_id or "")
 
 
+async def failover_v2(client: AgentlaneClient, ws: Path) -> None:
+    """The failover driver (issue 9): every profile of the primary rate-limited after a tool
+    call, so the run falls back to the next model; an idle timeout retried once; an overload
+    after shown text rotated; a run that waits for its only profile to cool down; a success
+    marking the profile used and good."""
+    import secrets
+
+    from activities.auth_store import AuthStore
+    from tests.fakes.provider_server import FakeProviderServer, Fault, Reply
+    from tests.fakes.scripts import ScriptedToolCall
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    key_a = "sk-ant-api03-" + secrets.token_hex(24)
+    key_b = "sk-ant-api03-" + secrets.token_hex(24)
+    key_o = "sk-proj-" + secrets.token_hex(24)
+    with FakeProviderServer(anthropic_keys=[key_a, key_b], openai_keys=[key_o]) as fake:
+        (dep.data_dir / "config.toml").write_text(
+            "[[models]]\nprovider = 'anthropic'\nid = 'fake-claude'\napi = 'anthropic'\n"
+            f"base_url = '{fake.anthropic_base_url}'\n"
+            "[[models]]\nprovider = 'openai'\nid = 'fake-gpt'\napi = 'openai-chat'\n"
+            f"base_url = '{fake.openai_base_url}'\n"
+            "[agents.main]\nmodel = 'anthropic/fake-claude'\nfallbacks = ['openai/fake-gpt']\n"
+            "[agents.solo]\nmodel = 'anthropic/fake-claude'\n"
+        )
+        store = AuthStore.for_data_dir(dep.data_dir)
+        store.set_key("anthropic:a", "anthropic", key_a)
+        store.set_key("anthropic:b", "anthropic", key_b)
+        store.set_key("openai:o", "openai", key_o)
+        claude = "anthropic/fake-claude"
+        fake.script(
+            Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})]),
+            Reply.error(Fault.http(429), key=key_a),
+            Reply.error(Fault.http(429), key=key_b),
+            Reply(text="GPT took over.", api="openai-chat"),
+        )
+        r = await client.send_and_start("fb", "read my notes", workspace=str(ws), model=claude)
+        await client.wait_for_run(r.run_id or "")
+        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        fake.reset()
+        fake.script(
+            Reply(text="late", fault=Fault.stall(5, after_deltas=0)),
+            Reply(text="answered on the retry"),
+        )
+        solo: dict[str, object] = {
+            "agent_id": "solo",
+            "idle_timeout_seconds": 2,
+            "auth_profile": "anthropic:a",
+        }
+        r = await client.send_and_start(
+            "idle", "hello", workspace=str(ws), model=claude, session_overrides=solo
+        )
+        await client.wait_for_run(r.run_id or "")
+        fake.reset()
+        fake.script(
+            Reply(text="shown and then", fault=Fault.stream_error("overloaded", after_deltas=2)),
+            Reply(text="the other key answers"),
+        )
+        r = await client.send_and_start(
+            "mid", "hello", workspace=str(ws), model=claude, session_overrides={"agent_id": "solo"}
+        )
+        await client.wait_for_run(r.run_id or "")
+        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        fake.reset()
+        fake.script(Reply.error(Fault.http(429, retry_after=1)), Reply(text="waited"))
+        pinned = {"agent_id": "solo", "auth_profile": "anthropic:b"}
+        r = await client.send_and_start(
+            "wait", "hello", workspace=str(ws), model=claude, session_overrides=pinned
+        )
+        await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -225,6 +297,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "reopen_restore": reopen_restore,
     "worker_change": worker_change,
     "failover": failover,
+    "failover_v2": failover_v2,
 }
 
 
