@@ -48,7 +48,7 @@ from activities.providers.base import (
     ToolCallStart,
 )
 from activities.providers.client_cache import ClientCache
-from activities.providers.request_headers import client_key, request_headers
+from activities.providers.request_headers import CallHeaders, call_headers, client_key
 from activities.providers.thinking_params import check_thinking_supported
 from agentlane.config import ModelEntry
 from agentlane.usage import Usage
@@ -106,11 +106,12 @@ class AnthropicProvider:
             max_tokens=request.max_output_tokens or self.entry.max_output_tokens,
             tools=self.entry.capabilities.tools,
         )
-        client = self._client(credentials)
+        headers = call_headers(credentials)
+        client = self._client(credentials, headers)
         try:
             state = _StreamState()
             events = await client.messages.create(
-                **body, stream=True, extra_headers=request_headers(credentials, anthropic.omit)
+                **body, stream=True, extra_headers=headers.per_request(anthropic.omit)
             )
             async with events:
                 async for event in events:
@@ -153,16 +154,16 @@ class AnthropicProvider:
             ),
         )
 
-    def _client(self, credentials: Credentials) -> anthropic.AsyncAnthropic:
+    def _client(self, credentials: Credentials, headers: CallHeaders) -> anthropic.AsyncAnthropic:
         base_url = credentials.base_url or self.entry.base_url
         api_key = client_key(credentials)
         return self._clients.get(
-            (credentials.kind, base_url, api_key),
-            lambda: self._new_client(credentials.kind, api_key, base_url),
+            (credentials.kind, base_url, api_key, headers.cache_key()),
+            lambda: self._new_client(credentials.kind, api_key, base_url, headers.client),
         )
 
     def _new_client(
-        self, kind: str, api_key: str, base_url: str | None
+        self, kind: str, api_key: str, base_url: str | None, headers: dict[str, str]
     ) -> anthropic.AsyncAnthropic:
         # Explicit credentials always: with none the SDK would read ANTHROPIC_API_KEY itself.
         if kind in ("token", "oauth"):
@@ -171,12 +172,14 @@ class AnthropicProvider:
                 base_url=base_url,
                 max_retries=0,
                 timeout=self.timeout_seconds,
+                default_headers=headers,
             )
         return anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
             max_retries=0,
             timeout=self.timeout_seconds,
+            default_headers=headers,
         )
 
 

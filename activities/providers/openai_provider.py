@@ -54,7 +54,7 @@ from activities.providers.openai_request import (
     build_chat_body,
     build_responses_body,
 )
-from activities.providers.request_headers import client_key, request_headers
+from activities.providers.request_headers import call_headers, client_key
 from activities.providers.thinking_params import check_thinking_supported
 from activities.providers.tool_schemas import strip_strict_nulls
 from agentlane.config import ApiKind, ModelEntry
@@ -123,18 +123,22 @@ class _OpenAIBase:
             )
         return credentials.secrets() if credentials is not None else ()
 
-    def _client(self, credentials: Credentials | None) -> openai.AsyncOpenAI:
+    def _client(self, credentials: Credentials | None) -> tuple[openai.AsyncOpenAI, dict[str, Any]]:
+        """The SDK client, and the `extra_headers` each of its requests takes."""
         base_url = (credentials.base_url if credentials else None) or self.entry.base_url
         api_key = client_key(credentials)
-        return self._clients.get(
-            (base_url, api_key),
+        headers = call_headers(credentials)
+        client = self._clients.get(
+            (base_url, api_key, headers.cache_key()),
             lambda: openai.AsyncOpenAI(
                 api_key=api_key,
+                default_headers=headers.client,
                 base_url=base_url,
                 max_retries=0,
                 timeout=self.timeout_seconds,
             ),
         )
+        return client, headers.per_request(openai.omit)
 
     def _convert(self, err: Exception, model: str, secrets: tuple[str, ...]) -> Exception:
         if isinstance(err, openai.APIStatusError):
@@ -167,11 +171,11 @@ class OpenAIChatProvider(_OpenAIBase):
     ) -> AsyncIterator[StreamEvent]:
         secrets = self._prepare(request, credentials)
         body = build_chat_body(request, self._options(request))
-        client = self._client(credentials)
+        client, extra_headers = self._client(credentials)
         state = _State()
         try:
             chunks = await client.chat.completions.create(
-                **body, stream=True, extra_headers=request_headers(credentials, openai.omit)
+                **body, stream=True, extra_headers=extra_headers
             )
             async with chunks:
                 async for chunk in chunks:
@@ -244,12 +248,10 @@ class OpenAIResponsesProvider(_OpenAIBase):
     ) -> AsyncIterator[StreamEvent]:
         secrets = self._prepare(request, credentials)
         body = build_responses_body(request, self._options(request))
-        client = self._client(credentials)
+        client, extra_headers = self._client(credentials)
         state = _State()
         try:
-            events = await client.responses.create(
-                **body, stream=True, extra_headers=request_headers(credentials, openai.omit)
-            )
+            events = await client.responses.create(**body, stream=True, extra_headers=extra_headers)
             async with events:
                 async for event in events:
                     for out in self._translate(request, event, state, secrets):

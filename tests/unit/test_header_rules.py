@@ -7,9 +7,21 @@ import pytest
 
 from activities.providers.base import Credentials
 from activities.providers.call_credentials import HeaderVariableError, for_call
+from activities.providers.request_headers import (
+    NO_KEY_PLACEHOLDER,
+    CallHeaders,
+    call_headers,
+    client_key,
+)
 from activities.providers.sdk_errors import REDACTED, redact
 from agentlane.config import ModelEntry
-from agentlane.headers import HeaderError, check_auth_header, check_headers, overlay
+from agentlane.headers import (
+    AuthHeader,
+    HeaderError,
+    check_auth_header,
+    check_headers,
+    overlay,
+)
 
 
 @pytest.mark.parametrize(
@@ -133,3 +145,38 @@ def test_for_call_refuses_an_unsendable_variable_without_quoting_it() -> None:
     with pytest.raises(HeaderVariableError) as caught:
         for_call(_entry(headers={"X-Token": "env:GW_TOKEN"}), None, {"GW_TOKEN": "sec\r\nret-0005"})
     assert "GW_TOKEN" in str(caught.value) and "ret-0005" not in str(caught.value)
+
+
+OMIT = object()
+
+
+@pytest.mark.parametrize(
+    ("style", "client", "omitted"),
+    [
+        (None, {"X-Org": "a"}, ()),
+        ("bearer", {"Authorization": "Bearer sk-0006", "X-Org": "a"}, ("x-api-key",)),
+        ("x-api-key", {"x-api-key": "sk-0006", "X-Org": "a"}, ("authorization",)),
+        ("none", {"X-Org": "a"}, ("authorization", "x-api-key")),
+    ],
+)
+def test_call_headers_put_values_on_the_client_and_only_omits_on_requests(
+    style: AuthHeader | None, client: dict[str, str], omitted: tuple[str, ...]
+) -> None:
+    creds = Credentials(
+        profile_id="p", api_key="sk-0006", auth_header=style, headers={"X-Org": "a"}
+    )
+    headers = call_headers(creds)
+    assert headers.client == client and headers.omitted == omitted
+    # Requests carry no value at all: the anthropic SDK logs each request's headers at DEBUG.
+    assert all(value is OMIT for value in headers.per_request(OMIT).values())
+    # The SDK client holds the real key only when it sends its own auth header.
+    assert client_key(creds) == ("sk-0006" if style is None else NO_KEY_PLACEHOLDER)
+
+
+def test_an_own_authorization_header_is_not_omitted() -> None:
+    creds = Credentials(
+        profile_id="p", api_key="k", auth_header="none", headers={"authorization": "Basic x"}
+    )
+    headers = call_headers(creds)
+    assert headers.client == {"authorization": "Basic x"} and headers.omitted == ("x-api-key",)
+    assert call_headers(None) == CallHeaders() and client_key(None) == NO_KEY_PLACEHOLDER
