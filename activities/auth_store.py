@@ -5,17 +5,20 @@ Keys come from, in order of precedence for a profile id P of provider X:
 1. the environment variable `AGENTLANE_KEY_<P>` (P upper-cased, every character that is not a
    letter or digit turned into `_`: `anthropic:work` -> `AGENTLANE_KEY_ANTHROPIC_WORK`);
 2. `<data_dir>/auth.json`, a file of mode 0600: `{"profiles": {P: {"provider": X, "type":
-   "api_key" | "token" | "oauth", "key": "...", "base_url": "..."}}}`;
+   "api_key" | "token" | "oauth", "key": "...", "base_url": "...", "auth_header": "x-api-key" |
+   "bearer" | "none", "headers": {NAME: VALUE}}}}`; `auth_header` and `headers` are for gateways
+   and proxies (agentlane/headers.py), and header values are treated like the key;
 3. for the env-backed profiles `anthropic:env` and `openai:env`, `ANTHROPIC_API_KEY` and
    `OPENAI_API_KEY`.
 
 A file that group or others can read or write is refused rather than trusted. No message or repr
-of this module ever contains a key.
+of this module ever contains a key or a header value.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -23,12 +26,13 @@ import re
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from activities.providers.base import Credentials
 from agentlane.config import ENV_KEY_VARIABLES, ENV_PROFILE_SUFFIX
+from agentlane.headers import AuthHeader, HeaderError, check_auth_header, check_headers
 
 AUTH_FILE_NAME = "auth.json"
 ProfileType = Literal["oauth", "token", "api_key"]
@@ -47,6 +51,10 @@ class MissingCredentialsError(AuthStoreError):
     pass
 
 
+class InvalidProfileError(AuthStoreError):
+    pass
+
+
 @dataclass(frozen=True)
 class StoredProfile:
     id: str
@@ -55,11 +63,14 @@ class StoredProfile:
     key: str | None
     base_url: str | None
     source: str
+    auth_header: AuthHeader | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (
             f"StoredProfile(id={self.id!r}, provider={self.provider!r}, type={self.type!r}, "
-            f"key=<redacted>, source={self.source!r})"
+            f"key=<redacted>, auth_header={self.auth_header!r}, "
+            f"headers={sorted(self.headers)!r}, source={self.source!r})"
         )
 
 
@@ -86,6 +97,7 @@ class AuthStore:
         """File profiles plus env-backed ones, each with its key resolved (or None)."""
         found: dict[str, StoredProfile] = {}
         for pid, spec in self._read_file().items():
+            auth_header, headers = self._gateway_settings(pid, spec)
             found[pid] = self._with_env_override(
                 StoredProfile(
                     id=pid,
@@ -94,6 +106,8 @@ class AuthStore:
                     key=_opt_str(spec.get("key")),
                     base_url=_opt_str(spec.get("base_url")),
                     source=str(self.path),
+                    auth_header=auth_header,
+                    headers=headers,
                 )
             )
         for provider, variable in ENV_KEY_VARIABLES.items():
@@ -134,7 +148,12 @@ class AuthStore:
         if not profile.key:
             raise MissingCredentialsError(self._nothing_for_profile(profile_id, provider))
         return Credentials(
-            profile_id=profile_id, api_key=profile.key, base_url=profile.base_url, kind=profile.type
+            profile_id=profile_id,
+            api_key=profile.key,
+            base_url=profile.base_url,
+            kind=profile.type,
+            auth_header=profile.auth_header,
+            headers=dict(profile.headers),
         )
 
     # --- writing ---------------------------------------------------------------------------
@@ -147,18 +166,30 @@ class AuthStore:
         *,
         type: ProfileType = "api_key",
         base_url: str | None = None,
+        auth_header: AuthHeader | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Path:
-        """Store a key, creating the file with mode 0600; the write is atomic."""
+        """Store a key, creating the file with mode 0600; the write is atomic. The profile's
+        previous settings are replaced, not merged."""
         if not key.strip():
             raise AuthStoreError(f"refusing to store an empty key for profile {profile_id!r}")
         if type not in _PROFILE_TYPES:
             raise AuthStoreError(f"profile type must be one of {_PROFILE_TYPES}, not {type!r}")
+        try:
+            check_auth_header(auth_header)
+            check_headers(headers or {}, allow_env=False)
+        except HeaderError as err:
+            raise InvalidProfileError(f"profile {profile_id!r}: {err}") from None
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with self._locked():
             data = {"profiles": self._read_file()} if self.path.exists() else {"profiles": {}}
             entry: dict[str, Any] = {"provider": provider, "type": type, "key": key}
             if base_url:
                 entry["base_url"] = base_url
+            if auth_header:
+                entry["auth_header"] = auth_header
+            if headers:
+                entry["headers"] = dict(headers)
             data["profiles"][profile_id] = entry
             self._write_atomic(data)
         return self.path
@@ -200,14 +231,35 @@ class AuthStore:
             raise AuthStoreError(f"auth store {self.path}: 'profiles' must be an object")
         return {str(pid): dict(spec) for pid, spec in profiles.items() if isinstance(spec, dict)}
 
+    def _gateway_settings(
+        self, pid: str, spec: Mapping[str, Any]
+    ) -> tuple[AuthHeader | None, dict[str, str]]:
+        """A profile's `auth_header` and `headers`, checked like the config file's; a mistake is
+        an error naming the profile and the header, never quoting a value."""
+        where = f'auth store {self.path}: profiles."{pid}"'
+        try:
+            auth_header = check_auth_header(spec.get("auth_header"))
+        except HeaderError as err:
+            raise InvalidProfileError(f"{where}.auth_header: {err}") from None
+        headers = spec.get("headers") or {}
+        if not isinstance(headers, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            raise InvalidProfileError(
+                f"{where}.headers must be an object of header names to string values"
+            )
+        try:
+            check_headers(headers, allow_env=False)
+        except HeaderError as err:
+            raise InvalidProfileError(f"{where}.headers: {err}") from None
+        return auth_header, dict(headers)
+
     def _with_env_override(self, profile: StoredProfile) -> StoredProfile:
         variable = env_variable_for(profile.id)
         key = self._env.get(variable)
         if not key:
             return profile
-        return StoredProfile(
-            profile.id, profile.provider, profile.type, key, profile.base_url, variable
-        )
+        return dataclasses.replace(profile, key=key, source=variable)
 
     def _nothing_for_profile(self, profile_id: str, provider: str) -> str:
         places = [f"environment variable {env_variable_for(profile_id)} (unset)"]
@@ -275,8 +327,18 @@ def set_key(
     data_dir: Path | None = None,
     type: ProfileType = "api_key",
     base_url: str | None = None,
+    auth_header: AuthHeader | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Path:
-    return _store(data_dir, None).set_key(profile_id, provider, key, type=type, base_url=base_url)
+    return _store(data_dir, None).set_key(
+        profile_id,
+        provider,
+        key,
+        type=type,
+        base_url=base_url,
+        auth_header=auth_header,
+        headers=headers,
+    )
 
 
 def _store(data_dir: Path | None, env: Mapping[str, str] | None) -> AuthStore:

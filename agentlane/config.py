@@ -50,8 +50,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
+from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
@@ -66,6 +68,11 @@ DEFAULT_MODEL_REF = "offline/planner"
 # Providers whose key, when found in the environment, implies a profile `<provider>:env`.
 ENV_KEY_VARIABLES = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 ENV_PROFILE_SUFFIX = "env"
+
+
+# A validation error whose message says everything and whose input is not repeated (header values
+# may be a secret written into the file by mistake).
+QUIET_ERROR = "agentlane_quiet"
 
 
 class ConfigError(Exception):
@@ -126,9 +133,24 @@ class ModelEntry(BaseModel):
     max_output_tokens: int = Field(default=DEFAULT_MAX_OUTPUT_TOKENS, gt=0)
     capabilities: ModelCapabilities = ModelCapabilities()
     prices: ModelPrices = ModelPrices()
-    # None: a key is needed except for the offline model and OpenAI-compatible servers
-    # (a local vLLM, Ollama or llama.cpp usually takes none).
+    # None: a key is needed except for the offline model, OpenAI-compatible servers (a local
+    # vLLM, Ollama or llama.cpp usually takes none) and models that send no auth header.
     key_required: bool | None = None
+    # For gateways and proxies (agentlane/headers.py): how the key is sent (None: as the SDK
+    # sends it), and headers sent with every call; a value "env:NAME" is read from the worker's
+    # environment at call time. An auth profile's own settings win over these. Header values are
+    # left out of reprs: literals are not secret, but logs have no need of them.
+    auth_header: AuthHeader | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    @field_validator("headers")
+    @classmethod
+    def _sendable_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        try:
+            check_headers(headers, allow_env=True)
+        except HeaderError as err:
+            raise PydanticCustomError(QUIET_ERROR, "{reason}", {"reason": str(err)}) from None
+        return headers
 
     @property
     def ref(self) -> str:
@@ -138,6 +160,8 @@ class ModelEntry(BaseModel):
     def needs_key(self) -> bool:
         if self.key_required is not None:
             return self.key_required
+        if self.auth_header == "none":
+            return False
         return self.api not in (ApiKind.OFFLINE, ApiKind.OPENAI_COMPATIBLE)
 
 
@@ -253,6 +277,8 @@ def _explain(err: ValidationError, where: str, source: str) -> str:
         if problem["type"] == "extra_forbidden":
             key = str(problem["loc"][-1])
             lines.append(f"unknown key {path}{_meant(key, _known_keys())}")
+        elif problem["type"] == QUIET_ERROR:
+            lines.append(f"{path}: {problem['msg']}")
         else:
             lines.append(f"{path}: {problem['msg']} (got {problem.get('input')!r})")
     return f"invalid configuration in {source}: " + "; ".join(lines)

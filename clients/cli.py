@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey
 from agentlane.settings import Settings
 
@@ -265,35 +266,69 @@ async def _transcript(args: argparse.Namespace) -> int:
     return 0
 
 
-def _auth(args: argparse.Namespace) -> int:
-    """Keys go into the 0600 auth store; they are read from a prompt or stdin, never argv."""
+def _read_secret(prompt: str) -> str:
+    """One line of stdin when it is not a terminal (a pipe), else a prompt that does not echo."""
     import getpass
 
-    from activities.auth_store import AuthStore
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().strip()
+    return getpass.getpass(prompt).strip()
+
+
+def _auth(args: argparse.Namespace) -> int:
+    """Keys go into the 0600 auth store; they are read from a prompt or stdin, never argv. So can
+    header values (`--header NAME` alone), since argv is visible to every user in `ps`."""
+    from activities.auth_store import AuthStore, AuthStoreError
 
     store = AuthStore.for_data_dir(Settings.from_env().data_dir)
     if args.action == "set":
         if not args.profile or not args.provider:
             print("usage: agentlane auth set PROFILE --provider PROVIDER", file=sys.stderr)
             return 2
-        key = (
-            sys.stdin.readline().strip()
-            if not sys.stdin.isatty()
-            else getpass.getpass(f"key for {args.profile}: ").strip()
-        )
+        key = _read_secret(f"key for {args.profile}: ")
         if not key:
             print("no key given; nothing stored", file=sys.stderr)
             return 2
-        path = store.set_key(args.profile, args.provider, key, base_url=args.base_url)
+        headers: dict[str, str] = {}
+        for item in args.header or []:
+            name, given, value = item.partition("=")
+            name = name.strip()
+            if not given:
+                # After the key, one line each, in the order the options were given.
+                value = _read_secret(f"value of header {name} for {args.profile}: ")
+            headers[name] = value.strip()
+        try:
+            path = store.set_key(
+                args.profile,
+                args.provider,
+                key,
+                base_url=args.base_url,
+                auth_header=args.auth_header,
+                headers=headers,
+            )
+        except AuthStoreError as err:
+            print(f"error: {err}; nothing stored", file=sys.stderr)
+            return 2
         print(f"stored key for profile {args.profile} ({args.provider}) in {path}")
         return 0
     if args.action == "remove":
         removed = store.remove(args.profile or "")
         print("removed" if removed else f"no profile {args.profile}")
         return 0 if removed else 1
-    for profile in store.profiles().values():
+    try:
+        profiles = store.profiles()
+    except AuthStoreError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for profile in profiles.values():
         state = "key set" if profile.key else "no key"
-        print(f"{profile.id}\t{profile.provider}\t{profile.type}\t{state}\t{profile.source}")
+        # Header names and the auth style only: values are secrets like the key.
+        auth = f"auth {profile.auth_header or 'default'}"
+        names = f"headers {','.join(sorted(profile.headers)) or '-'}"
+        print(
+            f"{profile.id}\t{profile.provider}\t{profile.type}\t{state}\t{auth}\t{names}\t"
+            f"{profile.source}"
+        )
     return 0
 
 
@@ -431,6 +466,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("profile", nargs="?", help="profile id, e.g. anthropic:work")
     p.add_argument("--provider", help="anthropic, openai, or a compatible server's name")
     p.add_argument("--base-url", help="for an OpenAI-compatible server")
+    p.add_argument(
+        "--auth-header",
+        choices=list(AUTH_HEADER_STYLES),
+        help="how the key is sent (default: as the provider's SDK sends it); none sends no key",
+    )
+    p.add_argument(
+        "--header",
+        action="append",
+        metavar="NAME[=VALUE]",
+        help="a header sent with every call of this profile (repeatable). NAME alone reads the "
+        "value from stdin after the key: a value given on the command line is visible in ps",
+    )
     p.set_defaults(func=_auth, sync=True)
 
     p = sub.add_parser("models", help="the model registry (built-in catalogue + config)")

@@ -4,7 +4,8 @@ The SDK never retries (`max_retries=0`): retries are the workflow's decision. Fa
 `ProviderError` with the facts the API gave: the message is `"<status> <JSON body>"` as the
 TypeScript SDK words it (so `"type":"overloaded_error"` and "prompt is too long: N tokens > M
 maximum" stay visible to the classifier), `code` is `error.type`, `retry_after_seconds` comes from
-`retry-after`. Transport failures (refused connection, timeout, a stream cut or stalled mid-way)
+`retry-after`. The key, a profile's header values and values read from `env:` are scrubbed from
+every message. Transport failures (refused connection, timeout, a stream cut or stalled mid-way)
 are `ProviderError(transport=True)`. A stream that ends without `message_stop` is one of those.
 """
 
@@ -47,6 +48,7 @@ from activities.providers.base import (
     ToolCallStart,
 )
 from activities.providers.client_cache import ClientCache
+from activities.providers.request_headers import CallHeaders, call_headers, client_key
 from activities.providers.thinking_params import check_thinking_supported
 from agentlane.config import ModelEntry
 from agentlane.usage import Usage
@@ -92,22 +94,25 @@ class AnthropicProvider:
             provider=self.name,
             model=model,
         )
-        if credentials is None or not credentials.api_key:
+        if credentials is None or not (credentials.api_key or credentials.auth_header == "none"):
             raise sdk_errors.missing_key_error(
                 provider=self.name,
                 model=model,
                 profile_id=credentials.profile_id if credentials else None,
             )
-        secret = credentials.api_key
+        secrets = credentials.secrets()
         body = build_messages_body(
             request,
             max_tokens=request.max_output_tokens or self.entry.max_output_tokens,
             tools=self.entry.capabilities.tools,
         )
-        client = self._client(credentials)
+        headers = call_headers(credentials)
+        client = self._client(credentials, headers)
         try:
             state = _StreamState()
-            events = await client.messages.create(**body, stream=True)
+            events = await client.messages.create(
+                **body, stream=True, extra_headers=headers.per_request(anthropic.omit)
+            )
             async with events:
                 async for event in events:
                     for out in _translate(event, state):
@@ -115,27 +120,27 @@ class AnthropicProvider:
                     if state.finished:
                         break
         except anthropic.APIStatusError as err:
-            raise _status_error(err, provider=self.name, model=model, secret=secret) from None
+            raise _status_error(err, provider=self.name, model=model, secrets=secrets) from None
         except anthropic.APIConnectionError as err:
             raise sdk_errors.transport_error(
-                err, provider=self.name, model=model, secret=secret
+                err, provider=self.name, model=model, secrets=secrets
             ) from None
         except ProviderError:
             raise
         except ValueError as err:  # invalid JSON or an event that fails validation
             raise sdk_errors.malformed_stream_error(
-                err, provider=self.name, model=model, secret=secret
+                err, provider=self.name, model=model, secrets=secrets
             ) from None
         except Exception as err:
             # The SDK lets errors of the HTTP layer through once the stream has begun.
             if sdk_errors.is_transport_failure(err):
                 raise sdk_errors.transport_error(
-                    err, provider=self.name, model=model, secret=secret
+                    err, provider=self.name, model=model, secrets=secrets
                 ) from None
             raise
         if not state.finished:
             raise sdk_errors.stream_incomplete_error(
-                provider=self.name, model=model, missing="message_stop", secret=secret
+                provider=self.name, model=model, missing="message_stop", secrets=secrets
             )
         yield Finish(
             stop_reason=stop_reasons.from_anthropic(
@@ -149,27 +154,32 @@ class AnthropicProvider:
             ),
         )
 
-    def _client(self, credentials: Credentials) -> anthropic.AsyncAnthropic:
+    def _client(self, credentials: Credentials, headers: CallHeaders) -> anthropic.AsyncAnthropic:
         base_url = credentials.base_url or self.entry.base_url
-        key = (credentials.kind, base_url, credentials.api_key)
-        return self._clients.get(key, lambda: self._new_client(credentials, base_url))
+        api_key = client_key(credentials)
+        return self._clients.get(
+            (credentials.kind, base_url, api_key, headers.cache_key()),
+            lambda: self._new_client(credentials.kind, api_key, base_url, headers.client),
+        )
 
     def _new_client(
-        self, credentials: Credentials, base_url: str | None
+        self, kind: str, api_key: str, base_url: str | None, headers: dict[str, str]
     ) -> anthropic.AsyncAnthropic:
         # Explicit credentials always: with none the SDK would read ANTHROPIC_API_KEY itself.
-        if credentials.kind in ("token", "oauth"):
+        if kind in ("token", "oauth"):
             return anthropic.AsyncAnthropic(
-                auth_token=credentials.api_key,
+                auth_token=api_key,
                 base_url=base_url,
                 max_retries=0,
                 timeout=self.timeout_seconds,
+                default_headers=headers,
             )
         return anthropic.AsyncAnthropic(
-            api_key=credentials.api_key,
+            api_key=api_key,
             base_url=base_url,
             max_retries=0,
             timeout=self.timeout_seconds,
+            default_headers=headers,
         )
 
 
@@ -261,7 +271,7 @@ def _usage(reported: Any, previous: Usage) -> Usage:
 
 
 def _status_error(
-    err: anthropic.APIStatusError, *, provider: str, model: str, secret: str | None
+    err: anthropic.APIStatusError, *, provider: str, model: str, secrets: tuple[str, ...]
 ) -> ProviderError:
     status = err.status_code if err.status_code >= 400 else None  # mid-stream errors come as 200
     body = err.body
@@ -273,7 +283,7 @@ def _status_error(
         text = err.message
     message = f"{status} {text}" if status is not None else text
     return ProviderError(
-        sdk_errors.redact(message, secret),
+        sdk_errors.redact(message, secrets),
         provider=provider,
         model=model,
         status=status,

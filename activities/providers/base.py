@@ -8,10 +8,11 @@ happens in the model-call activity.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentlane.headers import AuthHeader
 from agentlane.transcript import TranscriptEntry
 from agentlane.usage import Usage
 
@@ -25,15 +26,43 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Credentials:
-    """Resolved inside the activity from the auth store; never serialised."""
+    """Resolved inside the activity from the auth store; never serialised.
+
+    From the auth store they hold one profile's settings; for a call they also hold the model
+    entry's (`activities/providers/call_credentials.py`), and providers read only these.
+    """
 
     profile_id: str | None
     api_key: str | None = None
     base_url: str | None = None
     kind: str = "api_key"
+    # None: the key goes in whatever header the provider's SDK puts it.
+    auth_header: AuthHeader | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # Lower-cased names of headers whose values are config-file literals, the only values here
+    # that are not secret; every other value is scrubbed from messages like the key.
+    public_headers: frozenset[str] = frozenset()
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every string a message must not show, longest first (a key may contain another)."""
+        found = {self.api_key} if self.api_key else set()
+        for name, value in self.headers.items():
+            if name.lower() not in self.public_headers:
+                found.update(_secret_parts(value))
+        return tuple(sorted(found, key=len, reverse=True))
 
     def __repr__(self) -> str:
-        return f"Credentials(profile_id={self.profile_id!r}, api_key=<redacted>)"
+        # Header names only: values may be secrets, and literals need not be in logs either.
+        return (
+            f"Credentials(profile_id={self.profile_id!r}, api_key=<redacted>, "
+            f"auth_header={self.auth_header!r}, headers={sorted(self.headers)!r})"
+        )
+
+
+def _secret_parts(value: str) -> set[str]:
+    """The value, and for `<scheme> <token>` the token alone, which a server may echo."""
+    parts = value.split()
+    return {value, parts[1]} if len(parts) == 2 else {value}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ the environment and send OpenAI's key to a foreign server.
 The SDK never retries (`max_retries=0`). Failures become `ProviderError`: the message is
 `"<status> <error.message>"` as the TypeScript SDK words it, followed by the error's type and code
 in brackets; `code` is `error.code` (else `error.type`); `retry_after_seconds` comes from
-`retry-after-ms` / `retry-after`. Refused connections, timeouts and streams cut mid-way are
+`retry-after-ms` / `retry-after`; the key, a profile's header values and values read from `env:`
+are scrubbed from every message. Refused connections, timeouts and streams cut mid-way are
 `ProviderError(transport=True)`; so is a stream that ends before its finish event.
 """
 
@@ -53,14 +54,13 @@ from activities.providers.openai_request import (
     build_chat_body,
     build_responses_body,
 )
+from activities.providers.request_headers import call_headers, client_key
 from activities.providers.thinking_params import check_thinking_supported
 from activities.providers.tool_schemas import strip_strict_nulls
 from agentlane.config import ApiKind, ModelEntry
 from agentlane.usage import Usage
 
 DEFAULT_TIMEOUT_SECONDS = 600.0
-# Sent to keyless OpenAI-compatible servers, which ignore it.
-NO_KEY_PLACEHOLDER = "no-key"
 # Compatible servers stream reasoning under one of these non-standard delta fields.
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
@@ -105,8 +105,8 @@ class _OpenAIBase:
             tools=self.entry.capabilities.tools,
         )
 
-    def _prepare(self, request: ModelRequest, credentials: Credentials | None) -> str | None:
-        """Checks before any request; returns the key to use (None for a keyless server)."""
+    def _prepare(self, request: ModelRequest, credentials: Credentials | None) -> tuple[str, ...]:
+        """Checks before any request; returns what messages must not show."""
         check_thinking_supported(
             request.thinking,
             self.entry.capabilities.thinking_levels,
@@ -114,37 +114,45 @@ class _OpenAIBase:
             model=request.model,
         )
         key = credentials.api_key if credentials is not None else None
-        if not key and self.entry.needs_key:
+        sends_none = credentials is not None and credentials.auth_header == "none"
+        if not key and not sends_none and self.entry.needs_key:
             raise sdk_errors.missing_key_error(
                 provider=self.name,
                 model=request.model,
                 profile_id=credentials.profile_id if credentials else None,
             )
-        return key or None
+        return credentials.secrets() if credentials is not None else ()
 
-    def _client(self, key: str | None, credentials: Credentials | None) -> openai.AsyncOpenAI:
+    def _client(self, credentials: Credentials | None) -> tuple[openai.AsyncOpenAI, dict[str, Any]]:
+        """The SDK client, and the `extra_headers` each of its requests takes."""
         base_url = (credentials.base_url if credentials else None) or self.entry.base_url
-        return self._clients.get(
-            (base_url, key),
+        api_key = client_key(credentials)
+        headers = call_headers(credentials)
+        client = self._clients.get(
+            (base_url, api_key, headers.cache_key()),
             lambda: openai.AsyncOpenAI(
-                api_key=key or NO_KEY_PLACEHOLDER,
+                api_key=api_key,
+                default_headers=headers.client,
                 base_url=base_url,
                 max_retries=0,
                 timeout=self.timeout_seconds,
             ),
         )
+        return client, headers.per_request(openai.omit)
 
-    def _convert(self, err: Exception, model: str, secret: str | None) -> Exception:
+    def _convert(self, err: Exception, model: str, secrets: tuple[str, ...]) -> Exception:
         if isinstance(err, openai.APIStatusError):
-            return _api_error(err, err.status_code, provider=self.name, model=model, secret=secret)
+            return _api_error(
+                err, err.status_code, provider=self.name, model=model, secrets=secrets
+            )
         if isinstance(err, openai.APIConnectionError) or sdk_errors.is_transport_failure(err):
-            return sdk_errors.transport_error(err, provider=self.name, model=model, secret=secret)
+            return sdk_errors.transport_error(err, provider=self.name, model=model, secrets=secrets)
         if isinstance(err, openai.APIError):
             # An error event inside a 200 stream: no HTTP status of its own.
-            return _api_error(err, None, provider=self.name, model=model, secret=secret)
+            return _api_error(err, None, provider=self.name, model=model, secrets=secrets)
         if isinstance(err, ValueError):  # invalid JSON or an event that fails validation
             return sdk_errors.malformed_stream_error(
-                err, provider=self.name, model=model, secret=secret
+                err, provider=self.name, model=model, secrets=secrets
             )
         return err
 
@@ -161,12 +169,14 @@ class OpenAIChatProvider(_OpenAIBase):
     async def stream(
         self, request: ModelRequest, credentials: Credentials | None
     ) -> AsyncIterator[StreamEvent]:
-        key = self._prepare(request, credentials)
+        secrets = self._prepare(request, credentials)
         body = build_chat_body(request, self._options(request))
-        client = self._client(key, credentials)
+        client, extra_headers = self._client(credentials)
         state = _State()
         try:
-            chunks = await client.chat.completions.create(**body, stream=True)
+            chunks = await client.chat.completions.create(
+                **body, stream=True, extra_headers=extra_headers
+            )
             async with chunks:
                 async for chunk in chunks:
                     for out in self._translate(chunk, state):
@@ -174,13 +184,13 @@ class OpenAIChatProvider(_OpenAIBase):
         except ProviderError:
             raise
         except Exception as err:
-            converted = self._convert(err, request.model, key)
+            converted = self._convert(err, request.model, secrets)
             if converted is err:
                 raise
             raise converted from None
         if state.finish_reason is None:
             raise sdk_errors.stream_incomplete_error(
-                provider=self.name, model=request.model, missing="finish_reason", secret=key
+                provider=self.name, model=request.model, missing="finish_reason", secrets=secrets
             )
         for call in sorted(state.calls.values(), key=lambda c: c.ordinal):
             arguments = self._tool_arguments(request, call, "".join(call.parts))
@@ -236,22 +246,22 @@ class OpenAIResponsesProvider(_OpenAIBase):
     async def stream(
         self, request: ModelRequest, credentials: Credentials | None
     ) -> AsyncIterator[StreamEvent]:
-        key = self._prepare(request, credentials)
+        secrets = self._prepare(request, credentials)
         body = build_responses_body(request, self._options(request))
-        client = self._client(key, credentials)
+        client, extra_headers = self._client(credentials)
         state = _State()
         try:
-            events = await client.responses.create(**body, stream=True)
+            events = await client.responses.create(**body, stream=True, extra_headers=extra_headers)
             async with events:
                 async for event in events:
-                    for out in self._translate(request, event, state, key):
+                    for out in self._translate(request, event, state, secrets):
                         yield out
                     if state.finished:
                         break
         except ProviderError:
             raise
         except Exception as err:
-            converted = self._convert(err, request.model, key)
+            converted = self._convert(err, request.model, secrets)
             if converted is err:
                 raise
             raise converted from None
@@ -260,7 +270,7 @@ class OpenAIResponsesProvider(_OpenAIBase):
                 provider=self.name,
                 model=request.model,
                 missing="response.completed",
-                secret=key,
+                secrets=secrets,
             )
         yield Finish(
             stop_reason=stop_reasons.from_openai_responses(
@@ -270,7 +280,7 @@ class OpenAIResponsesProvider(_OpenAIBase):
         )
 
     def _translate(
-        self, request: ModelRequest, event: object, state: _State, key: str | None
+        self, request: ModelRequest, event: object, state: _State, secrets: tuple[str, ...]
     ) -> list[StreamEvent]:
         if isinstance(event, ResponseTextDeltaEvent):
             return [TextDelta(event.delta)] if event.delta else []
@@ -311,9 +321,9 @@ class OpenAIResponsesProvider(_OpenAIBase):
             error = event.response.error
             code = str(error.code) if error is not None else None
             message = error.message if error is not None else "response failed"
-            raise self._event_error(request.model, message, code, key)
+            raise self._event_error(request.model, message, code, secrets)
         if isinstance(event, ResponseErrorEvent):
-            raise self._event_error(request.model, event.message, event.code, key)
+            raise self._event_error(request.model, event.message, event.code, secrets)
         return []
 
     def _complete(
@@ -326,11 +336,11 @@ class OpenAIResponsesProvider(_OpenAIBase):
         return [ToolCallComplete(call.ordinal, call.id, call.name, text)]
 
     def _event_error(
-        self, model: str, message: str, code: str | None, key: str | None
+        self, model: str, message: str, code: str | None, secrets: tuple[str, ...]
     ) -> ProviderError:
         text = f"{message} (code: {code})" if code else message
         return ProviderError(
-            sdk_errors.redact(text, key), provider=self.name, model=model, code=code
+            sdk_errors.redact(text, secrets), provider=self.name, model=model, code=code
         )
 
 
@@ -347,7 +357,12 @@ def _responses_usage(usage: Any) -> Usage:
 
 
 def _api_error(
-    err: openai.APIError, status: int | None, *, provider: str, model: str, secret: str | None
+    err: openai.APIError,
+    status: int | None,
+    *,
+    provider: str,
+    model: str,
+    secrets: tuple[str, ...],
 ) -> ProviderError:
     body = err.body
     error_type = err.type
@@ -370,7 +385,7 @@ def _api_error(
         message = f"{message} ({suffix})"
     headers = err.response.headers if isinstance(err, openai.APIStatusError) else None
     return ProviderError(
-        sdk_errors.redact(message, secret),
+        sdk_errors.redact(message, secrets),
         provider=provider,
         model=model,
         status=status,

@@ -1,19 +1,26 @@
 """Maps a model reference to a provider instance and the credentials it needs.
 
-Credentials are resolved here, inside the activity, from the auth store or the environment;
-workflows only ever name a provider, a model and (later) a profile id.
+Credentials are resolved here, inside the activity, from the auth store or the environment,
+and completed with the model entry's header settings (`call_credentials`); workflows only ever
+name a provider, a model and a profile id.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from activities.auth_store import AuthStoreError, resolve_credentials
+from activities.auth_store import AuthStoreError, MissingCredentialsError, resolve_credentials
 from activities.providers.base import Credentials, ModelProvider
+from activities.providers.call_credentials import HeaderVariableError, for_call
 from activities.providers.catalog import build_provider
 from agentlane.config import AgentlaneConfig, ApiKind, ConfigError, ConfigWatcher, ModelEntry
 from agentlane.run import ModelRef
 from agentlane.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class ModelUnavailable(Exception):
@@ -29,10 +36,11 @@ class ResolvedModel:
 
 
 class ProviderResolver:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, env: Mapping[str, str] | None = None) -> None:
         self.settings = settings
+        self._env = os.environ if env is None else env
         self._config: AgentlaneConfig | None = None
-        self._watcher = ConfigWatcher(settings.data_dir)
+        self._watcher = ConfigWatcher(settings.data_dir, env)
         self._providers: dict[str, ModelProvider] = {}
 
     def config(self) -> AgentlaneConfig:
@@ -62,9 +70,17 @@ class ProviderResolver:
                     profile_id,
                     entry.provider,
                     data_dir=self.settings.data_dir,
+                    env=self._env,
                     order=config.auth_order.get(entry.provider),
                 )
             except AuthStoreError as err:
                 if entry.needs_key:
                     raise ModelUnavailable(str(err)) from err
+                if not isinstance(err, MissingCredentialsError):
+                    # The call goes on without a profile; say why, or a gateway's 401 is a puzzle.
+                    log.warning("%s: calling %s without an auth profile", err, entry.ref)
+            try:
+                credentials = for_call(entry, credentials, self._env)
+            except HeaderVariableError as err:
+                raise ModelUnavailable(str(err)) from err
         return ResolvedModel(provider, entry.id, credentials, entry)

@@ -1,9 +1,10 @@
 """Shared pieces for turning SDK failures into `ProviderError` (raw facts, no classification).
 
 Message texts follow the shape OpenClaw's classifier patterns were written against (the official
-TypeScript SDKs): a leading HTTP status, then the provider's own error text or JSON body. Any
-secret the caller knows is scrubbed from every text, and so are masked key fragments some APIs
-echo back ("Incorrect API key provided: sk-ab***wxyz").
+TypeScript SDKs): a leading HTTP status, then the provider's own error text or JSON body. Every
+secret the caller knows (the key, a profile's header values, values read from `env:`) is
+scrubbed from every text, and so are masked key fragments some APIs echo back ("Incorrect API
+key provided: sk-ab***wxyz").
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx2
@@ -25,9 +26,11 @@ _MASKED_KEY = re.compile(r"[^\s'\"`,;:()]*\*{3,}[^\s'\"`,;:().]*")
 _SECRET_MIN_LENGTH = 4
 
 
-def redact(text: str, secret: str | None) -> str:
-    if secret and len(secret) >= _SECRET_MIN_LENGTH:
-        text = text.replace(secret, REDACTED)
+def redact(text: str, secrets: Iterable[str | None]) -> str:
+    # Longest first: a secret that contains another must go whole, not leave its rest behind.
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        if len(secret) >= _SECRET_MIN_LENGTH:
+            text = text.replace(secret, REDACTED)
     return _MASKED_KEY.sub(REDACTED, text)
 
 
@@ -62,12 +65,12 @@ def retry_after_seconds(
 
 
 def transport_error(
-    err: BaseException, *, provider: str, model: str, secret: str | None
+    err: BaseException, *, provider: str, model: str, secrets: Iterable[str | None]
 ) -> ProviderError:
     """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way."""
     text = _describe(err)
     return ProviderError(
-        redact(text, secret),
+        redact(text, secrets),
         provider=provider,
         model=model,
         code=_transport_code(err),
@@ -76,10 +79,10 @@ def transport_error(
 
 
 def stream_incomplete_error(
-    *, provider: str, model: str, missing: str, secret: str | None = None
+    *, provider: str, model: str, missing: str, secrets: Iterable[str | None] = ()
 ) -> ProviderError:
     return ProviderError(
-        redact(f"stream closed before the response completed (no {missing} event)", secret),
+        redact(f"stream closed before the response completed (no {missing} event)", secrets),
         provider=provider,
         model=model,
         code="stream_incomplete",
@@ -88,12 +91,13 @@ def stream_incomplete_error(
 
 
 def malformed_stream_error(
-    err: BaseException, *, provider: str, model: str, secret: str | None
+    err: BaseException, *, provider: str, model: str, secrets: Iterable[str | None]
 ) -> ProviderError:
     """An event the SDK could not parse: treated like a cut stream, so it may be retried."""
     return ProviderError(
         redact(
-            f"malformed_response: unreadable event in the stream ({type(err).__name__})", secret
+            f"malformed_response: unreadable event in the stream ({type(err).__name__})",
+            secrets,
         ),
         provider=provider,
         model=model,

@@ -10,6 +10,10 @@ Auth is checked like the real APIs: Anthropic wants `anthropic-version` and the 
 `x-api-key` (or `Authorization: Bearer`, which is how the anthropic SDK 2.x sends an API key);
 OpenAI wants `Authorization: Bearer`. A wrong or missing key gets the provider's real 401 body.
 An empty key list for a family turns its check off (a keyless OpenAI-compatible server).
+`set_key_headers` changes where a family looks for the key (`"x-api-key"`, `"authorization"`
+for Bearer), as a gateway in front of it would; `require_headers` makes every request need
+given header values, like a gateway's own auth header, and a 401 for a wrong one echoes the value
+it got (some gateways do). `reset` restores both to their defaults.
 
 Each request takes the next scripted `Reply` meant for it from a FIFO (a reply may name the
 endpoint, the key it was sent with and the model it asks for; the default short text when none
@@ -20,6 +24,8 @@ see `tests/fakes/scripts.py` for replies and faults. Control API (no auth):
 * `POST /_control/reset`    clear the script and the recorded requests
 * `GET  /_control/requests` `{"requests": [{"api", "path", "headers", "body"}...]}`
 * `POST /_control/keys`     `{"anthropic": [...], "openai": [...]}`
+* `POST /_control/key_headers` `{"anthropic": ["x-api-key", "authorization"], "openai": [...]}`
+* `POST /_control/require_headers` `{"headers": {NAME: VALUE}}`
 * `GET  /_control/health`
 
 In-process::
@@ -50,7 +56,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from tests.fakes import wire_anthropic, wire_openai
 from tests.fakes.scripts import Api, ErrorKind, Fault, Ids, Part, Reply, default_reply
@@ -58,6 +64,12 @@ from tests.fakes.scripts import Api, ErrorKind, Fault, Ids, Part, Reply, default
 READY_LINE = "FAKE_PROVIDER_READY"
 DEFAULT_ANTHROPIC_KEY = "test-anthropic-key"
 DEFAULT_OPENAI_KEY = "test-openai-key"
+# Where each family looks for the key, in order: `x-api-key`, or `authorization` (Bearer).
+KeyHeader = Literal["x-api-key", "authorization"]
+DEFAULT_KEY_HEADERS: dict[str, tuple[KeyHeader, ...]] = {
+    "anthropic": ("x-api-key", "authorization"),
+    "openai": ("authorization",),
+}
 
 _PATHS: dict[str, Api] = {
     "/v1/messages": "anthropic",
@@ -95,6 +107,9 @@ class _State:
             "anthropic": set(anthropic_keys),
             "openai": set(openai_keys),
         }
+        self.key_headers = dict(DEFAULT_KEY_HEADERS)
+        # Lower-cased header name -> the value every request must carry.
+        self.required: dict[str, str] = {}
         self.ids = Ids()
         # Set on stop/reset so stalled handlers wake up instead of holding the server.
         self.wake = threading.Event()
@@ -177,6 +192,8 @@ class FakeProviderServer:
         with self.state.lock:
             self.state.replies.clear()
             self.state.requests.clear()
+            self.state.key_headers = dict(DEFAULT_KEY_HEADERS)
+            self.state.required = {}
         # Wake stalled handlers of the previous test, then re-arm.
         self.state.wake.set()
         self.state.wake = threading.Event()
@@ -197,6 +214,22 @@ class FakeProviderServer:
                 self.state.keys["anthropic"] = set(anthropic)
             if openai is not None:
                 self.state.keys["openai"] = set(openai)
+
+    def set_key_headers(
+        self,
+        *,
+        anthropic: Sequence[KeyHeader] | None = None,
+        openai: Sequence[KeyHeader] | None = None,
+    ) -> None:
+        with self.state.lock:
+            if anthropic is not None:
+                self.state.key_headers["anthropic"] = tuple(anthropic)
+            if openai is not None:
+                self.state.key_headers["openai"] = tuple(openai)
+
+    def require_headers(self, headers: dict[str, str]) -> None:
+        with self.state.lock:
+            self.state.required = {name.lower(): value for name, value in headers.items()}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -241,6 +274,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._api_error(api, Fault.named("bad_request", message="request body is not JSON"), {})
             return
+        if not self._gateway_passed(api):
+            return
         if not self._authorized(api, body):
             return
         model = body.get("model")
@@ -248,11 +283,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(api, body, reply)
 
     def _sent_key(self, api: Api) -> str | None:
-        bearer = self.headers.get("authorization", "")
-        bearer_key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
-        if api == "anthropic":
-            return self.headers.get("x-api-key") or bearer_key
-        return bearer_key
+        family = "anthropic" if api == "anthropic" else "openai"
+        with self.state.lock:
+            places = self.state.key_headers[family]
+        for place in places:
+            if place == "x-api-key":
+                key = self.headers.get("x-api-key")
+            else:
+                bearer = self.headers.get("authorization", "")
+                key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
+            if key:
+                return key
+        return None
 
     def _control(self, raw: bytes) -> None:
         data = json.loads(raw.decode("utf-8")) if raw else {}
@@ -267,6 +309,8 @@ class _Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 self.state.replies.clear()
                 self.state.requests.clear()
+                self.state.key_headers = dict(DEFAULT_KEY_HEADERS)
+                self.state.required = {}
             self.state.wake.set()
             self.state.wake = threading.Event()
             self._json(200, {"ok": True})
@@ -276,30 +320,62 @@ class _Handler(BaseHTTPRequestHandler):
                     if family in data:
                         self.state.keys[family] = set(data[family])
             self._json(200, {"ok": True})
+        elif self.path == "/_control/key_headers":
+            with self.state.lock:
+                for family in ("anthropic", "openai"):
+                    if family in data:
+                        self.state.key_headers[family] = tuple(data[family])
+            self._json(200, {"ok": True})
+        elif self.path == "/_control/require_headers":
+            with self.state.lock:
+                self.state.required = {k.lower(): v for k, v in data["headers"].items()}
+            self._json(200, {"ok": True})
         else:
             self._json(404, {"error": {"message": f"no control route {self.path}"}})
 
     # --- auth ------------------------------------------------------------------------------
 
+    def _gateway_passed(self, api: Api) -> bool:
+        """A gateway's own header check, before the provider sees the request."""
+        with self.state.lock:
+            required = dict(self.state.required)
+        for name, expected in required.items():
+            got = self.headers.get(name)
+            if got == expected:
+                continue
+            message = f"missing {name} header" if got is None else f"invalid {name}: {got}"
+            if api == "anthropic":
+                payload: dict[str, Any] = {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": message},
+                }
+            else:
+                payload = {
+                    "error": {
+                        "message": message,
+                        "type": "invalid_request_error",
+                        "code": "gateway_unauthorized",
+                    }
+                }
+            self._json(401, payload, self._request_id_headers(api))
+            return False
+        return True
+
     def _authorized(self, api: Api, body: dict[str, Any]) -> bool:
         family = "anthropic" if api == "anthropic" else "openai"
         with self.state.lock:
             valid = set(self.state.keys[family])
-        bearer = self.headers.get("authorization", "")
-        bearer_key = bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
+        key = self._sent_key(api)
         if family == "anthropic":
             if not self.headers.get("anthropic-version"):
                 fault = Fault.named("bad_request", message="anthropic-version: header is required")
                 self._api_error(api, fault, body)
                 return False
-            key = self.headers.get("x-api-key") or bearer_key
             if valid and key is None:
                 self._api_error(
                     api, Fault.named("auth", message="x-api-key header is required"), body
                 )
                 return False
-        else:
-            key = bearer_key
         if valid and key not in valid:
             self._api_error(api, Fault.named("auth"), body, key=key)
             return False
@@ -481,6 +557,22 @@ class FakeProviderClient:
         if openai is not None:
             payload["openai"] = list(openai)
         self._call("POST", "/_control/keys", payload)
+
+    def set_key_headers(
+        self,
+        *,
+        anthropic: Sequence[KeyHeader] | None = None,
+        openai: Sequence[KeyHeader] | None = None,
+    ) -> None:
+        payload: dict[str, list[str]] = {}
+        if anthropic is not None:
+            payload["anthropic"] = list(anthropic)
+        if openai is not None:
+            payload["openai"] = list(openai)
+        self._call("POST", "/_control/key_headers", payload)
+
+    def require_headers(self, headers: dict[str, str]) -> None:
+        self._call("POST", "/_control/require_headers", {"headers": headers})
 
     def healthy(self) -> bool:
         try:

@@ -12,6 +12,7 @@ import pytest
 from activities.auth_store import (
     AuthStore,
     InsecureAuthFileError,
+    InvalidProfileError,
     MissingCredentialsError,
     env_variable_for,
     resolve_credentials,
@@ -114,3 +115,71 @@ def test_corrupt_file_error_does_not_quote_content(tmp_path: Path) -> None:
     with pytest.raises(Exception) as caught:
         AuthStore(path, {}).resolve("x", "anthropic")
     assert "not valid JSON" in str(caught.value) and SECRET not in str(caught.value)
+
+
+GATEWAY_TOKEN = "cf-gateway-token-verysecret"
+
+
+def test_gateway_settings_round_trip_and_never_show_in_reprs(tmp_path: Path) -> None:
+    headers = {"cf-aig-authorization": f"Bearer {GATEWAY_TOKEN}", "X-Org": "team-a"}
+    path = set_key(
+        "gw:cf",
+        "anthropic",
+        SECRET,
+        data_dir=tmp_path,
+        auth_header="bearer",
+        headers=headers,
+    )
+    stored = json.loads(path.read_text())["profiles"]["gw:cf"]
+    assert stored["auth_header"] == "bearer" and stored["headers"] == headers
+    store = AuthStore.for_data_dir(tmp_path, {})
+    profile = store.profiles()["gw:cf"]
+    assert (profile.auth_header, dict(profile.headers)) == ("bearer", headers)
+    creds = store.resolve("gw:cf", "anthropic")
+    assert (creds.auth_header, dict(creds.headers)) == ("bearer", headers)
+    for shown in (repr(profile), repr(store.profiles()), repr(creds), str(creds)):
+        assert GATEWAY_TOKEN not in shown and SECRET not in shown and "team-a" not in shown
+        assert "cf-aig-authorization" in shown
+    # An AGENTLANE_KEY_<P> override replaces the key and keeps the rest.
+    overridden = AuthStore.for_data_dir(tmp_path, {env_variable_for("gw:cf"): "from-env"})
+    creds = overridden.resolve("gw:cf", "anthropic")
+    assert creds.api_key == "from-env" and dict(creds.headers) == headers
+    # Setting a profile again replaces its settings rather than merging them.
+    set_key("gw:cf", "anthropic", SECRET, data_dir=tmp_path)
+    again = AuthStore.for_data_dir(tmp_path, {}).profiles()["gw:cf"]
+    assert (again.auth_header, dict(again.headers)) == (None, {})
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ({"auth_header": "Bearer"}, ['profiles."gw:x".auth_header', "x-api-key, bearer, none"]),
+        ({"headers": {"X Org": "a"}}, ['profiles."gw:x".headers', "'X Org'"]),
+        ({"headers": {"X-Org": "bad\r\n" + GATEWAY_TOKEN}}, ["'X-Org'", "line break"]),
+        ({"headers": {"X-Org": 5}}, ['profiles."gw:x".headers must be an object']),
+        ({"headers": ["X-Org"]}, ['profiles."gw:x".headers must be an object']),
+        ({"headers": {"X-Org": "env:GW_TOKEN"}}, ["only read from the config file"]),
+    ],
+)
+def test_a_bad_profile_header_is_an_error_naming_the_path(
+    tmp_path: Path, spec: dict[str, object], words: list[str]
+) -> None:
+    path = tmp_path / "auth.json"
+    entry = {"provider": "openai", "key": SECRET, **spec}
+    path.write_text(json.dumps({"profiles": {"gw:x": entry}}))
+    os.chmod(path, 0o600)
+    with pytest.raises(InvalidProfileError) as caught:
+        AuthStore(path, {}).resolve("gw:x", "openai")
+    message = str(caught.value)
+    assert str(path) in message
+    for word in words:
+        assert word in message, message
+    assert SECRET not in message and GATEWAY_TOKEN not in message
+
+
+def test_set_key_refuses_bad_gateway_settings_before_writing(tmp_path: Path) -> None:
+    with pytest.raises(InvalidProfileError, match="'X Org'"):
+        set_key("gw:x", "openai", SECRET, data_dir=tmp_path, headers={"X Org": "a"})
+    with pytest.raises(InvalidProfileError, match="auth_header"):
+        set_key("gw:x", "openai", SECRET, data_dir=tmp_path, auth_header="basic")  # type: ignore[arg-type]
+    assert not (tmp_path / "auth.json").exists()

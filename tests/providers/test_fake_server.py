@@ -82,6 +82,32 @@ def test_openai_auth_checks_and_keyless_mode(server: FakeProviderServer) -> None
     assert httpx.post(url, json=body).status_code == 200
 
 
+def test_key_headers_and_required_headers_like_a_gateway(server: FakeProviderServer) -> None:
+    url = server.base_url + "/v1/chat/completions"
+    body = {"model": "m", "messages": []}
+    bearer = {"Authorization": f"Bearer {OPENAI_KEY}"}
+    server.set_key_headers(openai=["x-api-key"])
+    assert httpx.post(url, headers=bearer, json=body).status_code == 401
+    assert httpx.post(url, headers={"x-api-key": OPENAI_KEY}, json=body).status_code == 200
+    FakeProviderClient(server.base_url).require_headers({"X-Gw": "right"})
+    ok = {"x-api-key": OPENAI_KEY}
+    missing = httpx.post(url, headers=ok, json=body)
+    assert (
+        missing.status_code == 401 and missing.json()["error"]["message"] == "missing x-gw header"
+    )
+    wrong = httpx.post(url, headers={**ok, "X-Gw": "wrong-value"}, json=body)
+    assert wrong.json()["error"]["message"] == "invalid x-gw: wrong-value"
+    assert httpx.post(url, headers={**ok, "X-Gw": "right"}, json=body).status_code == 200
+    # reset restores where keys are read and drops the gateway's requirement.
+    server.reset()
+    assert httpx.post(url, headers=bearer, json=body).status_code == 200
+    client = FakeProviderClient(server.base_url)
+    client.set_key_headers(openai=["x-api-key"])
+    assert httpx.post(url, headers=bearer, json=body).status_code == 401
+    client.reset()
+    assert httpx.post(url, headers=bearer, json=body).status_code == 200
+
+
 def test_chat_stream_has_usage_chunk_only_when_asked(server: FakeProviderServer) -> None:
     url = server.base_url + "/v1/chat/completions"
     headers = {"Authorization": f"Bearer {OPENAI_KEY}"}

@@ -43,6 +43,24 @@ def write(tmp_path: Path, text: str) -> Path:
             ["agents.main.context_tokens"],
         ),
         ("[auth]\nprofile = {}\n", ["unknown key auth.profile", "'profiles'"]),
+        (
+            "[[models]]\nprovider='x'\nid='y'\napi='openai-compatible'\n"
+            "headers = {'X Org' = 'team-a'}\n",
+            ["models[0].headers", "header name 'X Org' is not valid"],
+        ),
+        (
+            "[[models]]\nprovider='x'\nid='y'\napi='anthropic'\nauth_header='Bearer'\n",
+            ["models[0].auth_header", "'x-api-key', 'bearer' or 'none'"],
+        ),
+        (
+            "[[models]]\nprovider='x'\nid='y'\napi='anthropic'\nheader={}\n",
+            ["unknown key models[0].header", "'headers'"],
+        ),
+        (
+            "[[models]]\nprovider='x'\nid='y'\napi='anthropic'\n"
+            "headers = {'X-Token' = 'env:NOT-A-NAME'}\n",
+            ["models[0].headers", "'X-Token'", "does not name an environment variable"],
+        ),
     ],
 )
 def test_bad_config_names_file_key_and_meaning(tmp_path: Path, text: str, words: list[str]) -> None:
@@ -53,6 +71,20 @@ def test_bad_config_names_file_key_and_meaning(tmp_path: Path, text: str, words:
     assert str(path) in message
     for word in words:
         assert word in message, message
+
+
+def test_a_bad_header_value_is_named_not_quoted(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "[[models]]\nprovider='x'\nid='y'\napi='openai-compatible'\n"
+        'headers = {"X-Org" = "team-a", "X-Team" = "red\\r\\nX-Injected: 1"}\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path=path, env={})
+    message = str(caught.value)
+    assert str(path) in message and "models[0].headers" in message and "'X-Team'" in message
+    assert "line break" in message
+    assert "X-Injected" not in message and "team-a" not in message
 
 
 def test_config_check_command(tmp_path: Path) -> None:

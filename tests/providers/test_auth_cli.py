@@ -1,0 +1,91 @@
+"""`agentlane auth set/list` with gateway settings: key and header values from stdin or argv
+into the 0600 store; `list` shows the style and header names, never a value."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.harness import REPO
+
+KEY = "sk-cli-key-0123456789"
+HEADER_SECRET = "cf-cli-token-9876543210"
+
+
+def agentlane(data_dir: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AGENTLANE_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO)}
+    env.pop("AGENTLANE_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "clients.cli", *args],
+        input=stdin,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_set_with_style_and_headers_then_list_shows_no_values(tmp_path: Path) -> None:
+    done = agentlane(
+        tmp_path,
+        "auth",
+        "set",
+        "gw:cf",
+        "--provider",
+        "anthropic",
+        "--auth-header",
+        "bearer",
+        "--header",
+        "X-Org=team-a",
+        "--header",
+        "cf-aig-authorization",
+        stdin=f"{KEY}\nBearer {HEADER_SECRET}\n",
+    )
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "auth.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    profile = json.loads(path.read_text())["profiles"]["gw:cf"]
+    assert profile == {
+        "provider": "anthropic",
+        "type": "api_key",
+        "key": KEY,
+        "auth_header": "bearer",
+        "headers": {"X-Org": "team-a", "cf-aig-authorization": f"Bearer {HEADER_SECRET}"},
+    }
+    for text in (done.stdout, done.stderr):
+        assert KEY not in text and HEADER_SECRET not in text
+
+    listed = agentlane(tmp_path, "auth", "list")
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("gw:cf\t"))
+    assert "auth bearer" in line and "headers X-Org,cf-aig-authorization" in line
+    assert KEY not in listed.stdout and HEADER_SECRET not in listed.stdout
+    assert "team-a" not in listed.stdout
+
+
+def test_a_plain_profile_still_works_and_lists_the_default_style(tmp_path: Path) -> None:
+    done = agentlane(
+        tmp_path, "auth", "set", "anthropic:work", "--provider", "anthropic", stdin=KEY
+    )
+    assert done.returncode == 0, done.stderr
+    profile = json.loads((tmp_path / "auth.json").read_text())["profiles"]["anthropic:work"]
+    assert profile == {"provider": "anthropic", "type": "api_key", "key": KEY}
+    listed = agentlane(tmp_path, "auth", "list")
+    assert "auth default\theaders -" in listed.stdout
+
+
+def test_a_bad_header_or_a_missing_value_stores_nothing(tmp_path: Path) -> None:
+    bad = agentlane(
+        tmp_path, "auth", "set", "gw:x", "--provider", "openai", "--header", "X Org=a", stdin=KEY
+    )
+    assert bad.returncode == 2 and "'X Org'" in bad.stderr and "nothing stored" in bad.stderr
+    # `--header NAME` with no line left on stdin for its value.
+    missing = agentlane(
+        tmp_path, "auth", "set", "gw:x", "--provider", "openai", "--header", "X-Token", stdin=KEY
+    )
+    assert missing.returncode == 2 and "'X-Token' has an empty value" in missing.stderr
+    assert not (tmp_path / "auth.json").exists()
