@@ -1,0 +1,68 @@
+"""What a user reads when failover gives up: the model, the profiles, the status, and when the
+first profile is ready again; never a key."""
+
+from __future__ import annotations
+
+from agentlane.errors import FailoverReason as R
+from workflows.policy.failure_text import chain_exhausted_text, cooling_down_text
+from workflows.policy.model_fallback import FallbackAttempt, FallbackSummary
+
+NOW = 1_800_000_000.0
+
+
+def test_rate_limited_says_when_ready_and_where() -> None:
+    text = cooling_down_text(
+        model="anthropic/claude",
+        reason=R.RATE_LIMIT,
+        profiles=["anthropic:a", "anthropic:b"],
+        soonest=NOW + 240,
+        now=NOW,
+        status=429,
+    )
+    assert text.startswith("⚠️ Rate-limited — ready in ~4 min.")
+    assert (
+        "(anthropic/claude: HTTP 429, rate_limit; profiles tried: anthropic:a, anthropic:b)" in text
+    )
+
+
+def test_seconds_when_under_a_minute() -> None:
+    text = cooling_down_text(
+        model="m/x", reason=R.OVERLOADED, profiles=["p"], soonest=NOW + 30, now=NOW
+    )
+    assert "ready in ~30s" in text
+
+
+def test_billing_names_the_billing_problem() -> None:
+    text = cooling_down_text(
+        model="m/x", reason=R.BILLING, profiles=["p"], soonest=NOW + 5 * 3600, now=NOW, status=402
+    )
+    assert "billing error" in text and "HTTP 402" in text
+
+
+def test_auth_points_at_the_profiles() -> None:
+    text = cooling_down_text(
+        model="anthropic/x", reason=R.AUTH, profiles=["anthropic:a"], soonest=NOW + 30, now=NOW
+    )
+    assert "Every auth profile of anthropic is unavailable (auth)" in text
+    assert "agentlane auth list" in text
+
+
+def test_no_stored_profile_says_default_credentials() -> None:
+    text = cooling_down_text(
+        model="m/x", reason=R.RATE_LIMIT, profiles=[None], soonest=None, now=NOW
+    )
+    assert "its default credentials" in text and "All models are temporarily rate-limited" in text
+
+
+def test_chain_exhausted_lists_every_model() -> None:
+    summary = FallbackSummary(
+        "All models failed (2): a/x: boom (rate_limit) | b/y: boom (rate_limit)",
+        (
+            FallbackAttempt("a", "x", "boom", R.RATE_LIMIT),
+            FallbackAttempt("b", "y", "boom", R.RATE_LIMIT),
+        ),
+        NOW + 90,
+    )
+    text = chain_exhausted_text(summary, now=NOW)
+    assert text.startswith("⚠️ Rate-limited — ready in ~2 min.")
+    assert text.endswith("b/y: boom (rate_limit)")
