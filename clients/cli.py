@@ -94,6 +94,7 @@ async def _send(args: argparse.Namespace) -> int:
             model=args.model,
             message_id=args.message_id,
             queue=args.queue,
+            session_overrides={"auth_profile": args.profile} if args.profile else None,
         )
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -410,6 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", help="steer, followup, collect, queue, steer-backlog, interrupt")
     p.add_argument("--workspace", help="workspace folder (used when the session is created)")
     p.add_argument("--model", help="provider/model, e.g. offline/planner")
+    p.add_argument(
+        "--profile",
+        help="pin the new session to this auth profile id: its runs never rotate away from it",
+    )
     p.add_argument("--message-id", help="provider message id, for dedupe")
     p.add_argument("--queue", help='queue options for this message alone, e.g. "debounce:0 cap:5"')
     p.add_argument(
