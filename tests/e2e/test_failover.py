@@ -322,3 +322,39 @@ async def test_sessions_spread_over_profiles_and_keep_theirs(
     assert keys[0] != keys[1], "a new session takes the least recently used profile"
     assert keys[2] == keys[0], "a session keeps the profile it had"
     assert all(d.result.status == ExecutionStatus.SUCCESS for d in (first, second, again))
+
+
+async def test_a_profile_and_a_fallback_added_while_the_worker_runs_are_used(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """The auth store and the config are read again when they change: a key stored and a
+    fallback written while the worker runs serve the next run, no restart."""
+    late_key = "sk-ant-api03-" + secrets.token_hex(24)
+    store = AuthStore.for_data_dir(deployment.data_dir)
+    config = deployment.data_dir / "config.toml"
+    before = config.read_text()
+    fake.set_keys(anthropic=[late_key], openai=[OPENAI_KEY])  # only the new key is valid
+    try:
+        store.set_key("anthropic:late", "anthropic", late_key)
+        done = await run(deployment, ws, "hello", overrides={"agent_id": "solo"})
+        assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+        assert [key_of(r) for r in fake.requests("anthropic")][-1] == late_key
+
+        config.write_text(
+            before + '\n[agents.late]\nmodel = "anthropic/fake-claude"\n'
+            'fallbacks = ["openai/fake-gpt"]\n'
+        )
+        fake.reset()
+        fake.set_keys(anthropic=[], openai=[OPENAI_KEY])
+        fake.script(
+            Reply.error(Fault.http(401), api="anthropic"),
+            Reply.error(Fault.http(401), api="anthropic"),
+            Reply.error(Fault.http(401), api="anthropic"),
+            Reply(text="from the new fallback", api="openai-chat"),
+        )
+        late = await run(deployment, ws, "hello", overrides={"agent_id": "late"})
+        assert late.result.status == ExecutionStatus.SUCCESS, late.result.error
+        assert late.result.fallback_model == "openai/fake-gpt"
+    finally:
+        store.remove("anthropic:late")
+        config.write_text(before)
