@@ -18,11 +18,20 @@ it got (some gateways do). `reset` restores both to their defaults.
 Each request takes the next scripted `Reply` meant for it from a FIFO (a reply may name the
 endpoint, the key it was sent with and the model it asks for; the default short text when none
 is left);
-see `tests/fakes/scripts.py` for replies and faults. Control API (no auth):
+see `tests/fakes/scripts.py` for replies and faults. A request no scripted reply was meant for
+can be answered by the chaos settings instead (a fault storm: random 429s and stalls, seeded).
+Control API (no auth):
 
 * `POST /_control/script`   `{"replies": [Reply...], "replace": false}`
-* `POST /_control/reset`    clear the script and the recorded requests
-* `GET  /_control/requests` `{"requests": [{"api", "path", "headers", "body"}...]}`
+* `POST /_control/chaos`    `{"rate_limit": 0.3, "stall": 0.02, "stall_seconds": 6,
+                            "retry_after": null, "seed": 1, "only_api": null, "reply": null}`
+                            (`scripts.Chaos`; `{}` turns it off)
+* `POST /_control/reset`    clear the script, the chaos settings and the recorded requests
+* `GET  /_control/requests` `{"requests": [{"api", "path", "headers", "body", "index", "key",
+                            "model", "at", "outcome"}...]}`
+* `GET  /_control/log`      `{"log": [{"index", "api", "key", "model", "at", "outcome"}...]}`:
+                            the same requests without headers and bodies; `at` is the arrival
+                            time (epoch seconds), `outcome` one of `scripts.Outcome`
 * `POST /_control/keys`     `{"anthropic": [...], "openai": [...]}`
 * `POST /_control/key_headers` `{"anthropic": ["x-api-key", "authorization"], "openai": [...]}`
 * `POST /_control/require_headers` `{"headers": {NAME: VALUE}}`
@@ -59,7 +68,18 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tests.fakes import wire_anthropic, wire_openai
-from tests.fakes.scripts import Api, ErrorKind, Fault, Ids, Part, Reply, default_reply
+from tests.fakes.scripts import (
+    Api,
+    Chaos,
+    ChaosDice,
+    ErrorKind,
+    Fault,
+    Ids,
+    Outcome,
+    Part,
+    Reply,
+    default_reply,
+)
 
 READY_LINE = "FAKE_PROVIDER_READY"
 DEFAULT_ANTHROPIC_KEY = "test-anthropic-key"
@@ -93,9 +113,29 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     at: float = field(default_factory=time.time)
+    index: int = 0  # arrival order, from 0 (since the last reset)
+    key: str | None = None  # the key the request was sent with
+    model: str | None = None  # the wire `model` field
+    outcome: Outcome | None = None  # None until the server decided
+
+    def log_entry(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "api": self.api,
+            "key": self.key,
+            "model": self.model,
+            "at": self.at,
+            "outcome": self.outcome,
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"api": self.api, "path": self.path, "headers": self.headers, "body": self.body}
+        return {
+            "api": self.api,
+            "path": self.path,
+            "headers": self.headers,
+            "body": self.body,
+            **self.log_entry(),
+        }
 
 
 class _State:
@@ -111,17 +151,60 @@ class _State:
         # Lower-cased header name -> the value every request must carry.
         self.required: dict[str, str] = {}
         self.ids = Ids()
+        self.dice: ChaosDice | None = None
         # Set on stop/reset so stalled handlers wake up instead of holding the server.
         self.wake = threading.Event()
 
     def take(self, api: Api, key: str | None = None, model: str | None = None) -> Reply:
         """The first scripted reply meant for this endpoint, key and model (FIFO)."""
+        return self.choose(api, key, model)[0]
+
+    def choose(self, api: Api, key: str | None, model: str | None) -> tuple[Reply, Outcome]:
+        """The first scripted reply meant for the request, else what the chaos settings roll
+        (only requests with nothing scripted for them draw, so a script stays exact)."""
         with self.lock:
             for reply in self.replies:
                 if reply.matches(api, key, model):
                     self.replies.remove(reply)
-                    return reply
-        return default_reply()
+                    return reply, "scripted"
+            if self.dice is not None and self.dice.chaos.applies(api):
+                return self.dice.roll()
+        return default_reply(), "ok"
+
+    def record(self, request: RecordedRequest) -> RecordedRequest:
+        with self.lock:
+            request.index = len(self.requests)
+            self.requests.append(request)
+        return request
+
+    def decided(self, request: RecordedRequest, outcome: Outcome) -> None:
+        with self.lock:
+            request.outcome = outcome
+
+    def set_chaos(self, chaos: Chaos | None) -> None:
+        with self.lock:
+            self.dice = ChaosDice(chaos) if chaos is not None else None
+
+    def clear(self) -> None:
+        """Script, chaos, log and gateway settings back to their defaults; stalled handlers of
+        the previous test woken."""
+        with self.lock:
+            self.replies.clear()
+            self.requests.clear()
+            self.dice = None
+            self.key_headers = dict(DEFAULT_KEY_HEADERS)
+            self.required = {}
+        self.wake.set()
+        self.wake = threading.Event()
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that drops its connection (an SDK giving up on a stalled stream, a closed
+        # keep-alive socket) is normal traffic, not a server error worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeProviderServer:
@@ -135,7 +218,7 @@ class FakeProviderServer:
     ) -> None:
         self.state = _State(anthropic_keys, openai_keys)
         handler = type("BoundHandler", (_Handler,), {"state": self.state})
-        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd = _Server((host, port), handler)
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -189,18 +272,23 @@ class FakeProviderServer:
             self.state.replies.extend(replies)
 
     def reset(self) -> None:
-        with self.state.lock:
-            self.state.replies.clear()
-            self.state.requests.clear()
-            self.state.key_headers = dict(DEFAULT_KEY_HEADERS)
-            self.state.required = {}
-        # Wake stalled handlers of the previous test, then re-arm.
-        self.state.wake.set()
-        self.state.wake = threading.Event()
+        self.state.clear()
+
+    def chaos(self, chaos: Chaos | None = None, **settings: Any) -> None:
+        """Turn the fault storm on (`Chaos` or its fields as keywords); rates of 0, or no
+        argument, turn it off."""
+        if chaos is None and settings:
+            chaos = Chaos.model_validate(settings)
+        self.state.set_chaos(chaos)
 
     def requests(self, api: str | None = None) -> list[RecordedRequest]:
         with self.state.lock:
             return [r for r in self.state.requests if api is None or r.api == api]
+
+    def log(self) -> list[dict[str, Any]]:
+        """Every request since the last reset: index, api, key, model, arrival time, outcome."""
+        with self.state.lock:
+            return [r.log_entry() for r in self.state.requests]
 
     def pending(self) -> int:
         with self.state.lock:
@@ -236,6 +324,9 @@ class _Handler(BaseHTTPRequestHandler):
     state: _State
     protocol_version = "HTTP/1.1"
     server_version = "fake-provider/1"
+    # Headers and body go out as separate writes; with Nagle on, the body waits for the
+    # client's delayed ACK (40 ms a request on Linux), which a storm of requests would measure.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         return
@@ -246,6 +337,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/_control/requests":
             with self.state.lock:
                 body = {"requests": [r.to_dict() for r in self.state.requests]}
+            self._json(200, body)
+        elif self.path == "/_control/log":
+            with self.state.lock:
+                body = {"log": [r.log_entry() for r in self.state.requests]}
             self._json(200, body)
         elif self.path == "/_control/health":
             self._json(200, {"ok": True})
@@ -265,21 +360,29 @@ class _Handler(BaseHTTPRequestHandler):
         if api is None:
             self._json(404, {"error": {"message": f"Invalid URL (POST {self.path})"}})
             return
-        with self.state.lock:
-            self.state.requests.append(
-                RecordedRequest(
-                    api, self.path, {k.lower(): v for k, v in self.headers.items()}, body
-                )
+        model = body.get("model") if isinstance(body, dict) else None
+        key = self._sent_key(api)
+        recorded = self.state.record(
+            RecordedRequest(
+                api,
+                self.path,
+                {k.lower(): v for k, v in self.headers.items()},
+                body,
+                key=key,
+                model=model if isinstance(model, str) else None,
             )
+        )
         if not isinstance(body, dict):
+            self.state.decided(recorded, "rejected")
             self._api_error(api, Fault.named("bad_request", message="request body is not JSON"), {})
             return
         if not self._gateway_passed(api):
             return
         if not self._authorized(api, body):
+            self.state.decided(recorded, "rejected")
             return
-        model = body.get("model")
-        reply = self.state.take(api, self._sent_key(api), model if isinstance(model, str) else None)
+        reply, outcome = self.state.choose(api, key, recorded.model)
+        self.state.decided(recorded, outcome)
         self._reply(api, body, reply)
 
     def _sent_key(self, api: Api) -> str | None:
@@ -305,14 +408,16 @@ class _Handler(BaseHTTPRequestHandler):
                     self.state.replies.clear()
                 self.state.replies.extend(replies)
             self._json(200, {"queued": len(replies)})
+        elif self.path == "/_control/chaos":
+            try:
+                chaos = Chaos.model_validate(data)
+            except ValueError as err:
+                self._json(400, {"error": {"message": str(err)}})
+                return
+            self.state.set_chaos(chaos)
+            self._json(200, {"ok": True, "chaos": chaos.model_dump(mode="json")})
         elif self.path == "/_control/reset":
-            with self.state.lock:
-                self.state.replies.clear()
-                self.state.requests.clear()
-                self.state.key_headers = dict(DEFAULT_KEY_HEADERS)
-                self.state.required = {}
-            self.state.wake.set()
-            self.state.wake = threading.Event()
+            self.state.clear()
             self._json(200, {"ok": True})
         elif self.path == "/_control/keys":
             with self.state.lock:
@@ -390,6 +495,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         renderer = self._renderer(api, body, reply)
         if not body.get("stream"):
+            if fault is not None and fault.kind == "stall":
+                # No stream to stall in the middle of: the whole answer is late instead.
+                self.state.wake.wait(fault.seconds)
             if reply.ttft:
                 self.state.wake.wait(reply.ttft)
             self._json(200, renderer.message(), self._request_id_headers(api))
@@ -545,8 +653,16 @@ class FakeProviderClient:
     def reset(self) -> None:
         self._call("POST", "/_control/reset", {})
 
+    def chaos(self, chaos: Chaos | None = None, **settings: Any) -> Chaos:
+        """As `FakeProviderServer.chaos`; returns the settings the server took."""
+        payload = (chaos or Chaos.model_validate(settings)).model_dump(mode="json")
+        return Chaos.model_validate(self._call("POST", "/_control/chaos", payload)["chaos"])
+
     def requests(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/_control/requests")["requests"])
+
+    def log(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/_control/log")["log"])
 
     def set_keys(
         self, *, anthropic: Iterable[str] | None = None, openai: Iterable[str] | None = None

@@ -9,12 +9,13 @@ faults that strike mid-stream count the delta parts already sent.
 from __future__ import annotations
 
 import json
+import random
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 Api = Literal["anthropic", "openai-chat", "openai-responses"]
 ErrorKind = Literal[
@@ -198,6 +199,58 @@ DEFAULT_REPLY_TEXT = "Hello from the fake provider."
 
 def default_reply() -> Reply:
     return Reply(text=DEFAULT_REPLY_TEXT)
+
+
+# What the server did with one request (its log): a chaos outcome (`ok`, `429`, `stall`), a
+# scripted reply (`scripted`), or an error before any reply (`rejected`: bad body, wrong key).
+Outcome = Literal["ok", "429", "stall", "scripted", "rejected"]
+
+
+class Chaos(BaseModel):
+    """A fault storm: each request that finds no scripted reply meant for it is answered with a
+    real-shaped 429 (`rate_limit` of the time, with `Retry-After` when `retry_after` is set) or
+    stalls after its first delta for `stall_seconds` (`stall` of the time), else `reply` (the
+    default reply when None). The n-th such request always gets the same outcome for a given
+    `seed`, whatever the threads do. `only_api`: other endpoints are left alone. Rates of 0
+    turn the faults off."""
+
+    rate_limit: float = Field(default=0.0, ge=0.0, le=1.0)
+    stall: float = Field(default=0.0, ge=0.0, le=1.0)
+    stall_seconds: float = Field(default=30.0, ge=0.0)
+    retry_after: float | None = None
+    seed: int | None = None
+    only_api: Api | None = None
+    reply: Reply | None = None
+
+    @model_validator(mode="after")
+    def _rates_fit(self) -> Chaos:
+        if self.rate_limit + self.stall > 1.0:
+            raise ValueError("rate_limit + stall must not exceed 1")
+        return self
+
+    def applies(self, api: Api) -> bool:
+        return self.only_api is None or self.only_api == api
+
+
+class ChaosDice:
+    """The outcomes of a `Chaos`, drawn in request order from one seeded generator (callers
+    serialise `roll`)."""
+
+    def __init__(self, chaos: Chaos) -> None:
+        self.chaos = chaos
+        self._rng = random.Random(chaos.seed)
+
+    def roll(self) -> tuple[Reply, Outcome]:
+        chaos = self.chaos
+        draw = self._rng.random()
+        base = chaos.reply or default_reply()
+        if draw < chaos.rate_limit:
+            fault = Fault.named("rate_limit", retry_after=chaos.retry_after)
+            return Reply.error(fault), "429"
+        if draw < chaos.rate_limit + chaos.stall:
+            stalled = base.model_copy(update={"fault": Fault.stall(chaos.stall_seconds)})
+            return stalled, "stall"
+        return base, "ok"
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
+import urllib.error
 from collections.abc import Iterator
 
 import httpx
@@ -11,7 +14,7 @@ import pytest
 
 from activities.providers.base import ProviderError, TextDelta, ToolCallComplete
 from tests.fakes.provider_server import FakeProviderClient, FakeProviderServer, spawn
-from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
+from tests.fakes.scripts import Chaos, Fault, Reply, ScriptedToolCall
 from tests.providers.conftest import (
     ANTHROPIC_KEY,
     OPENAI_KEY,
@@ -247,3 +250,128 @@ def test_a_reply_can_target_a_key_and_a_model(server: FakeProviderServer) -> Non
         assert server.pending() == 0
     finally:
         server.set_keys(anthropic=[ANTHROPIC_KEY])
+
+
+# -- chaos mode (a fault storm) ------------------------------------------------------------
+
+
+def _post_messages(client: httpx.Client, url: str) -> int:
+    body = {"model": "m", "max_tokens": 10, "messages": []}
+    return client.post(url + "/v1/messages", headers=ANTHROPIC_HEADERS, json=body).status_code
+
+
+def test_chaos_rates_are_roughly_honoured_and_repeat_with_the_seed(
+    server: FakeProviderServer,
+) -> None:
+    def storm() -> list[str]:
+        server.reset()
+        server.chaos(rate_limit=0.3, stall=0.02, stall_seconds=0.01, seed=7)
+        with httpx.Client() as client:
+            statuses = [_post_messages(client, server.base_url) for _ in range(400)]
+        log = server.log()
+        assert [e["outcome"] == "429" for e in log] == [s == 429 for s in statuses]
+        return [e["outcome"] for e in log]
+
+    outcomes = storm()
+    # Binomial(400, 0.3): sd 9.2, so +-4 sd; Binomial(400, 0.02): mean 8.
+    assert 83 <= outcomes.count("429") <= 157
+    assert 1 <= outcomes.count("stall") <= 20
+    assert outcomes.count("ok") == 400 - outcomes.count("429") - outcomes.count("stall")
+    assert storm() == outcomes, "the same seed gives the same outcomes in the same order"
+
+
+def test_chaos_429_is_real_shaped_and_logged_with_key_and_model(
+    server: FakeProviderServer,
+) -> None:
+    control = FakeProviderClient(server.base_url)
+    took = control.chaos(rate_limit=1.0, retry_after=3, only_api="anthropic", seed=1)
+    assert took.rate_limit == 1.0 and took.only_api == "anthropic"
+    before = time.time()
+    response = httpx.post(
+        server.base_url + "/v1/messages",
+        headers=ANTHROPIC_HEADERS,
+        json={"model": "claude-x", "max_tokens": 10, "messages": []},
+    )
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "3"
+    assert response.json()["error"]["type"] == "rate_limit_error"
+    # Another endpoint is left alone by only_api.
+    chat = httpx.post(
+        server.base_url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {OPENAI_KEY}"},
+        json={"model": "gpt-x", "messages": []},
+    )
+    assert chat.status_code == 200
+    log = control.log()
+    assert [(e["api"], e["key"], e["model"], e["outcome"]) for e in log] == [
+        ("anthropic", ANTHROPIC_KEY, "claude-x", "429"),
+        ("openai-chat", OPENAI_KEY, "gpt-x", "ok"),
+    ]
+    assert [e["index"] for e in log] == [0, 1]
+    assert before <= log[0]["at"] <= log[1]["at"] <= time.time()
+    assert control.requests()[0]["outcome"] == "429"
+    # Rates that cannot both hold are refused.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        control.chaos(Chaos.model_construct(rate_limit=0.8, stall=0.5))
+    assert refused.value.code == 400
+
+
+def test_chaos_stall_sends_a_first_delta_then_waits_until_reset(
+    server: FakeProviderServer,
+) -> None:
+    server.chaos(stall=1.0, stall_seconds=60)
+    deltas: list[float] = []
+    done = threading.Event()
+
+    def read() -> None:
+        body = {"model": "m", "max_tokens": 10, "stream": True, "messages": []}
+        with httpx.stream(
+            "POST", server.base_url + "/v1/messages", headers=ANTHROPIC_HEADERS, json=body
+        ) as response:
+            for line in response.iter_lines():
+                if '"text_delta"' in line:
+                    deltas.append(time.monotonic())
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 5
+    while not deltas and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(deltas) == 1, "the first delta arrives"
+    assert not done.wait(0.5) and len(deltas) == 1, "then silence"
+    assert server.log()[0]["outcome"] == "stall"
+    woke = time.monotonic()
+    server.reset()  # wakes the stalled handler, which finishes its reply
+    assert done.wait(5)
+    assert len(deltas) > 1 and deltas[1] - woke < 5
+
+
+def test_chaos_off_at_zero_never_for_scripted_replies_and_cleared_by_reset(
+    server: FakeProviderServer,
+) -> None:
+    with httpx.Client() as client:
+        server.chaos(rate_limit=0.0, stall=0.0, seed=3)
+        assert {_post_messages(client, server.base_url) for _ in range(50)} == {200}
+        server.chaos(rate_limit=1.0)
+        server.script(Reply(text="scripted"))
+        assert _post_messages(client, server.base_url) == 200  # the script comes first
+        assert _post_messages(client, server.base_url) == 429
+        assert [e["outcome"] for e in server.log()[-2:]] == ["scripted", "429"]
+        server.reset()
+        assert server.log() == []
+        assert _post_messages(client, server.base_url) == 200
+        assert server.log()[0]["outcome"] == "ok"
+        server.chaos(rate_limit=1.0)
+        server.chaos()  # no settings: off
+        assert _post_messages(client, server.base_url) == 200
+
+
+def test_chaos_ok_reply_can_be_chosen(server: FakeProviderServer) -> None:
+    server.chaos(Chaos(reply=Reply(text="storm reply")))
+    response = httpx.post(
+        server.base_url + "/v1/messages",
+        headers=ANTHROPIC_HEADERS,
+        json={"model": "m", "max_tokens": 10, "messages": []},
+    )
+    assert "".join(b.get("text", "") for b in response.json()["content"]) == "storm reply"
