@@ -31,6 +31,7 @@ from activities.event_publishing import (
 from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.model_output.pipeline import Emission, OutputPipeline
 from activities.model_output.think_tags import ReasoningMode
+from activities.profile_listing import SharedCooldowns
 from activities.providers.base import (
     Finish,
     ModelRequest,
@@ -56,6 +57,7 @@ from agentlane.errors import (
     MODEL_IDLE_TIMEOUT,
     MODEL_PROVIDER_ERROR,
     WORKSPACE_MISSING,
+    FailoverReason,
     ModelFailure,
 )
 from agentlane.events import AgentEvent, EventKind, turn_boundary
@@ -260,11 +262,13 @@ class ModelCallActivity:
         resolver: ProviderResolver,
         settings: Settings,
         publishers: SessionPublishers,
+        cooldowns: SharedCooldowns | None = None,
     ):
         self.store = store
         self.resolver = resolver
         self.settings = settings
         self.publishers = publishers
+        self.cooldowns = cooldowns
 
     # -- transcript preparation -------------------------------------------------------------
 
@@ -339,6 +343,7 @@ class ModelCallActivity:
             resolved = self.resolver.resolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
+        self._check_not_cooling(inp)
 
         entries = without_answered_partials(
             await asyncio.to_thread(self.store.read, inp.session_key)
@@ -562,6 +567,41 @@ class ModelCallActivity:
         acc.reasoning = pipeline.reasoning
         acc.reply = pipeline.final_text
         return acc
+
+    def _check_not_cooling(self, inp: ModelCallInput) -> None:
+        """Do not send a call on a profile another session has just found rate-limited (or
+        overloaded, or out of credit) since this run chose it: the run rotates instead."""
+        if self.cooldowns is None or inp.profile_id is None or inp.allow_cooling:
+            return
+        usage = self.cooldowns.cooling(inp.profile_id, inp.model.model, time.time())
+        if usage is None:
+            return
+        now = time.time()
+        disabled = usage.disabled_until is not None and usage.disabled_until > now
+        reason = (usage.disabled_reason if disabled else usage.cooldown_reason) or (
+            FailoverReason.UNKNOWN
+        )
+        until = usage.unusable_until() or now
+        failure = ModelFailure(
+            reason=reason.value,
+            message=(
+                f"auth profile {inp.profile_id} is cooling down ({reason.value}) for another "
+                f"{max(1, round(until - now))} s; the call was not sent"
+            ),
+            provider=inp.model.provider,
+            model=inp.model.model,
+            profile_id=inp.profile_id,
+            thinking=inp.thinking,
+            preempted=True,
+        )
+        log.info("model call not sent: %s", failure.message)
+        raise ApplicationError(
+            failure.message,
+            failure.model_dump(mode="json"),
+            type=MODEL_PROVIDER_ERROR,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     async def _record_partial(
         self, inp: ModelCallInput, pipeline: OutputPipeline, reason: str

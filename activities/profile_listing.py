@@ -33,10 +33,46 @@ from agentlane.profile_listing import (
     UsageUpdate,
     UsageUpdateResult,
 )
-from agentlane.profile_state import ProfileCredential, ProfileState
+from agentlane.profile_state import ProfileCredential, ProfileState, ProfileUsage
 from agentlane.settings import Settings
 
 STATE_FILE = "auth-state.json"
+
+
+# A window must reach this far past the activity's own clock to stop a call: worker clocks
+# differ a little from workflow time, and a window about to end is better tried than skipped.
+COOLING_MARGIN_SECONDS = 2.0
+
+
+class SharedCooldowns:
+    """The shared state as a model call sees it just before sending. A run picks its profile
+    when it schedules the call; the call may then wait for a free slot while another session's
+    429 cools that very profile. Read at most once per file change (a stat per call)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.path = settings.data_dir / STATE_FILE
+        self._stamp: int | None = None
+        self._state = ProfileState()
+
+    def _current(self) -> ProfileState:
+        try:
+            stamp = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return ProfileState()
+        if stamp != self._stamp:
+            try:
+                self._state = ProfileState.model_validate_json(self.path.read_bytes() or b"{}")
+            except ValueError:
+                return self._state  # caught mid-write by another process: the last good read
+            self._stamp = stamp
+        return self._state
+
+    def cooling(self, profile_id: str, model_id: str, now: float) -> ProfileUsage | None:
+        """The profile's usage when it is cooling down for `model_id` well past `now`."""
+        usage = self._current().usage.get(profile_id)
+        if usage is None or not usage.blocks(now + COOLING_MARGIN_SECONDS, model_id):
+            return None
+        return usage
 
 
 class ProfileListing:

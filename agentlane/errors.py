@@ -84,3 +84,6 @@ class ModelFailure(BaseModel):
     # The user already saw text from this attempt: the failure is assistant-stage (SPEC §4.4.2)
     # and the same-model idle retry is off.
     produced_output: bool = False
+    # Not sent: just before the call, the shared state showed this profile cooling down (another
+    # session's failure, written after the run chose it). Rotate without marking it again.
+    preempted: bool = False

@@ -39,6 +39,8 @@ class RunFailover(BaseModel):
     chain: FallbackState | None = None
     # A profile the user pinned to the session: never rotated away from (SPEC §7.5).
     locked_profile: str | None = None
+    # A profile used while it cools down, on purpose (one probe near its window's end, §8.2).
+    probe_profile: str | None = None
     same_model_idle_retries: int = 0
     last_retry_reason: FailoverReason | None = None
     # Waits for a cooling profile or model so far (bounded, like every other retry).

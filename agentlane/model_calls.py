@@ -42,6 +42,9 @@ class ModelCallInput(RunStepInput):
     recheck_announce: bool = False
     # The auth profile to use (None: the provider's first usable one).
     profile_id: str | None = None
+    # Use the profile even if the shared state shows it cooling down: the user pinned it, or
+    # the run probes it on purpose (SPEC §7.5, §8.2). Otherwise such a call is not sent.
+    allow_cooling: bool = False
 
 
 class ToolCallRef(CompactModel):

@@ -9,6 +9,7 @@ frozen: the policy in `workflows/policy/auth_profiles.py` returns new ones inste
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +18,14 @@ from agentlane.errors import FailoverReason
 
 ProfileType = Literal["oauth", "token", "api_key"]
 PinSource = Literal["user", "auto"]
+
+
+def valid_time(value: float | None) -> float | None:
+    """A stored time, or None for junk older writers left (NaN, infinities, zero, negatives;
+    SPEC §7.8, T44)."""
+    if value is None or not math.isfinite(value) or value <= 0:
+        return None
+    return value
 
 
 class ProfileUsage(BaseModel):
@@ -34,6 +43,31 @@ class ProfileUsage(BaseModel):
     error_count: int = 0
     failure_counts: dict[FailoverReason, int] = Field(default_factory=dict)
     last_failure_at: float | None = None
+
+    def unusable_until(self) -> float | None:
+        """SPEC §7.8: the later of the valid cooldown and disable ends, or None."""
+        ends = [v for v in (valid_time(self.cooldown_until), valid_time(self.disabled_until)) if v]
+        return max(ends) if ends else None
+
+    def scoped_to_other_model(self, now: float, model_id: str | None) -> bool:
+        """A rate limit is per model: another model may use the profile, unless a profile-wide
+        disable is also active (SPEC §7.8 model bypass)."""
+        disabled = valid_time(self.disabled_until)
+        return bool(
+            model_id
+            and self.cooldown_reason == FailoverReason.RATE_LIMIT
+            and self.cooldown_model
+            and self.cooldown_model != model_id
+            and not (disabled is not None and now < disabled)
+        )
+
+    def blocks(self, now: float, model_id: str | None = None) -> bool:
+        """In cooldown or disabled for `model_id` at `now` (SPEC §7.8 `isProfileInCooldown`,
+        without the provider bypass, which callers apply)."""
+        if self.scoped_to_other_model(now, model_id):
+            return False
+        until = self.unusable_until()
+        return until is not None and now < until
 
 
 class ProfileState(BaseModel):

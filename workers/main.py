@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
-from activities.profile_listing import ProfileListing
+from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import AnnouncementPublisher, RunFinishActivity
 from activities.session_records import SessionRecords
@@ -52,7 +52,9 @@ def build_workers(
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order."""
     store = TranscriptStore(settings.transcripts_dir)
-    model = ModelCallActivity(store, ProviderResolver(settings), settings, publishers)
+    model = ModelCallActivity(
+        store, ProviderResolver(settings), settings, publishers, SharedCooldowns(settings)
+    )
     tools = ToolActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)

@@ -400,6 +400,7 @@ class AgentRunWorkflow(LegacyFailover):
                     reasoning_mode=self.req.reasoning_mode,
                     recheck_announce=self.c.recheck_announce,
                     profile_id=self.c.profile_id,
+                    allow_cooling=self.failover.allow_cooling(),
                 ),
                 result_type=ModelCallResult,
                 task_queue=model_task_queue(workflow.info().task_queue),

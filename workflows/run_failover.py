@@ -201,6 +201,17 @@ class Failover:
     def _thinking(self) -> str:
         return self.h.c.thinking or self.h.req.thinking
 
+    def allow_cooling(self) -> bool:
+        """The call may go out on a profile the shared state shows cooling: it is the user's
+        pin, or a probe (otherwise the model activity does not send it)."""
+        failover = self.h.c.failover
+        pid = self.h.c.profile_id
+        return (
+            failover is not None
+            and pid is not None
+            and pid in (failover.locked_profile, failover.probe_profile)
+        )
+
     def note_success(self) -> None:
         self.last_success_at = workflow.time()
 
@@ -563,6 +574,7 @@ class Failover:
         c.profile_candidates = [pid for pid in candidates if pid] or None
         c.profile_id = candidates[chosen.index]
         self.f.locked_profile = locked
+        self.f.probe_profile = c.profile_id if chosen.probe else None
         if ref != previous:
             # A new model starts its loop afresh (the original runs a new attempt loop per
             # candidate); the thinking level goes back to the session's.

@@ -6,6 +6,7 @@ and automatic profile pins, and the order of a fresh session's first profile."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -358,3 +359,46 @@ async def test_a_profile_and_a_fallback_added_while_the_worker_runs_are_used(
     finally:
         store.remove("anthropic:late")
         config.write_text(before)
+
+
+async def test_a_call_is_not_sent_on_a_profile_another_session_just_cooled(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """The run keeps its profile between calls; while its tool runs, another session's 429
+    cools that profile in the shared state. The next call is not sent on it: the run rotates,
+    and the profile is not marked a second time."""
+    fake.script(
+        Reply(tool_calls=[ScriptedToolCall(name="exec", arguments={"command": "sleep 2"})]),
+        Reply(text="answered on the other profile"),
+    )
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = f"f-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        key, "hello", workspace=str(ws), model=CLAUDE, session_overrides={"agent_id": "solo"}
+    )
+    assert receipt.run_id
+    for _ in range(100):
+        if fake.requests("anthropic"):
+            break
+        await asyncio.sleep(0.05)
+    first = key_of(fake.requests("anthropic")[0])
+    profile = "anthropic:env" if first == ENV_KEY else "anthropic:work"
+    now = time.time()
+    cooled = {
+        "usage": {
+            profile: {
+                "cooldown_until": now + 60,
+                "cooldown_reason": "rate_limit",
+                "error_count": 1,
+                "failure_counts": {"rate_limit": 1},
+                "last_failure_at": now,
+            }
+        }
+    }
+    (deployment.data_dir / "auth-state.json").write_text(json.dumps(cooled))
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "answered on the other profile"
+    keys = [key_of(r) for r in fake.requests("anthropic")]
+    assert len(keys) == 2 and keys[1] != first, "the second call went out on the other profile"
+    assert usage(deployment, profile)["error_count"] == 1, "found cooling, not marked again"

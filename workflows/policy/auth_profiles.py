@@ -23,6 +23,7 @@ from agentlane.profile_state import (
     ProfilePin,
     ProfileState,
     ProfileUsage,
+    valid_time,
 )
 
 R = FailoverReason
@@ -71,11 +72,7 @@ def cooldown_bypassed(provider: str | None) -> bool:
     return provider is not None and normalize_provider(provider) in COOLDOWN_BYPASS_PROVIDERS
 
 
-def _valid_time(value: float | None) -> float | None:
-    # NaN, infinities, zero and negatives are junk left by older writers: ignored (§7.8, T44).
-    if value is None or not math.isfinite(value) or value <= 0:
-        return None
-    return value
+_valid_time = valid_time
 
 
 def _active(until: float | None, now: float) -> bool:
@@ -131,21 +128,11 @@ def is_eligible(
 
 def unusable_until(usage: ProfileUsage) -> float | None:
     """SPEC §7.8: the later of the valid cooldown and disable ends, or None."""
-    ends = (_valid_time(usage.cooldown_until), _valid_time(usage.disabled_until))
-    values = [v for v in ends if v is not None]
-    return max(values) if values else None
+    return usage.unusable_until()
 
 
 def _scoped_to_other_model(usage: ProfileUsage, now: float, model_id: str | None) -> bool:
-    # A rate limit is per model: another model may use the profile, unless a profile-wide
-    # disable is also active (§7.8 model bypass).
-    return bool(
-        model_id
-        and usage.cooldown_reason == R.RATE_LIMIT
-        and usage.cooldown_model
-        and usage.cooldown_model != model_id
-        and not _active(usage.disabled_until, now)
-    )
+    return usage.scoped_to_other_model(now, model_id)
 
 
 def in_cooldown(
@@ -159,10 +146,7 @@ def in_cooldown(
     if cooldown_bypassed(provider):
         return False
     usage = _usage(state, profile_id)
-    if usage is None or _scoped_to_other_model(usage, now, model_id):
-        return False
-    until = unusable_until(usage)
-    return until is not None and now < until
+    return usage is not None and usage.blocks(now, model_id)
 
 
 def is_available(

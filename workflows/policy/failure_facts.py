@@ -49,9 +49,11 @@ def failure_facts(failure: ModelFailure) -> FailureFacts:
 
 def profile_mark(failure: ModelFailure) -> FailoverReason | None:
     """The reason the failed profile is marked with before anything else is decided: none for
-    a timeout of any kind (not an auth-health signal, SPEC §4.6.5, §7.7) or an unclassified
-    failure."""
+    a timeout of any kind (not an auth-health signal, SPEC §4.6.5, §7.7), an unclassified
+    failure, or a call not sent because the profile was found cooling."""
     reason = failover_reason(failure)
     if reason is None or reason is FailoverReason.TIMEOUT or failure.idle_timed_out:
         return None
+    if failure.preempted:
+        return None  # found cooling, not failed: its window is already in the shared state
     return reason
