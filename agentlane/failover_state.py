@@ -43,5 +43,7 @@ class RunFailover(BaseModel):
     probe_profile: str | None = None
     same_model_idle_retries: int = 0
     last_retry_reason: FailoverReason | None = None
-    # Waits for a cooling profile or model so far (bounded, like every other retry).
+    # Waits for a cooling profile or model so far, and their total (bounded by the session's
+    # max_wait_seconds, like every other retry).
     waits: int = 0
+    waited_seconds: float = 0.0

@@ -101,9 +101,9 @@ R = FailoverReason
 FAILOVER_V2_PATCH = "failover-v2"
 # Compare-and-set tries when other runs keep changing the same profile.
 MAX_USAGE_UPDATE_TRIES = 5
-# Waits for a cooling profile or model per run: each is bounded by max_wait_seconds, and so is
-# their number, so a provider that keeps answering 429 cannot hold a run for hours.
-MAX_WAITS = 6
+# Waits for a cooling profile or model per run: their total is bounded by max_wait_seconds,
+# and their number by this, so a provider that keeps answering 429 cannot hold a run for hours.
+MAX_WAITS = 100
 # Causes worth waiting out: they end by themselves.
 TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
 # Providers without auth profiles or cooldowns.
@@ -364,6 +364,7 @@ class Failover:
                     now=workflow.time(),
                     model_id=model.model,
                     cooldowns=cooldowns,
+                    retry_after=failure.retry_after_seconds,
                 ),
                 f"mark {failed}: {reason.value}",
             )
@@ -686,16 +687,20 @@ class Failover:
     async def _wait(
         self, soonest: float | None, retry_after: float | None, reason: FailoverReason, what: str
     ) -> str:
-        """A durable, labelled timer until `soonest` or the Retry-After, whichever is later,
-        bounded by `max_wait_seconds` (a 36-hour Retry-After is never slept); an abort ends it
-        at once. Status says `waiting` with reason and until-when, and watchers are told."""
+        """A durable, labelled timer until `soonest` or the Retry-After, whichever is later; all
+        of a run's waits together are bounded by `max_wait_seconds` (a 36-hour Retry-After is
+        never slept). An abort ends it at once. Status says `waiting` with reason and
+        until-when, and watchers are told."""
         now = workflow.time()
         if soonest is None and not retry_after:
             return Waited.TOO_LONG
-        until = max(soonest or now, now + (retry_after or 0.0))
-        if until - now > self.h.req.max_wait_seconds or self.f.waits >= MAX_WAITS:
+        # At least a second: a window that ends now may still be in the snapshot.
+        until = max(soonest or now, now + (retry_after or 0.0), now + 1.0)
+        budget = self.h.req.max_wait_seconds - self.f.waited_seconds
+        if until - now > budget or self.f.waits >= MAX_WAITS:
             return Waited.TOO_LONG
         self.f.waits += 1
+        self.f.waited_seconds += until - now
         seconds = max(1, math.ceil(until - now))
         label = self.model().label()
         text = f"{what} of {label} is cooling down ({reason.value}); waiting {seconds} s"

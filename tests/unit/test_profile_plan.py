@@ -118,3 +118,25 @@ def test_mark_used_keeps_a_failure_recorded_after_the_success() -> None:
     usage = kept.usage["anthropic:a"]
     assert usage.cooldown_until == NOW + 40 and usage.error_count == 1
     assert usage.last_used == NOW + 11
+
+
+def test_a_retry_after_shortens_a_rate_limit_window_but_never_lengthens_it() -> None:
+    def window(reason: R, retry_after: float | None) -> float | None:
+        state = mark_failure(
+            ProfileState(), "p", reason, provider="anthropic", now=NOW, retry_after=retry_after
+        )
+        until = state.usage["p"].cooldown_until
+        return None if until is None else until - NOW
+
+    assert window(R.RATE_LIMIT, 7) == 7
+    assert window(R.OVERLOADED, 2.5) == 2.5
+    assert window(R.RATE_LIMIT, 0.2) == 1, "never below a second"
+    assert window(R.RATE_LIMIT, 3600) == 30, "the ladder's step is the longest"
+    assert window(R.RATE_LIMIT, None) == 30
+    assert window(R.AUTH, 5) == 30, "only rate limits and overloads take the hint"
+
+
+def test_an_active_window_is_not_shortened_by_a_later_retry_after() -> None:
+    first = mark_failure(ProfileState(), "p", R.RATE_LIMIT, provider="anthropic", now=NOW)
+    again = mark_failure(first, "p", R.RATE_LIMIT, provider="anthropic", now=NOW + 1, retry_after=1)
+    assert again.usage["p"].cooldown_until == NOW + 30

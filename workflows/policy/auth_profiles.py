@@ -30,6 +30,8 @@ R = FailoverReason
 
 # §7.7 cooldown lane: stepped on the total error count (1 → 30 s, 2 → 60 s, ≥3 → 5 min).
 COOLDOWN_STEPS_SECONDS = (30.0, 60.0, 300.0)
+# A provider's Retry-After shortens a rate-limit or overload cooldown, never below this.
+MIN_RETRY_AFTER_SECONDS = 1.0
 # §7.7 disabled lane: base × 2^min(n−1, 10), the base never below 60 s, capped at the max.
 DISABLED_REASONS = frozenset({R.BILLING, R.AUTH_PERMANENT})
 DISABLED_MIN_BASE_SECONDS = 60.0
@@ -337,12 +339,18 @@ def mark_failure(
     now: float,
     model_id: str | None = None,
     cooldowns: AuthCooldowns | None = None,
+    retry_after: float | None = None,
 ) -> ProfileState:
     """SPEC §7.7 `markAuthProfileFailure` (T35–T41), returning the new state.
 
     No-op for a null reason, for `timeout` (not an auth-health signal, §20.2) and for
     cooldown-bypassed providers (T41). `provider` is the profile's own provider. Callers pass
     only profiles that exist in the store.
+
+    Beyond the original: a rate limit or overload whose provider said when to come back
+    (`retry_after`, seconds) opens a window no longer than that (at least 1 s): the provider
+    knows its own limits better than the ladder. It never lengthens a step, and an active
+    window is still never changed.
     """
     if reason is None or reason == R.TIMEOUT or cooldown_bypassed(provider):
         return state
@@ -364,6 +372,9 @@ def mark_failure(
         update["disabled_reason"] = reason
     else:
         backoff = cooldown_seconds(error_count)
+        hint = _valid_time(retry_after)
+        if hint is not None and reason in (R.RATE_LIMIT, R.OVERLOADED):
+            backoff = min(backoff, max(MIN_RETRY_AFTER_SECONDS, hint))
         update["cooldown_until"] = _keep_active(existing.cooldown_until, now, now + backoff)
         update["cooldown_reason"] = reason
         update["cooldown_model"] = _cooldown_scope(existing, reason, model_id, now)
