@@ -101,15 +101,20 @@ class ProfileListing:
         with self._locked():
             state = self._read()
             current = state.usage.get(inp.profile_id)
-            if current != inp.expected:
+            new = inp.new
+            if inp.touch:
+                base = current or ProfileUsage()
+                last = max(base.last_used or 0.0, new.last_used or 0.0) or None
+                new = base.model_copy(update={"last_used": last})
+            elif current != inp.expected:
                 return UsageUpdateResult(applied=False, current=current)
-            usage = {**state.usage, inp.profile_id: inp.new}
+            usage = {**state.usage, inp.profile_id: new}
             update: dict[str, object] = {"usage": usage}
             if inp.good_for:
                 update["last_good"] = {**state.last_good, inp.good_for: inp.profile_id}
             new_state = state.model_copy(update=update)
             write_private(self.path, new_state.model_dump_json().encode())
-            return UsageUpdateResult(applied=True, current=inp.new)
+            return UsageUpdateResult(applied=True, current=new)
 
     @activity.defn(name=UPDATE_PROFILE_USAGE)
     async def update_profile_usage(self, inp: UsageUpdate) -> UsageUpdateResult:

@@ -61,6 +61,10 @@ class UsageUpdate(BaseModel):
     new: ProfileUsage
     # On success (SPEC §7.7 markAuthProfileGood): the provider whose last good profile this is.
     good_for: str | None = None
+    # A success on a profile with no error state: only `new.last_used` is taken (the later of
+    # it and the stored one), whatever else changed meanwhile. It commutes with every other
+    # update, so it needs no compare-and-set (and runs ending together do not collide).
+    touch: bool = False
 
 
 class UsageUpdateResult(BaseModel):

@@ -633,7 +633,7 @@ def check_worker(dep: Deployment) -> str:
     return ""
 
 
-async def main(counts: Counts, seed: int) -> int:
+async def main(counts: Counts, seed: int, retry_after: float | None = None) -> int:
     """Returns the number of targets missed (and problems seen)."""
     # The workers inherit this environment: no key or config but the bench's own.
     for name in list(os.environ):
@@ -658,11 +658,13 @@ async def main(counts: Counts, seed: int) -> int:
             stall_seconds=STALL_SECONDS,
             seed=seed,
             only_api="anthropic",
+            retry_after=retry_after,
         )
         note(
             f"dev server {stack.server.address}; one worker process; fake provider {fake_url}; "
             f"{counts.sessions} sessions per storm on {len(PROFILES)} profiles; chaos "
-            f"{RATE_LIMIT:.0%} 429 / {STALL:.0%} stall {STALL_SECONDS:.0f} s (seed {seed}); "
+            f"{RATE_LIMIT:.0%} 429 (Retry-After: {retry_after or 'none'}) / {STALL:.0%} stall "
+            f"{STALL_SECONDS:.0f} s (seed {seed}); "
             f"idle timeout {IDLE_TIMEOUT_S} s; started {time.strftime('%H:%M:%S')}"
         )
         # Warm-up: the worker's first workflows and SDK imports are not part of either storm.
@@ -880,9 +882,16 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="20 sessions: a smoke run")
     parser.add_argument("--seed", type=int, default=9, help="the fake server's chaos seed")
+    parser.add_argument(
+        "--retry-after",
+        type=float,
+        default=None,
+        help="seconds the 429s announce in Retry-After (real providers send one; default none)",
+    )
     args = parser.parse_args()
     quick = args.quick or os.environ.get("AGENTLANE_BENCH_QUICK") == "1"
     try:
-        sys.exit(1 if asyncio.run(main(QUICK if quick else FULL, args.seed)) else 0)
+        counts = QUICK if quick else FULL
+        sys.exit(1 if asyncio.run(main(counts, args.seed, args.retry_after)) else 0)
     except KeyboardInterrupt:
         sys.exit(130)

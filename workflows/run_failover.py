@@ -20,6 +20,7 @@ The order of a failure's handling, top to bottom in `after_failure`:
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -41,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
         UsageUpdate,
         UsageUpdateResult,
     )
-    from agentlane.profile_state import ProfilePin, ProfileState
+    from agentlane.profile_state import ProfilePin, ProfileState, ProfileUsage
     from agentlane.run import (
         ExecutionError,
         ExecutionRequest,
@@ -553,6 +554,7 @@ class Failover:
                 pin=req.profile_pin if session_provider else None,
                 configured_profiles=listed.configured,
                 configured_order=listed.configured_order,
+                spread_seed=zlib.crc32(req.session_key.encode()),
             )
             if plan.error is not None:
                 return _Skip(plan.error, R.AUTH, fatal=requested)
@@ -650,38 +652,58 @@ class Failover:
     async def _wait_or_end(
         self, decision: Decision, failure: ModelFailure, model: ModelRef
     ) -> LoopEnd | None:
-        """No rotation, no fallback: for a transient cause wait for a profile of this model
-        (or the provider's Retry-After), then make the same call again; else end."""
+        """No rotation, no fallback. For a transient cause (or a timeout with other profiles to
+        rotate to once they cool down), wait for a profile of this model or the provider's
+        Retry-After, then make the same call again; else end. Others may cool a profile again
+        while this run waits: it waits again, within the same budget."""
         reason = decision.reason or failover_reason(failure)
-        if reason not in TRANSIENT or failure.idle_timed_out:
+        timed_out = failure.idle_timed_out or reason is R.TIMEOUT
+        others = [pid for pid in self._candidates() if pid and pid != self.h.c.profile_id]
+        if decision.error_kind == "retry_limit" or not (
+            (reason in TRANSIENT and not timed_out) or (timed_out and others)
+        ):
             return self._end(decision, failure)
+        retry_after = None if timed_out else failure.retry_after_seconds
+        wait_for = R.TIMEOUT if timed_out else reason or R.RATE_LIMIT
         listed = self.listings.get(model.provider)
-        ids = [p.id for p in listed.profiles] if listed is not None else []
-        soonest = (
-            soonest_expiry(listed.state, ids, workflow.time(), model.model) if listed else None
-        )
-        if soonest is None and not failure.retry_after_seconds:
-            return self._end(decision, failure)
-        waited = await self._wait(soonest, failure.retry_after_seconds, reason, "a profile")
+        if listed is None or not listed.profiles:
+            # No profiles to wait for: only the provider's Retry-After.
+            if not retry_after:
+                return self._end(decision, failure)
+            waited = await self._wait(None, retry_after, wait_for, "the provider")
+            return self._after_wait(waited, decision, failure)
+        rested = False  # a wait has ended: the profile that failed may be used again
+        while True:
+            pool = self._candidates()
+            if timed_out:
+                # Away from the profile that went silent (a timeout rotates, SPEC §4.6.5).
+                pool = [pid for pid in pool if pid in others]
+            chosen = select_initial(
+                pool, listed.state, model.model, workflow.time(), locked=self.f.locked_profile
+            )
+            if chosen.index is not None and (rested or pool[chosen.index] != self.h.c.profile_id):
+                # One is usable now (an earlier candidate whose window ended, or one that
+                # cooled down while this run waited).
+                self.h.c.profile_id = pool[chosen.index]
+                self.h.c.thinking, self.h.c.attempted_thinking = None, []
+                self.h.c.rate_limit_rotations = self.h.c.overload_rotations = 0
+                return None
+            ids = [pid for pid in pool if pid]
+            soonest = soonest_expiry(listed.state, ids, workflow.time(), model.model)
+            if soonest is None and not retry_after:
+                return self._end(decision, failure)
+            waited = await self._wait(soonest, retry_after, wait_for, "a profile")
+            ended = self._after_wait(waited, decision, failure)
+            if ended is not None:
+                return ended
+            listed = await self._list(model.provider)
+            rested = True
+
+    def _after_wait(self, waited: str, decision: Decision, failure: ModelFailure) -> LoopEnd | None:
         if waited is Waited.ABORTED:
             return LoopEnd(TerminationReason.ABORT_SIGNAL)
         if waited is Waited.TOO_LONG:
             return self._end(decision, failure)
-        # Ready again: the rotation caps start over, the iteration bound does not.
-        self.h.c.rate_limit_rotations = self.h.c.overload_rotations = 0
-        if listed is None or not listed.profiles:
-            return None  # no profiles: the Retry-After was the wait
-        await self._list(model.provider)
-        chosen = select_initial(
-            self._candidates(),
-            self.listings[model.provider].state,
-            model.model,
-            workflow.time(),
-            locked=self.f.locked_profile,
-        )
-        if chosen.index is None:
-            return self._end(decision, failure)
-        self.h.c.profile_id = self._candidates()[chosen.index]
         return None
 
     async def _wait(
@@ -761,7 +783,13 @@ class Failover:
                 ),
             )
         if decision.error_kind == "retry_limit":
-            return self._error(ExecutionErrorKind.RUNTIME_ERROR, decision.message, failure)
+            # The original's text sends users to /new, which this engine does not need: the
+            # session is fine, the provider kept failing.
+            text = (
+                f"Request failed after repeated internal retries ({decision.counters.iterations} "
+                f"attempts on {model.label()}; last error: {failure.message}). Please try again."
+            )
+            return self._error(ExecutionErrorKind.RUNTIME_ERROR, text, failure)
         reason = decision.reason or failover_reason(failure)
         listed = self.listings.get(model.provider)
         if reason in TRANSIENT and listed is not None and self._all_cooling(model):
@@ -806,6 +834,24 @@ class Failover:
             return
         now = workflow.time()
         at = self.last_success_at or now
+        listed = self.listings.get(model.provider)
+        seen = listed.state.usage.get(pid) if listed is not None else None
+        if listed is not None and (seen is None or seen.unusable_until() is None):
+            # Nothing to clear as far as this run knows: only the use is recorded, merged by
+            # the store (a newer failure of another session stays as it is).
+            await workflow.execute_local_activity(
+                UPDATE_PROFILE_USAGE,
+                UsageUpdate(
+                    profile_id=pid,
+                    new=ProfileUsage(last_used=now),
+                    good_for=model.provider,
+                    touch=True,
+                ),
+                result_type=UsageUpdateResult,
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                summary=f"mark {pid} used",
+            )
+            return
         await self._update_shared(
             model.provider,
             pid,

@@ -5,6 +5,7 @@ any history, stream item or log."""
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import time
 import uuid
@@ -563,6 +564,9 @@ async def test_a_rate_limited_profile_is_rotated_to_the_next(
     store = AuthStore.for_data_dir(deployment.data_dir)
     store.set_key("anthropic:work", "anthropic", second)
     fake.set_keys(anthropic=[ANTHROPIC_KEY, second])
+    # Start on the env profile: a recent use makes the work profile the less rested one.
+    state = {"usage": {"anthropic:work": {"last_used": time.time()}}}
+    (deployment.data_dir / "auth-state.json").write_text(json.dumps(state))
     try:
         done = await send_and_finish(
             deployment,
@@ -678,6 +682,9 @@ async def test_kill_9_in_the_middle_of_a_rotation_keeps_its_decisions(
     (tmp_path / "config.toml").write_text(config_toml(fake))
     dep = make_deployment(server, tmp_path, ANTHROPIC_API_KEY=ANTHROPIC_KEY)
     AuthStore.for_data_dir(tmp_path).set_key("anthropic:work", "anthropic", second)
+    # Start on the env profile: a recent use makes the work profile the less rested one.
+    state = {"usage": {"anthropic:work": {"last_used": time.time()}}}
+    (tmp_path / "auth-state.json").write_text(json.dumps(state))
     fake.set_keys(anthropic=[ANTHROPIC_KEY, second])
     fake.reset()
     text = " ".join(f"word{i}" for i in range(60))

@@ -140,3 +140,35 @@ def test_an_active_window_is_not_shortened_by_a_later_retry_after() -> None:
     first = mark_failure(ProfileState(), "p", R.RATE_LIMIT, provider="anthropic", now=NOW)
     again = mark_failure(first, "p", R.RATE_LIMIT, provider="anthropic", now=NOW + 1, retry_after=1)
     assert again.usage["p"].cooldown_until == NOW + 30
+
+
+def test_new_sessions_starting_together_spread_over_equally_rested_profiles() -> None:
+    firsts = {
+        plan_profiles(
+            ProfileState(), "anthropic", CREDS, NOW, pin=None, spread_seed=seed
+        ).candidates[0]
+        for seed in range(12)
+    }
+    assert firsts == {"anthropic:a", "anthropic:b", "anthropic:c"}
+
+
+def test_spreading_prefers_the_rested_and_keeps_an_explicit_order() -> None:
+    busy = used(anthropic_a=NOW - 1, anthropic_b=NOW - 2)  # c never used: the only rested one
+    picks = {
+        plan_profiles(busy, "anthropic", CREDS, NOW, pin=None, spread_seed=s).candidates[0]
+        for s in range(12)
+    }
+    assert picks == {"anthropic:c"}
+    ordered = [
+        plan_profiles(
+            ProfileState(),
+            "anthropic",
+            CREDS,
+            NOW,
+            pin=None,
+            spread_seed=s,
+            configured_order=["anthropic:b", "anthropic:a", "anthropic:c"],
+        ).candidates[0]
+        for s in range(12)
+    ]
+    assert set(ordered) == {"anthropic:b"}

@@ -579,6 +579,38 @@ def resolve_session_pin(
 
 # --- §7.5 candidates, §7.6 initial selection and advancing -------------------------------------
 
+# Profiles used within this long of the least recently used one count as equally rested.
+SPREAD_WINDOW_SECONDS = 60.0
+
+
+def _spread_pick(
+    order: Sequence[str],
+    state: ProfileState,
+    stored: Mapping[str, ProfileCredential],
+    now: float,
+    seed: int,
+) -> str:
+    available = [pid for pid in order if not in_cooldown(state, pid, now)]
+    if not available:
+        return order[0]
+
+    def rested(pid: str) -> float:
+        usage = state.usage.get(pid)
+        return usage.last_used if usage and usage.last_used is not None else 0.0
+
+    def rank(pid: str) -> int:
+        credential = stored.get(pid)
+        return TYPE_RANK.get(credential.type, OTHER_TYPE_RANK) if credential else OTHER_TYPE_RANK
+
+    best = rank(available[0])
+    oldest = min(rested(pid) for pid in available if rank(pid) == best)
+    tier = [
+        pid
+        for pid in available
+        if rank(pid) == best and rested(pid) - oldest < SPREAD_WINDOW_SECONDS
+    ]
+    return tier[seed % len(tier)]
+
 
 @dataclass(frozen=True)
 class ProfilePlan:
@@ -602,11 +634,17 @@ def plan_profiles(
     configured_profiles: Mapping[str, AuthProfile] | None = None,
     configured_order: Sequence[str] | None = None,
     compaction_count: int = 0,
+    spread_seed: int | None = None,
 ) -> ProfilePlan:
     """SPEC §4.1 step 5, §7.3-§7.5: order the provider's profiles, apply the session's pin
     (a `user` pin locks the run to its profile, an `auto` pin is preferred), and list the
     candidates. A user pin of another provider is ignored; one of this provider that is not
-    stored (or not eligible) is an error naming it."""
+    stored (or not eligible) is an error naming it.
+
+    Beyond the original: a new session with a `spread_seed` (a hash of its key) takes one of
+    the equally good profiles by that seed rather than always the first, so sessions that start
+    together spread over the keys instead of all landing on the least recently used one (never
+    when an explicit order says which key comes first)."""
     key = normalize_provider(provider)
     mine = [c for c in credentials if normalize_provider(c.provider) == key]
     order_table = {provider: list(configured_order)} if configured_order else None
@@ -631,16 +669,21 @@ def plan_profiles(
                 )
             return ProfilePlan(candidate_list(order, pin.profile_id), pin.profile_id, pin)
         pin = None  # another provider's profile: ignored (§4.1 step 5)
-    chosen = resolve_session_pin(
-        pin,
-        order,
-        state,
-        mine,
-        provider,
-        now,
-        is_new_session=pin is None,
-        compaction_count=compaction_count,
-    )
+    explicit = bool(configured_order) or _for_provider(state.order, key) is not None
+    if pin is None and spread_seed is not None and order and not explicit:
+        first = _spread_pick(order, state, {c.id: c for c in mine}, now, spread_seed)
+        chosen: ProfilePin | None = ProfilePin(profile_id=first, source="auto")
+    else:
+        chosen = resolve_session_pin(
+            pin,
+            order,
+            state,
+            mine,
+            provider,
+            now,
+            is_new_session=pin is None,
+            compaction_count=compaction_count,
+        )
     if chosen is not None:
         order = _preferred_first(order, chosen.profile_id)
     return ProfilePlan(candidate_list(order), None, chosen)
