@@ -41,7 +41,7 @@ STATE_FILE = "auth-state.json"
 
 # A window must reach this far past the activity's own clock to stop a call: worker clocks
 # differ a little from workflow time, and a window about to end is better tried than skipped.
-COOLING_MARGIN_SECONDS = 2.0
+COOLING_MARGIN_SECONDS = 0.5
 
 
 class SharedCooldowns:
