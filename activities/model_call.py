@@ -343,7 +343,6 @@ class ModelCallActivity:
             resolved = self.resolver.resolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
-        self._check_not_cooling(inp)
 
         entries = without_answered_partials(
             await asyncio.to_thread(self.store.read, inp.session_key)
@@ -376,6 +375,9 @@ class ModelCallActivity:
             # round trip less per step), and the heartbeat timeout is 3 s.
             activity.heartbeat()
 
+        # As late as possible before the request goes out: the run chose this profile when it
+        # scheduled the call, and the call may have waited for a slot since.
+        self._check_not_cooling(inp)
         async with self.publishers.lease(client, inp.session_key) as publisher:
             for announcement in [
                 *inp.announce,
