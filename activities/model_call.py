@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.cancellation import cancelled_for_good
+from activities.context.request_context import PARTIAL_SUFFIX, context_for_request
 from activities.event_publishing import (
     ResumeGuard,
     published_so_far,
@@ -229,23 +230,8 @@ def typed_failure(
     )
 
 
-PARTIAL_SUFFIX = "/partial"
-
-
 def partial_entry_id(inp: ModelCallInput) -> str:
     return inp.assistant_entry_id + PARTIAL_SUFFIX
-
-
-def without_answered_partials(entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
-    """The transcript as the model sees it: a failed attempt's partial text is left out once
-    the same call was answered (the user saw the answer replace it); kept when it was the last
-    word of a run that ended there."""
-    ids = {e.id for e in entries}
-    return [
-        e
-        for e in entries
-        if not (e.id.endswith(PARTIAL_SUFFIX) and e.id[: -len(PARTIAL_SUFFIX)] in ids)
-    ]
 
 
 def _endpoint(resolved: ResolvedModel) -> str:
@@ -344,9 +330,18 @@ class ModelCallActivity:
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
-        entries = without_answered_partials(
-            await asyncio.to_thread(self.store.read, inp.session_key)
-        )
+        stored = await asyncio.to_thread(self.store.read, inp.session_key)
+        context = context_for_request(stored, resolved.entry.context_window)
+        if context.repaired or context.truncated_results:
+            log.info(
+                "request context of %s: %s%s",
+                inp.assistant_entry_id,
+                context.repaired,
+                f" tool results cut to fit: {context.truncated_results}"
+                if context.truncated_results
+                else "",
+            )
+        entries = context.entries
         tools = tool_specs(inp.tools)
         request = ModelRequest(
             model=resolved.model_id,

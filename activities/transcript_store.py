@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import threading
 import time
@@ -77,6 +78,12 @@ class _Parsed:
     entries: list[TranscriptEntry] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
     answered: set[str] = field(default_factory=set)
+    # Lines that are not entries (garbage, a foreign write, a crash mid-line): byte offset and
+    # why. They stay in the file, which is only ever appended to.
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+log = logging.getLogger(__name__)
 
 
 OWNER_FILE = ".key"
@@ -176,21 +183,18 @@ class TranscriptStore:
             # A line without its newline is an append still in progress (or torn by a crash,
             # in which case the next append repairs it): leave it for later.
             complete = chunk[: chunk.rfind(b"\n") + 1]
-            # Parse the whole new part before indexing any of it: a corrupt line must leave the
-            # cache as it was, or a later read would index the lines before it twice.
-            new_entries: list[TranscriptEntry] = []
-            for lineno, line in enumerate(complete.splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    new_entries.append(TranscriptEntry.model_validate_json(line))
-                except ValueError as err:
-                    raise TranscriptCorrupt(
-                        f"{path}: unreadable entry after byte {parsed.offset} (line {lineno} "
-                        f"of the new part): {err}"
-                    ) from err
-            for entry in new_entries:
-                self._index(parsed, entry)
+            # A line that is not an entry is skipped, never fatal: one damaged line must not
+            # brick a session (issue 10). It is logged with where it is, once per process.
+            at = parsed.offset
+            for line in complete.splitlines(keepends=True):
+                if line.strip():
+                    try:
+                        self._index(parsed, TranscriptEntry.model_validate_json(line))
+                    except ValueError as err:
+                        why = " ".join(str(err).split())[:300]
+                        parsed.skipped.append((at, why))
+                        log.warning("%s: skipped an unreadable line at byte %d: %s", path, at, why)
+                at += len(line)
             parsed.offset += len(complete)
         self._cache[key] = parsed
         return parsed
@@ -201,6 +205,11 @@ class TranscriptStore:
         parsed.ids.add(entry.id)
         if entry.role == Role.TOOL and entry.tool_call_id:
             parsed.answered.add(entry.tool_call_id)
+
+    def skipped_lines(self, key: str) -> list[tuple[int, str]]:
+        """Lines of the session's transcript that could not be read (byte offset, why)."""
+        with self._lock:
+            return list(self._refresh(key).skipped)
 
     def read(self, key: str) -> list[TranscriptEntry]:
         with self._lock:

@@ -412,3 +412,34 @@ async def test_a_call_is_not_sent_on_a_profile_another_session_just_cooled(
     keys = [key_of(r) for r in fake.requests("anthropic")]
     assert len(keys) == 2 and keys[1] != first, "the second call went out on the other profile"
     assert usage(deployment, profile)["error_count"] == 1, "found cooling, not marked again"
+
+
+async def test_a_damaged_transcript_still_loads_and_the_next_request_is_valid(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A garbage line and an orphan tool result land in a session's transcript file (a crash,
+    a foreign write): the next message still runs, and the provider gets a request without
+    the orphan (the "unexpected tool_use_id" users reported)."""
+    from activities.transcript_store import TranscriptStore
+
+    solo: dict[str, object] = {"agent_id": "solo"}
+    first = await run(deployment, ws, "hello", overrides=solo)
+    assert first.result.status == ExecutionStatus.SUCCESS
+    path = TranscriptStore(settings_for(deployment).transcripts_dir).path(first.key)
+    orphan = {
+        "id": "toolu_gone:result",
+        "role": "tool",
+        "ts": time.time(),
+        "tool_call_id": "toolu_gone",
+        "tool_name": "read",
+        "text": "from a call that is not in the transcript",
+    }
+    with path.open("ab") as fh:
+        fh.write(b'{"id": "torn", "role": "assist\n' + json.dumps(orphan).encode() + b"\n")
+    fake.reset()
+    fake.script(Reply(text="still here"))
+    second = await run(deployment, ws, "are you there?", key=first.key, overrides=solo)
+    assert second.result.status == ExecutionStatus.SUCCESS, second.result.error
+    assert second.result.reply == "still here"
+    sent = json.dumps(fake.requests("anthropic")[-1].body["messages"])
+    assert "toolu_gone" not in sent and "are you there?" in sent

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.transcript_store import TranscriptCorrupt, TranscriptStore
+from activities.transcript_store import TranscriptStore
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 
 KEY = "slack:C1"
@@ -222,33 +222,36 @@ def test_torn_only_line_is_repaired(tmp_path: Path) -> None:
     assert [line["id"] for line in file_lines(store)] == ["u1"]
 
 
-def test_corrupt_complete_line_raises_with_path(tmp_path: Path) -> None:
+def test_a_corrupt_line_is_skipped_and_the_session_goes_on(tmp_path: Path) -> None:
+    """One damaged line (garbage, a foreign write) never bricks a session: it is skipped,
+    reported with its byte offset, left in the file, and appends go on after it."""
     store = TranscriptStore(tmp_path, fsync=False)
     store.append(KEY, [user("u1")])
     path = store.path(KEY)
+    offset = path.stat().st_size
     with path.open("ab") as fh:
         fh.write(b"this is not json\n")
     fresh = TranscriptStore(tmp_path, fsync=False)
-    with pytest.raises(TranscriptCorrupt) as info:
-        fresh.read(KEY)
-    assert str(path) in str(info.value)
-    with pytest.raises(TranscriptCorrupt, match=str(path)):
-        store.read(KEY)
-    with pytest.raises(TranscriptCorrupt):
-        store.append(KEY, [user("u2")])
-    assert b"u2" not in path.read_bytes()
+    assert [e.id for e in fresh.read(KEY)] == ["u1"]
+    assert [at for at, _ in fresh.skipped_lines(KEY)] == [offset]
+    assert [e.id for e in store.read(KEY)] == ["u1"]
+    store.append(KEY, [user("u2")])
+    assert [e.id for e in fresh.read(KEY)] == ["u1", "u2"]
+    assert b"this is not json" in path.read_bytes(), "the file is only appended to"
+    assert store.get(KEY, "u2") is not None and store.read(KEY)[-1].parent_id == "u1"
 
 
-def test_valid_json_that_is_not_an_entry_is_corrupt(tmp_path: Path) -> None:
+def test_valid_json_that_is_not_an_entry_is_skipped(tmp_path: Path) -> None:
     store = TranscriptStore(tmp_path, fsync=False)
     path = store.path(KEY)
     path.parent.mkdir(parents=True)
-    path.write_bytes(b'{"id": "x", "role": "robot", "ts": 1}\n')
-    with pytest.raises(TranscriptCorrupt, match="transcript.jsonl"):
-        store.read(KEY)
+    good = user("u1").model_dump_json().encode()
+    path.write_bytes(b'{"id": "x", "role": "robot", "ts": 1}\n' + good + b"\n")
+    assert [e.id for e in store.read(KEY)] == ["u1"]
+    assert len(store.skipped_lines(KEY)) == 1 and "role" in store.skipped_lines(KEY)[0][1]
 
 
-def test_reads_recover_without_duplicates_after_a_corrupt_line_is_fixed(tmp_path: Path) -> None:
+def test_reads_recover_without_duplicates_after_a_corrupt_line_is_removed(tmp_path: Path) -> None:
     store = TranscriptStore(tmp_path, fsync=False)
     store.append(KEY, [user("u1")])
     assert len(store.read(KEY)) == 1
@@ -257,11 +260,11 @@ def test_reads_recover_without_duplicates_after_a_corrupt_line_is_fixed(tmp_path
     with path.open("ab") as fh:
         fh.write(good_line + b"garbage\n")
     for _ in range(2):
-        with pytest.raises(TranscriptCorrupt):
-            store.read(KEY)
-    # An operator removes the bad line: the cached instance must not have kept half a parse.
+        assert [e.id for e in store.read(KEY)] == ["u1", "u2"]
+    # An operator removes the bad line: the cached instance reads the file afresh.
     path.write_bytes(path.read_bytes().removesuffix(b"garbage\n"))
     assert [e.id for e in store.read(KEY)] == ["u1", "u2"]
+    assert store.skipped_lines(KEY) == []
 
 
 def test_blank_lines_are_skipped(tmp_path: Path) -> None:

@@ -1,0 +1,61 @@
+"""The transcript as one model request sees it (SPEC §10.2, §12.4): what the store holds, made
+fit to send, on a copy; the stored transcript is never rewritten here.
+
+In order: a failed attempt's partial text is left out once its call was answered in the end;
+tool calls and results are paired again (an orphan result, the "unexpected tool_use_id" that
+providers refuse, is dropped; a duplicate too; a missing result gets a synthetic one, §12.1);
+and a tool result over the per-result share of the window is cut, head and tail kept (§10.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from activities.context.tool_result_truncation import apply_live_guard
+from activities.context.transcript_repair import repair_transcript
+from agentlane.transcript import TranscriptEntry
+
+# A failed attempt's partial text is written under `<entry id>` + this (activities/model_call).
+PARTIAL_SUFFIX = "/partial"
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    entries: list[TranscriptEntry]
+    # What had to change, for the log (never an error: the request goes out repaired).
+    repaired: str = ""
+    truncated_results: int = 0
+
+
+def without_answered_partials(entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
+    """A failed attempt's partial text is left out once the same call was answered (the user
+    saw the answer replace it); kept when it was the last word of a run that ended there."""
+    ids = {e.id for e in entries}
+    return [
+        e
+        for e in entries
+        if not (e.id.endswith(PARTIAL_SUFFIX) and e.id[: -len(PARTIAL_SUFFIX)] in ids)
+    ]
+
+
+def context_for_request(entries: list[TranscriptEntry], context_window: int) -> RequestContext:
+    visible = without_answered_partials(entries)
+    repair = repair_transcript(visible)
+    pairing, inputs = repair.pairing, repair.inputs
+    notes = [
+        f"{label} {count}"
+        for label, count in (
+            ("synthetic results", len(pairing.added)),
+            ("orphan results dropped", pairing.dropped_orphans),
+            ("duplicate results dropped", pairing.dropped_duplicates),
+            ("tool names restored", pairing.names_restored),
+            ("invalid tool calls dropped", inputs.dropped_tool_calls),
+        )
+        if count
+    ]
+    guarded = apply_live_guard(repair.entries, context_window)
+    return RequestContext(
+        entries=list(guarded.entries),
+        repaired=", ".join(notes),
+        truncated_results=len(guarded.truncated_ids),
+    )
