@@ -321,6 +321,7 @@ def _auth(args: argparse.Namespace) -> int:
     except AuthStoreError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    health = _profile_health(store.path.parent)
     for profile in profiles.values():
         state = "key set" if profile.key else "no key"
         # Header names and the auth style only: values are secrets like the key.
@@ -328,9 +329,41 @@ def _auth(args: argparse.Namespace) -> int:
         names = f"headers {','.join(sorted(profile.headers)) or '-'}"
         print(
             f"{profile.id}\t{profile.provider}\t{profile.type}\t{state}\t{auth}\t{names}\t"
-            f"{profile.source}"
+            f"{profile.source}\t{health.get(profile.id, 'ready')}"
         )
     return 0
+
+
+def _profile_health(data_dir: Path) -> dict[str, str]:
+    """Each profile's shared cooldown state, in words ("cooling 25 s (rate_limit)", "disabled
+    4 h 59 min (billing)"); a profile not listed is ready."""
+    import time
+
+    from agentlane.profile_state import ProfileState
+
+    path = data_dir / "auth-state.json"
+    try:
+        state = ProfileState.model_validate_json(path.read_bytes() or b"{}")
+    except (OSError, ValueError):
+        return {}
+    now = time.time()
+    out: dict[str, str] = {}
+    for pid, usage in state.usage.items():
+        until = usage.unusable_until()
+        if until is None or until <= now:
+            continue
+        left = int(until - now)
+        span = (
+            f"{left // 3600} h {left % 3600 // 60} min"
+            if left >= 3600
+            else (f"{left // 60} min" if left >= 60 else f"{left} s")
+        )
+        disabled = usage.disabled_until is not None and usage.disabled_until > now
+        reason = usage.disabled_reason if disabled else usage.cooldown_reason
+        scope = f" for {usage.cooldown_model}" if usage.cooldown_model and not disabled else ""
+        word = "disabled" if disabled else "cooling"
+        out[pid] = f"{word} {span}{scope} ({reason.value if reason else 'unknown'})"
+    return out
 
 
 def _models(_: argparse.Namespace) -> int:

@@ -89,3 +89,35 @@ def test_a_bad_header_or_a_missing_value_stores_nothing(tmp_path: Path) -> None:
     )
     assert missing.returncode == 2 and "'X-Token' has an empty value" in missing.stderr
     assert not (tmp_path / "auth.json").exists()
+
+
+def test_list_shows_each_profiles_cooldown_from_the_shared_state(tmp_path: Path) -> None:
+    """The failover messages send users to `agentlane auth list`: it says which profile is
+    cooling or disabled, why, and for how long."""
+    import time
+
+    for pid in ("anthropic:a", "anthropic:b", "anthropic:c"):
+        done = agentlane(tmp_path, "auth", "set", pid, "--provider", "anthropic", stdin=KEY)
+        assert done.returncode == 0, done.stderr
+    now = time.time()
+    state = {
+        "usage": {
+            "anthropic:a": {
+                "cooldown_until": now + 25,
+                "cooldown_reason": "rate_limit",
+                "cooldown_model": "claude-x",
+            },
+            "anthropic:b": {"disabled_until": now + 5 * 3600 - 30, "disabled_reason": "billing"},
+            "anthropic:c": {"cooldown_until": now - 5, "cooldown_reason": "auth"},
+        }
+    }
+    (tmp_path / "auth-state.json").write_text(json.dumps(state))
+    listed = agentlane(tmp_path, "auth", "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split("\t")[0]: line.split("\t")[-1] for line in listed.stdout.splitlines()}
+    assert (
+        rows["anthropic:a"].startswith("cooling 2")
+        and "for claude-x (rate_limit)" in rows["anthropic:a"]
+    )
+    assert rows["anthropic:b"] == "disabled 4 h 59 min (billing)"
+    assert rows["anthropic:c"] == "ready", "an ended window is ready"
