@@ -81,7 +81,11 @@ with workflow.unsafe.imports_passed_through():
         failure_stage,
         profile_mark,
     )
-    from workflows.policy.failure_text import chain_exhausted_text, cooling_down_text
+    from workflows.policy.failure_text import (
+        chain_exhausted_text,
+        cooling_down_text,
+        in_this_engine,
+    )
     from workflows.policy.model_fallback import (
         CandidateError,
         FailureOutcome,
@@ -819,7 +823,7 @@ class Failover:
     ) -> LoopEnd:
         return LoopEnd(
             TerminationReason.ERROR,
-            ExecutionError(kind=kind, message=message, failure=failure),
+            ExecutionError(kind=kind, message=in_this_engine(message), failure=failure),
         )
 
     # -- on success ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from tests.e2e.support import Collected, assert_transcript_valid, collect
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment
+from workflows.policy.failure_text import in_this_engine
 
 ANTHROPIC_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 OPENAI_KEY = "sk-proj-" + secrets.token_hex(24)
@@ -261,7 +262,10 @@ async def test_provider_failures_are_typed(
             assert f"anthropic/fake-claude: HTTP {status}, {reason}" in message
             assert "profiles tried: anthropic:env" in message
         else:
-            assert result.error.message == failure.message
+            # The provider's classified words, with the original's chat commands put in this
+            # engine's terms.
+            assert result.error.message == in_this_engine(failure.message)
+            assert "/new" not in result.error.message and "/reset" not in result.error.message
         assert len(fake.requests("anthropic")) == 1, "a typed failure is not retried blindly"
     # One line per expected provider error in the worker's log (the SDK's own report with its
     # traceback is at DEBUG only).

@@ -66,3 +66,33 @@ def test_chain_exhausted_lists_every_model() -> None:
     text = chain_exhausted_text(summary, now=NOW)
     assert text.startswith("⚠️ Rate-limited — ready in ~2 min.")
     assert text.endswith("b/y: boom (rate_limit)")
+
+
+def test_no_message_a_user_reads_names_a_chat_command_this_engine_lacks() -> None:
+    """The original's texts send users to /new, /reset and /think; here they say what to do."""
+    import re
+
+    from activities.context.compaction_plan import check_baseline
+    from activities.providers import error_classification as texts
+    from workflows.policy import failover, model_fallback
+    from workflows.policy.failure_text import in_this_engine
+
+    originals = [
+        failover.RETRY_LIMIT_TEXT,
+        failover.CONTEXT_OVERFLOW_TEXT,
+        failover.ROLE_ORDERING_TEXT,
+        model_fallback.GENERIC_FAILURE_REPLY,
+        model_fallback.ROLE_ORDERING_REPLY,
+        texts.CONTEXT_OVERFLOW_TEXT,
+        texts.ROLE_ORDERING_TEXT,
+        texts.REASONING_REQUIRED_TEXT,
+        check_baseline(
+            context_window=16_000, system_prompt_tokens=20_000, summary_tokens=0, kept_tokens=0
+        ).message
+        or "",
+    ]
+    for text in originals:
+        assert re.search(r"/(new|reset|think|compact)\b", text), "still the original's words"
+        ours = in_this_engine(text)
+        assert not re.search(r"/(new|reset|think|compact)\b", ours), ours
+        assert "new session key" in ours or "`thinking`" in ours, ours

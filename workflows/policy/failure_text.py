@@ -20,6 +20,30 @@ from workflows.policy.model_fallback import (
 R = FailoverReason
 _TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
 
+# The original's texts name its chat commands; a user of this engine does these instead. The
+# policy modules keep the original's words (its tests quote them); what reaches a user is
+# translated here, so no message names a command that does not exist.
+_NEW_SESSION = "start a new session (send to a new session key)"
+_OWN_COMMANDS = (
+    (
+        "Try /reset (or /new) to start a fresh session",
+        "Start a new session (send to a new session key)",
+    ),
+    ("use /new to start a fresh session", _NEW_SESSION),
+    ("use /new to start a new session", _NEW_SESSION),
+    (
+        "Use /think minimal (or any level other than off)",
+        "Set the session's `thinking` to minimal (or any level other than off)",
+    ),
+)
+
+
+def in_this_engine(text: str) -> str:
+    """`text` with the original's chat commands replaced by what does the same here."""
+    for theirs, ours in _OWN_COMMANDS:
+        text = text.replace(theirs, ours)
+    return text
+
 
 def _profiles(ids: Sequence[str | None]) -> str:
     named = [pid for pid in ids if pid]
