@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
         warning_to_emit,
     )
     from workflows.policy.run_limits import turn_limit_reached
-    from workflows.run_failover import FAILOVER_V2_PATCH, Failover
+    from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
 
 
 # Runs recorded before the context window guard started without it.
@@ -67,8 +67,6 @@ CONTEXT_GUARD_PATCH = "context-window-guard"
 # A model that keeps calling tools loop detection blocks is stopped after this many blocks: the
 # block message is its chance to change course, not an invitation to loop for 48 hours.
 MAX_BLOCKED_CALLS = 3
-# Providers without auth profiles: nothing to choose before the first call.
-KEYLESS_PROVIDERS = frozenset({"offline"})
 
 
 def model_failure(err: ActivityError, req_model: str) -> ModelFailure | None:
