@@ -26,6 +26,8 @@ LIFECYCLE = frozenset(
         EventKind.TURN_END,
         EventKind.TOOL_LOOP,
         EventKind.WARNING,
+        EventKind.COMPACTION_START,
+        EventKind.COMPACTION_END,
     }
 )
 

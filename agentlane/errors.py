@@ -87,3 +87,11 @@ class ModelFailure(BaseModel):
     # Not sent: just before the call, the shared state showed this profile cooling down (another
     # session's failure, written after the run chose it). Rotate without marking it again.
     preempted: bool = False
+    # Context overflow (issue 10). The provider's own figures when its error gave them: the
+    # prompt's size and the window it enforces.
+    observed_tokens: int | None = None
+    observed_limit: int | None = None
+    # Not sent: the preemptive check (SPEC §10.3) found the request too large; its route.
+    precheck_route: str | None = None
+    # The context holds tool results a truncation could shrink (SPEC §4.5 step 3).
+    oversized_tool_results: bool = False

@@ -37,6 +37,12 @@ class EventKind(StrEnum):
     TOOL_LOOP = "tool_loop"
     # Something the user should know that does not stop the run (e.g. a small context window).
     WARNING = "warning"
+    # The context is being compacted (data: trigger, attempt, tokens_before) and was compacted
+    # or not (data: outcome, tokens_before, tokens_after, will_retry).
+    COMPACTION_START = "compaction_start"
+    COMPACTION_END = "compaction_end"
+    # The session was reset: later runs start afresh (data: entry_id of the reset marker).
+    SESSION_RESET = "session_reset"
 
 
 class AgentEvent(BaseModel):
@@ -90,6 +96,8 @@ class Announcement(BaseModel):
             return f"/{self.data['tool_call_id']}"
         if self.kind == EventKind.WARNING and "n" in self.data:
             return f"/{self.data['n']}"
+        if "compaction" in self.data:  # a run can compact several times
+            return f"/{self.data['compaction']}"
         return ""
 
     def to_event(self, session_key: str, run_id: str) -> AgentEvent:

@@ -43,6 +43,21 @@ class Role(StrEnum):
     ASSISTANT = "assistant"
     TOOL = "tool"
     SYSTEM = "system"
+    # Context markers (issue 10): written by the engine, never sent as they are. The transcript
+    # is only appended to, so what the next request sees is decided by these markers
+    # (`activities/context/context_view.py`).
+    # A summary of everything before `meta["first_kept_id"]`: requests start with it.
+    COMPACTION = "compaction"
+    # The session starts afresh: requests see nothing before it (the old branch stays here).
+    RESET = "reset"
+    # Tool results cut to fit (`meta["cuts"]`: entry id -> characters kept), applied to requests.
+    TRUNCATION = "truncation"
+    # This session was branched from another: `meta["parent_session"]`, `meta["branch_point"]`.
+    BRANCH = "branch"
+
+
+# Roles a model request carries; the markers above shape the request but are not in it as such.
+CHAT_ROLES = frozenset({Role.USER, Role.ASSISTANT, Role.TOOL, Role.SYSTEM})
 
 
 class ToolCall(BaseModel):

@@ -1,7 +1,8 @@
 """The transcript as one model request sees it (SPEC §10.2, §12.4): what the store holds, made
 fit to send, on a copy; the stored transcript is never rewritten here.
 
-In order: a failed attempt's partial text is left out once its call was answered in the end;
+In order: the context markers decide which entries count (`context_view`: the latest reset,
+compaction and truncations); a failed attempt's partial text is left out once its call was answered in the end;
 tool calls and results are paired again (an orphan result, the "unexpected tool_use_id" that
 providers refuse, is dropped; a duplicate too; a missing result gets a synthetic one, §12.1);
 and a tool result over the per-result share of the window is cut, head and tail kept (§10.2).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from activities.context.context_view import ContextView, context_entries
 from activities.context.tool_result_truncation import apply_live_guard
 from activities.context.transcript_repair import repair_transcript
 from agentlane.transcript import TranscriptEntry
@@ -25,6 +27,15 @@ class RequestContext:
     # What had to change, for the log (never an error: the request goes out repaired).
     repaired: str = ""
     truncated_results: int = 0
+    view: ContextView | None = None
+    # The live guard's estimate of the whole context (characters, tool results double) and
+    # its cap (90 % of the window): over the cap, the request would overflow.
+    estimated_chars: int = 0
+    cap_chars: int = 0
+
+    @property
+    def overflow(self) -> bool:
+        return self.estimated_chars > self.cap_chars > 0
 
 
 def without_answered_partials(entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
@@ -39,7 +50,9 @@ def without_answered_partials(entries: list[TranscriptEntry]) -> list[Transcript
 
 
 def context_for_request(entries: list[TranscriptEntry], context_window: int) -> RequestContext:
-    visible = without_answered_partials(entries)
+    """`entries`: the session's stored transcript, as read."""
+    view = context_entries(entries)
+    visible = without_answered_partials(view.entries)
     repair = repair_transcript(visible)
     pairing, inputs = repair.pairing, repair.inputs
     notes = [
@@ -58,4 +71,7 @@ def context_for_request(entries: list[TranscriptEntry], context_window: int) -> 
         entries=list(guarded.entries),
         repaired=", ".join(notes),
         truncated_results=len(guarded.truncated_ids),
+        view=view,
+        estimated_chars=guarded.estimated_chars,
+        cap_chars=guarded.context_cap_chars,
     )

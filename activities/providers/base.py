@@ -74,6 +74,9 @@ class ModelRequest:
     thinking: str = "off"
     max_output_tokens: int | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    # "chat", or "summary" for a compaction's summariser call (the offline model answers those
+    # with its deterministic summariser; real providers send them like any other request).
+    purpose: str = "chat"
 
 
 @dataclass(frozen=True)
