@@ -35,6 +35,7 @@ from activities.context.compaction_plan import (
     compaction_reserve_tokens,
     keep_recent_budget,
     max_summary_chunk_tokens,
+    plan_without_oversized,
     split_for_compaction,
 )
 from activities.context.context_view import context_entries, is_summary
@@ -130,7 +131,7 @@ class CompactionActivity:
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             for announcement in announce:
                 publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
-            result = await self._compact(inp)
+            result = await self._compact(inp, started)
             result.duration_ms = int((time.monotonic() - started) * 1000)
             end = Announcement(
                 kind=EventKind.COMPACTION_END,
@@ -153,7 +154,7 @@ class CompactionActivity:
 
     # -- the steps -------------------------------------------------------------------------
 
-    async def _compact(self, inp: CompactionInput) -> CompactionResult:
+    async def _compact(self, inp: CompactionInput, started: float) -> CompactionResult:
         key = inp.session_key
         done = await asyncio.to_thread(self.store.get, key, inp.entry_id)
         if done is not None:
@@ -276,6 +277,7 @@ class CompactionActivity:
                 "summarized": len(summarised),
                 "kept": len(split.kept),
                 "progress": record.model_dump(mode="json"),
+                "duration_ms": int((time.monotonic() - started) * 1000),
             },
         )
         await asyncio.to_thread(self.store.append, key, [marker])
@@ -328,6 +330,10 @@ class CompactionActivity:
         window = summariser.entry.context_window
         max_output = min(summariser.entry.max_output_tokens, max(256, cap // CHARS_PER_TOKEN))
         to_summarise = split_preserved_turns(split.to_summarize, recent_turns).summarizable
+        # An entry over half the summariser's window cannot go in any request: it is named in
+        # a note instead (its start survives in the progress record when it was the task).
+        fitting = plan_without_oversized(to_summarise, window)
+        to_summarise = fitting.small
         partials: list[str] = []
         if to_summarise:
             chunk_tokens = max_summary_chunk_tokens(to_summarise, window)
@@ -339,6 +345,8 @@ class CompactionActivity:
         elif previous:
             partials.append(previous)
         body = await self._merge(inp, summariser, partials, instructions, max_output)
+        if fitting.notes:
+            body = "\n".join([body, *fitting.notes]).strip()
         if split.turn_prefix:
             prefix = await self._ask(
                 inp,

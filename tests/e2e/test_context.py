@@ -6,6 +6,8 @@ from."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import secrets
 import uuid
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid, collect
 from tests.e2e.test_real_providers import Finished
 from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
-from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
+from tests.fakes.scripts import Fault, Reply
 from tests.harness import Deployment
 
 KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -138,3 +140,74 @@ async def test_an_overflow_compacts_and_the_same_call_succeeds(
     assert len(markers) == 1
     assert markers[0].meta["progress"]["task"].startswith("message 0")
     assert_transcript_valid(entries)
+
+
+async def test_steering_during_a_compaction_is_answered_after_it(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """Status says `compacting` while the summariser works; a steering message sent then is
+    neither lost nor summarised away: the retried call carries it."""
+    key = f"steer-{uuid.uuid4().hex[:8]}"
+    await history(deployment, ws, key, 10)
+    fake.reset()
+    fake.script(
+        Reply.error(Fault.named("context_overflow")),
+        Reply(text="## Decisions\n- slow summary", ttft=3.0),
+        Reply(text="Answered both."),
+    )
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    receipt = await client.send_and_start(key, "first question", workspace=str(ws), model=CLAUDE)
+    assert receipt.run_id
+    phases: list[str] = []
+    for _ in range(100):
+        status = await client.status(key)
+        phases.append(status.phase.value)
+        if status.phase.value == "compacting":
+            break
+        await asyncio.sleep(0.05)
+    assert "compacting" in phases, phases
+    await client.send_and_start(key, "also this, please", mode="steer")
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    chats = [r for r in fake.requests("anthropic") if not summary_request(r)]
+    assert "also this, please" in json.dumps(chats[-1].body["messages"])
+    assert "first question" in json.dumps(chats[-1].body["messages"])
+
+
+async def test_openai_overflow_shape_is_recovered_too(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    key = f"gpt-{uuid.uuid4().hex[:8]}"
+    for n in range(10):
+        filler = " ".join(f"word{i}" for i in range(250))
+        done = await send(deployment, ws, key, f"message {n}. {filler}", model=GPT)
+        assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    fake.reset()
+    fake.script(
+        Reply.error(Fault.named("context_overflow"), api="openai-chat"),
+        Reply(text="## Decisions\n- talked a lot", api="openai-chat"),
+        Reply(text="GPT fits now.", api="openai-chat"),
+    )
+    done = await send(deployment, ws, key, "and now?", model=GPT)
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "GPT fits now."
+    last = fake.requests("openai-chat")[-1].body["messages"]
+    assert any("<summary>" in str(m.get("content")) for m in last)
+
+
+async def test_an_overflow_that_compaction_cannot_fix_says_what_to_do_and_the_session_lives_on(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A fresh session whose one message is over the window: nothing to summarise, no tool
+    result to cut. The error names the way out; the next message still works."""
+    key = f"unfit-{uuid.uuid4().hex[:8]}"
+    fake.script(Reply.error(Fault.named("context_overflow")))
+    done = await send(deployment, ws, key, "a message the provider says is too long")
+    assert done.result.status == ExecutionStatus.ERROR
+    assert done.result.error is not None
+    assert done.result.error.kind.value == "context_overflow"
+    assert "/reset" not in done.result.error.message and "/new" not in done.result.error.message
+    assert "larger-context model" in done.result.error.message
+    fake.reset()
+    again = await send(deployment, ws, key, "hi")
+    assert again.result.status == ExecutionStatus.SUCCESS, again.result.error
