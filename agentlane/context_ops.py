@@ -95,4 +95,3 @@ class TruncationResult(CompactModel):
     chars_removed: int = 0
     tokens_before: int = 0
     tokens_after: int = 0
-
