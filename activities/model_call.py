@@ -54,9 +54,9 @@ from activities.providers.error_classification import (
     format_user_error_text,
     image_size_error,
     is_compaction_failure_error,
-    observed_overflow_token_count,
     role_ordering_error,
 )
+from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.system_prompt import build_system_prompt
@@ -192,6 +192,8 @@ def typed_failure(
     else:
         reason = "timeout" if err.transport else "unknown"
     unreachable = _unreachable(err)
+    # The provider's own count of the prompt and the window it enforces, when it said.
+    figures = overflow_figures(text) if reason == "context_overflow" else (None, None)
     user_text = format_user_error_text(text, status=err.status, provider=err.provider)
     if unreachable:
         where = _endpoint(resolved)
@@ -214,9 +216,8 @@ def typed_failure(
         produced_output=produced_output,
         oversized_tool_results=oversized_tool_results and reason == "context_overflow",
         compaction_failure=reason == "context_overflow" and is_compaction_failure_error(text),
-        observed_tokens=observed_overflow_token_count(text)
-        if reason == "context_overflow"
-        else None,
+        observed_tokens=figures[0],
+        observed_limit=figures[1],
     )
     delay = (
         timedelta(seconds=err.retry_after_seconds)

@@ -117,7 +117,9 @@ async def test_an_overflow_compacts_and_the_same_call_succeeds(
     fake.reset()
     fake.script(
         Reply.error(Fault.named("context_overflow")),
-        Reply(text="## Decisions\n- numbers were remembered\n## Open TODOs\nNone."),
+        Reply(
+            text="## Decisions\n- numbers were remembered\n## Open TODOs\nNone.", purpose="summary"
+        ),
         Reply(text="Fits now."),
     )
     done = await send(deployment, ws, key, "and now?")
@@ -152,7 +154,7 @@ async def test_steering_during_a_compaction_is_answered_after_it(
     fake.reset()
     fake.script(
         Reply.error(Fault.named("context_overflow")),
-        Reply(text="## Decisions\n- slow summary", ttft=3.0),
+        Reply(text="## Decisions\n- slow summary", ttft=3.0, purpose="summary"),
         Reply(text="Answered both."),
     )
     client = await AgentlaneClient.connect(settings_for(deployment))
@@ -185,7 +187,7 @@ async def test_openai_overflow_shape_is_recovered_too(
     fake.reset()
     fake.script(
         Reply.error(Fault.named("context_overflow"), api="openai-chat"),
-        Reply(text="## Decisions\n- talked a lot", api="openai-chat"),
+        Reply(text="## Decisions\n- talked a lot", api="openai-chat", purpose="summary"),
         Reply(text="GPT fits now.", api="openai-chat"),
     )
     done = await send(deployment, ws, key, "and now?", model=GPT)
