@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -31,6 +31,7 @@ from activities.context.request_context import (
     context_for_request,
 )
 from activities.context.token_estimate import request_overhead_tokens
+from activities.context.tool_result_truncation import reducible_tool_result_chars
 from activities.event_publishing import (
     ResumeGuard,
     published_so_far,
@@ -167,7 +168,7 @@ def typed_failure(
     attempt: int = 1,
     *,
     produced_output: bool = False,
-    oversized_tool_results: bool = False,
+    oversized: Callable[[int], bool] | None = None,
 ) -> ApplicationError:
     """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
 
@@ -214,7 +215,12 @@ def typed_failure(
         raw_message=text[:2000],
         thinking=thinking,
         produced_output=produced_output,
-        oversized_tool_results=oversized_tool_results and reason == "context_overflow",
+        # Measured against the window the provider enforces when it named one.
+        oversized_tool_results=(
+            reason == "context_overflow"
+            and oversized is not None
+            and oversized(min(resolved.entry.context_window, figures[1] or 1 << 62))
+        ),
         compaction_failure=reason == "context_overflow" and is_compaction_failure_error(text),
         observed_tokens=figures[0],
         observed_limit=figures[1],
@@ -369,7 +375,7 @@ class ModelCallActivity:
             max_output_tokens=resolved.entry.max_output_tokens,
         )
         # Before anything is published or sent: a request that cannot fit is not made.
-        checked = self._check_fits(inp, resolved, request, context)
+        self._check_fits(inp, resolved, request, context)
         client = activity.client()
         prior_text = ""
         prior_unknown = False
@@ -412,7 +418,7 @@ class ModelCallActivity:
                 resolved,
                 publisher,
                 prior_text,
-                oversized_tool_results=checked.result.reducible_chars > 0,
+                oversized=lambda window: reducible_tool_result_chars(entries, window) > 0,
             )
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
@@ -456,7 +462,7 @@ class ModelCallActivity:
         publisher: EventLease,
         prior_text: str,
         *,
-        oversized_tool_results: bool = False,
+        oversized: Callable[[int], bool] | None = None,
     ) -> _Accumulated:
         attempt = activity.info().attempt
         acc = _Accumulated()
@@ -580,7 +586,7 @@ class ModelCallActivity:
                 inp.thinking,
                 activity.info().attempt,
                 produced_output=bool(shown or pipeline.stripped),
-                oversized_tool_results=oversized_tool_results,
+                oversized=oversized,
             )
             if failure.non_retryable:
                 # Only a final failure keeps the partial text: a retried attempt must not find
