@@ -354,7 +354,8 @@ class ModelCallActivity:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
         stored = await asyncio.to_thread(self.store.read, inp.session_key)
-        context = context_for_request(stored, resolved.entry.context_window)
+        window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
+        context = context_for_request(stored, window)
         if context.repaired or context.truncated_results:
             log.info(
                 "request context of %s: %s%s",
@@ -375,7 +376,7 @@ class ModelCallActivity:
             max_output_tokens=resolved.entry.max_output_tokens,
         )
         # Before anything is published or sent: a request that cannot fit is not made.
-        self._check_fits(inp, resolved, request, context)
+        self._check_fits(inp, window, request, context)
         client = activity.client()
         prior_text = ""
         prior_unknown = False
@@ -603,7 +604,7 @@ class ModelCallActivity:
     def _check_fits(
         self,
         inp: ModelCallInput,
-        resolved: ResolvedModel,
+        window: int,
         request: ModelRequest,
         context: RequestContext,
     ) -> ContextCheck:
@@ -613,7 +614,7 @@ class ModelCallActivity:
         checked: ContextCheck = check_context(
             context,
             overhead_tokens=request_overhead_tokens(request.system, request.tools),
-            context_window=resolved.entry.context_window,
+            context_window=window,
             reserve_tokens=compaction_reserve_tokens(config.compaction.reserve_tokens),
         )
         if checked.fits:
@@ -624,7 +625,7 @@ class ModelCallActivity:
             message=PRECHECK_OVERFLOW_TEXT,
             raw_message=(
                 f"precheck: ~{result.estimated_prompt_tokens} tokens estimated, budget "
-                f"{result.prompt_budget_tokens} of a {resolved.entry.context_window}-token window"
+                f"{result.prompt_budget_tokens} of a {window}-token window"
             ),
             provider=inp.model.provider,
             model=inp.model.model,
