@@ -284,6 +284,58 @@ async def failover_v2(client: AgentlaneClient, ws: Path) -> None:
         await client.wait_for_run(r.run_id or "")
 
 
+async def context_recovery(client: AgentlaneClient, ws: Path) -> None:
+    """Context recovery (issue 10): on a 32 000-token window the preemptive check compacts
+    before the provider would refuse; a provider overflow compacts and the same call succeeds;
+    a second refusal, with nothing left to summarise, cuts the oversized tool result."""
+    import secrets
+
+    from tests.fakes.provider_server import FakeProviderServer, Reply
+    from tests.fakes.scripts import ScriptedToolCall
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    key = "sk-ant-api03-" + secrets.token_hex(24)
+    with FakeProviderServer(anthropic_keys=[key]) as fake:
+        (dep.data_dir / "config.toml").write_text(
+            "[[models]]\nprovider = 'anthropic'\nid = 'fake-small'\napi = 'anthropic'\n"
+            f"base_url = '{fake.anthropic_base_url}'\ncontext_window = 32000\n"
+            "[[models]]\nprovider = 'anthropic'\nid = 'fake-claude'\napi = 'anthropic'\n"
+            f"base_url = '{fake.anthropic_base_url}'\n"
+        )
+        from activities.auth_store import AuthStore
+
+        AuthStore.for_data_dir(dep.data_dir).set_key("anthropic:k", "anthropic", key)
+        (ws / "big.txt").write_text("\n".join(f"line {i}: " + "data " * 20 for i in range(110)))
+        (ws / "huge.txt").write_text("\n".join(f"row {i} " + "x" * 90 for i in range(700)))
+
+        def read(path: str) -> Reply:
+            return Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": path})])
+
+        fake.context_window(32_000)
+        for turn in range(8):
+            fake.script(read("big.txt"), Reply(text=f"read it, turn {turn}"))
+            r = await client.send_and_start(
+                "small",
+                f"turn {turn}: read big.txt",
+                workspace=str(ws),
+                model="anthropic/fake-small",
+            )
+            await client.wait_for_run(r.run_id or "")
+        fake.reset()
+        filler = " ".join(f"word{i}" for i in range(250))
+        for n in range(6):
+            fake.script(Reply(text=f"noted {n}"))
+            r = await client.send_and_start(
+                "big", f"message {n}: {filler}", workspace=str(ws), model="anthropic/fake-claude"
+            )
+            await client.wait_for_run(r.run_id or "")
+        overflow = Reply.overflow(prompt_tokens=70_000, limit_tokens=60_000)
+        fake.script(read("huge.txt"), overflow, overflow, Reply(text="made it"))
+        r = await client.send_and_start("big", "read huge.txt", model="anthropic/fake-claude")
+        await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -298,6 +350,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "worker_change": worker_change,
     "failover": failover,
     "failover_v2": failover_v2,
+    "context_recovery": context_recovery,
 }
 
 
