@@ -35,6 +35,7 @@ def test_histories_are_present() -> None:
         "worker_change",
         "failover",
         "failover_v2",
+        "reset_branch",
     } <= scenarios
 
 
