@@ -219,12 +219,12 @@ async def _reset(args: argparse.Namespace) -> int:
 
 
 async def _branch(args: argparse.Namespace) -> int:
-    from clients.api import AgentlaneClient, BranchRejected
+    from clients.api import AgentlaneClient, SendRejected
 
     client = await AgentlaneClient.connect()
     try:
         receipt = await client.branch(args.session, args.from_entry, args.to)
-    except BranchRejected as err:
+    except SendRejected as err:  # BranchRejected, or a configuration the new session cannot use
         print(f"rejected: {err}", file=sys.stderr)
         return EXIT_REJECTED
     print(
