@@ -23,7 +23,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.cancellation import cancelled_for_good
-from activities.context.request_context import PARTIAL_SUFFIX, context_for_request
+from activities.context.compaction_plan import compaction_reserve_tokens
+from activities.context.context_check import ContextCheck, check_context
+from activities.context.request_context import (
+    PARTIAL_SUFFIX,
+    RequestContext,
+    context_for_request,
+)
+from activities.context.token_estimate import request_overhead_tokens
 from activities.event_publishing import (
     ResumeGuard,
     published_so_far,
@@ -46,8 +53,10 @@ from activities.providers.error_classification import (
     classify_error,
     format_user_error_text,
     image_size_error,
+    is_compaction_failure_error,
     role_ordering_error,
 )
+from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.system_prompt import build_system_prompt
@@ -72,6 +81,7 @@ from agentlane.settings import Settings
 from agentlane.tool_signatures import call_signature, is_known_poll
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 from agentlane.usage import Usage
+from workflows.policy.preemptive_check import PRECHECK_OVERFLOW_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +167,7 @@ def typed_failure(
     attempt: int = 1,
     *,
     produced_output: bool = False,
+    oversized_tool_results: bool = False,
 ) -> ApplicationError:
     """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
 
@@ -181,6 +192,8 @@ def typed_failure(
     else:
         reason = "timeout" if err.transport else "unknown"
     unreachable = _unreachable(err)
+    # The provider's own count of the prompt and the window it enforces, when it said.
+    figures = overflow_figures(text) if reason == "context_overflow" else (None, None)
     user_text = format_user_error_text(text, status=err.status, provider=err.provider)
     if unreachable:
         where = _endpoint(resolved)
@@ -201,6 +214,10 @@ def typed_failure(
         raw_message=text[:2000],
         thinking=thinking,
         produced_output=produced_output,
+        oversized_tool_results=oversized_tool_results and reason == "context_overflow",
+        compaction_failure=reason == "context_overflow" and is_compaction_failure_error(text),
+        observed_tokens=figures[0],
+        observed_limit=figures[1],
     )
     delay = (
         timedelta(seconds=err.retry_after_seconds)
@@ -351,6 +368,8 @@ class ModelCallActivity:
             thinking=inp.thinking,
             max_output_tokens=resolved.entry.max_output_tokens,
         )
+        # Before anything is published or sent: a request that cannot fit is not made.
+        checked = self._check_fits(inp, resolved, request, context)
         client = activity.client()
         prior_text = ""
         prior_unknown = False
@@ -387,7 +406,14 @@ class ModelCallActivity:
                 # Nothing is known about what an earlier attempt showed: tell consumers to drop
                 # anything they have for this message.
                 publisher.publish(self._message_event(inp, EventKind.MESSAGE_RESET, info.attempt))
-            acc = await self._stream_call(inp, request, resolved, publisher, prior_text)
+            acc = await self._stream_call(
+                inp,
+                request,
+                resolved,
+                publisher,
+                prior_text,
+                oversized_tool_results=checked.result.reducible_chars > 0,
+            )
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
@@ -429,6 +455,8 @@ class ModelCallActivity:
         resolved: ResolvedModel,
         publisher: EventLease,
         prior_text: str,
+        *,
+        oversized_tool_results: bool = False,
     ) -> _Accumulated:
         attempt = activity.info().attempt
         acc = _Accumulated()
@@ -552,6 +580,7 @@ class ModelCallActivity:
                 inp.thinking,
                 activity.info().attempt,
                 produced_output=bool(shown or pipeline.stripped),
+                oversized_tool_results=oversized_tool_results,
             )
             if failure.non_retryable:
                 # Only a final failure keeps the partial text: a retried attempt must not find
@@ -564,6 +593,48 @@ class ModelCallActivity:
         acc.reasoning = pipeline.reasoning
         acc.reply = pipeline.final_text
         return acc
+
+    def _check_fits(
+        self,
+        inp: ModelCallInput,
+        resolved: ResolvedModel,
+        request: ModelRequest,
+        context: RequestContext,
+    ) -> ContextCheck:
+        """The preemptive check (SPEC §10.3): a request estimated over the prompt budget is
+        reported as a context overflow, with the recovery route, instead of being sent."""
+        config = self.resolver.config()
+        checked: ContextCheck = check_context(
+            context,
+            overhead_tokens=request_overhead_tokens(request.system, request.tools),
+            context_window=resolved.entry.context_window,
+            reserve_tokens=compaction_reserve_tokens(config.compaction.reserve_tokens),
+        )
+        if checked.fits:
+            return checked
+        result = checked.result
+        failure = ModelFailure(
+            reason="context_overflow",
+            message=PRECHECK_OVERFLOW_TEXT,
+            raw_message=(
+                f"precheck: ~{result.estimated_prompt_tokens} tokens estimated, budget "
+                f"{result.prompt_budget_tokens} of a {resolved.entry.context_window}-token window"
+            ),
+            provider=inp.model.provider,
+            model=inp.model.model,
+            profile_id=inp.profile_id,
+            thinking=inp.thinking,
+            precheck_route=checked.route.value,
+            oversized_tool_results=result.reducible_chars > 0,
+        )
+        log.info("model call not sent: %s (%s)", failure.raw_message, checked.route.value)
+        raise ApplicationError(
+            failure.message,
+            failure.model_dump(mode="json"),
+            type=MODEL_PROVIDER_ERROR,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
+        )
 
     def _check_not_cooling(self, inp: ModelCallInput) -> None:
         """Do not send a call on a profile another session has just found rate-limited (or

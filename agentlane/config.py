@@ -53,6 +53,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentlane.compaction_config import CompactionConfig
 from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
@@ -133,6 +134,9 @@ class ModelEntry(BaseModel):
     max_output_tokens: int = Field(default=DEFAULT_MAX_OUTPUT_TOKENS, gt=0)
     capabilities: ModelCapabilities = ModelCapabilities()
     prices: ModelPrices = ModelPrices()
+    # A lighter model of the same provider that writes this model's compaction summaries
+    # ("provider/model"); None: the model summarises its own context.
+    summariser: str | None = None
     # None: a key is needed except for the offline model, OpenAI-compatible servers (a local
     # vLLM, Ollama or llama.cpp usually takes none) and models that send no auth header.
     key_required: bool | None = None
@@ -200,6 +204,8 @@ class AgentlaneConfig(BaseModel):
     # `[queue]` (SPEC §17.2 messages.queue.*) and `[loop_detection]` (SPEC §14).
     queue: QueueConfig = Field(default_factory=QueueConfig)
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    # `[compaction]`: the summariser and the budgets of context compaction (issue 10).
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -231,7 +237,15 @@ class AgentlaneConfig(BaseModel):
         return window
 
 
-TOP_LEVEL_KEYS = ("default_model", "models", "agents", "auth", "queue", "loop_detection")
+TOP_LEVEL_KEYS = (
+    "default_model",
+    "models",
+    "agents",
+    "auth",
+    "queue",
+    "loop_detection",
+    "compaction",
+)
 AUTH_KEYS = ("profiles", "order", "cooldowns")
 
 
@@ -247,6 +261,7 @@ def _known_keys() -> set[str]:
         AuthCooldowns,
         QueueConfig,
         LoopDetectionConfig,
+        CompactionConfig,
     ):
         names |= set(model.model_fields)
     return names - {"id"}
@@ -328,6 +343,8 @@ def build_config(
         queue = QueueConfig.model_validate(dict(raw.get("queue") or {}))
         where = "loop_detection."
         loops = LoopDetectionConfig.model_validate(dict(raw.get("loop_detection") or {}))
+        where = "compaction."
+        compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
     except ValidationError as err:
         raise ConfigError(_explain(err, where, source)) from err
     except (TypeError, ValueError) as err:
@@ -350,6 +367,7 @@ def build_config(
         auth_cooldowns=cooldowns,
         queue=queue,
         loop_detection=loops,
+        compaction=compaction,
     )
     _check_refs(config)
     return config

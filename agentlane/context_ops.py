@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from agentlane.events import Announcement
 from agentlane.run import ModelRef
 from agentlane.wire import CompactModel
 
@@ -45,8 +46,14 @@ class CompactionInput(CompactModel):
     observed_tokens: int | None = None
     observed_limit: int | None = None
     tools: list[str] = []
-    # Per-summariser-call idle limit, and the bound on the whole compaction.
+    # Per-summariser-call idle limit (the whole compaction is bounded by the config's timeout).
     idle_timeout_seconds: int = 120
+    # The run's n-th compaction (event ids), and whether the run makes its call again after a
+    # successful one (told to watchers in `compaction_end`).
+    number: int = 1
+    retry: bool = True
+    # Lifecycle events the run has not published yet: they go out first.
+    announce: list[Announcement] = []
 
 
 class CompactionResult(CompactModel):

@@ -21,6 +21,8 @@ class ExecutionErrorKind(StrEnum):
     BILLING = "billing"  # out of credits or plan: not worth retrying until someone pays
     TOOL_ERROR = "tool_error"
     STATE_PERSIST_FAILED = "state_persist_failed"
+    # The context did not fit and recovery (compaction, truncation) could not make it fit.
+    CONTEXT_OVERFLOW = "context_overflow"
     UNKNOWN = "unknown"
 
 
@@ -95,3 +97,6 @@ class ModelFailure(BaseModel):
     precheck_route: str | None = None
     # The context holds tool results a truncation could shrink (SPEC §4.5 step 3).
     oversized_tool_results: bool = False
+    # The provider's overflow text says its own compaction failed (SPEC §5.5): compacting
+    # again would not help.
+    compaction_failure: bool = False

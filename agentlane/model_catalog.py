@@ -60,7 +60,27 @@ def _openai(
     )
 
 
+# Who writes a model's compaction summaries: a lighter model of the same provider (same keys),
+# cheaper and faster for a task that needs no frontier model.
+_SUMMARISERS = {
+    "anthropic/claude-sonnet-4-5": "anthropic/claude-haiku-4-5",
+    "anthropic/claude-opus-4-5": "anthropic/claude-haiku-4-5",
+    "anthropic/claude-opus-4-1": "anthropic/claude-haiku-4-5",
+    "openai/gpt-4.1": "openai/gpt-4.1-mini",
+    "openai/gpt-4o": "openai/gpt-4o-mini",
+}
+
+
 def builtin_models() -> list[ModelEntry]:
+    return [
+        entry.model_copy(update={"summariser": _SUMMARISERS[entry.ref]})
+        if entry.ref in _SUMMARISERS
+        else entry
+        for entry in _models()
+    ]
+
+
+def _models() -> list[ModelEntry]:
     chat, responses = ApiKind.OPENAI_CHAT, ApiKind.OPENAI_RESPONSES
     return [
         ModelEntry(

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentlane.context_state import RunContextState
 from agentlane.errors import ExecutionErrorKind, ModelFailure
 from agentlane.events import Announcement
 from agentlane.failover_state import RunFailover
@@ -166,6 +167,8 @@ class RunCarry(BaseModel):
     failover: RunFailover | None = None
     # Warnings announced so far: each gets its own number, so its own event id.
     warnings: int = 0
+    # Context recovery (issue 10): compactions and truncations of this run (None: none yet).
+    context: RunContextState | None = None
 
 
 class RunInput(BaseModel):

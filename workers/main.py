@@ -20,6 +20,8 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.context.compaction import CompactionActivity
+from activities.context.truncation import TruncationActivity
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
 from activities.profile_listing import ProfileListing, SharedCooldowns
@@ -53,9 +55,10 @@ def build_workers(
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order."""
     store = TranscriptStore(settings.transcripts_dir)
-    model = ModelCallActivity(
-        store, ProviderResolver(settings), settings, publishers, SharedCooldowns(settings)
-    )
+    resolver = ProviderResolver(settings)
+    model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(settings))
+    compaction = CompactionActivity(store, resolver, publishers)
+    truncation = TruncationActivity(store, resolver)
     tools = ToolActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
@@ -93,7 +96,12 @@ def build_workers(
         Worker(
             client,
             task_queue=settings.model_task_queue,
-            activities=[model.call_model],
+            # Compaction calls a summariser model: it shares the model calls' slots.
+            activities=[
+                model.call_model,
+                compaction.compact_context,
+                truncation.truncate_tool_results,
+            ],
             max_concurrent_activities=settings.max_concurrent_model_calls,
             **common,  # type: ignore[arg-type]
         ),

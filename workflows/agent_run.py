@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         warning_to_emit,
     )
     from workflows.policy.run_limits import turn_limit_reached
+    from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
 
 
@@ -160,6 +161,10 @@ class AgentRunWorkflow(LegacyFailover):
         # Whether this run decides failures with `Failover` (every run recorded since); None
         # until first asked, so runs that never fail leave no marker in their history.
         self.failover_v2: bool | None = None
+        self.context_recovery = ContextRecovery(self, self.failover.model)
+        # Whether context overflows are recovered from (every run recorded since); None until
+        # first asked, as above.
+        self.recovers_context: bool | None = None
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -225,6 +230,11 @@ class AgentRunWorkflow(LegacyFailover):
         if self.failover_v2 is None:
             self.failover_v2 = workflow.patched(FAILOVER_V2_PATCH)
         return self.failover_v2
+
+    def _recovers(self) -> bool:
+        if self.recovers_context is None:
+            self.recovers_context = workflow.patched(CONTEXT_RECOVERY_PATCH)
+        return self.recovers_context
 
     def _take_announce(self) -> list[Announcement]:
         taken, self.announce = self.announce, []
@@ -415,6 +425,11 @@ class AgentRunWorkflow(LegacyFailover):
             failure = model_failure(err, self.req.model.label())
             if failure is None:
                 return _failure(err)
+            handled, ended = await self._recover_context(failure)
+            if handled:
+                if ended is None:
+                    self.c.recheck_announce = True
+                return ended
             if self._v2():
                 # Only this model call is made again; tools that already ran stay done.
                 ended = await self.failover.after_failure(failure)
@@ -440,6 +455,18 @@ class AgentRunWorkflow(LegacyFailover):
         self.c.pending_user = []
         self.c.steer = [t for t in self.c.steer if t not in append]
         return result
+
+    async def _recover_context(self, failure: ModelFailure) -> tuple[bool, LoopEnd | None]:
+        """Context recovery (workflows/run_context): whether the failure was the context's to
+        recover from, and if so None to make the call again or the run's end."""
+        recovery = self.context_recovery
+        if failure.reason == "context_overflow" and self._recovers():
+            return True, await recovery.after_overflow(failure)
+        timed_out = failure.idle_timed_out or failure.reason == "timeout"
+        due = timed_out and recovery.timeout_compaction_due() and self._recovers()
+        if due and await recovery.after_timeout(failure):
+            return True, None
+        return False, None
 
     def _check_context_window(self) -> LoopEnd | None:
         """SPEC §9, once per run before any provider call: block a window under 16 000 tokens,

@@ -365,3 +365,29 @@ def check_baseline(
         kept_tokens=max(0, kept_tokens),
         reserve_tokens=max(0, reserve_tokens),
     )
+
+
+# -- budgets ---------------------------------------------------------------------------------
+
+KEEP_RECENT_SHARE: Final = 0.3
+
+
+def keep_recent_budget(
+    prompt_budget_tokens: int,
+    attempt: int = 1,
+    *,
+    configured: int | None = None,
+    underestimate: float = 1.0,
+) -> int:
+    """Tokens of recent context kept verbatim by a compaction.
+
+    pi keeps 20 000 tokens, sized for 200 000-token windows; on a 32 000-token window that alone
+    would overflow. So: the configured figure, else 30 % of the prompt budget (at most 20 000);
+    halved on each further attempt of the same run (a compaction that did not make enough room
+    must cut deeper, not repeat itself), and shrunk by how much the provider's own count of the
+    prompt exceeded our estimate (`underestimate` ≥ 1)."""
+    base = configured or min(
+        DEFAULT_KEEP_RECENT_TOKENS, int(prompt_budget_tokens * KEEP_RECENT_SHARE)
+    )
+    scaled = base / (2 ** max(0, attempt - 1)) / max(1.0, underestimate)
+    return max(1, int(scaled))

@@ -2,9 +2,10 @@
 fit to send, on a copy; the stored transcript is never rewritten here.
 
 In order: the context markers decide which entries count (`context_view`: the latest reset,
-compaction and truncations); a failed attempt's partial text is left out once its call was answered in the end;
-tool calls and results are paired again (an orphan result, the "unexpected tool_use_id" that
-providers refuse, is dropped; a duplicate too; a missing result gets a synthetic one, §12.1);
+compaction and truncations); a failed attempt's partial text is left out once its call was
+answered in the end; tool calls and results are paired again (an orphan result, the
+"unexpected tool_use_id" that providers refuse, is dropped; a duplicate too; a missing result
+gets a synthetic one, §12.1);
 and a tool result over the per-result share of the window is cut, head and tail kept (§10.2).
 """
 

@@ -136,3 +136,10 @@ def calibrated_context_tokens(
             return ContextTokens(reported + estimated, reported, estimated, index)
     estimated = estimate_tokens(entries)
     return ContextTokens(estimated, 0, estimated, None)
+
+
+def request_overhead_tokens(system_prompt: str, tools: Sequence[object]) -> int:
+    """The system prompt and tool schemas a request carries beside its entries (estimated: a
+    provider's reported usage already holds them)."""
+    schemas = json.dumps([getattr(t, "__dict__", str(t)) for t in tools], default=str)
+    return estimate_text_tokens(system_prompt) + estimate_text_tokens(schemas)

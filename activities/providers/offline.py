@@ -1,10 +1,11 @@
 """The built-in offline model: a deterministic provider for demos and tests.
 
 It is not a language model. It follows the simple instructions described in `offline_planner`,
-calling one tool per model call and finishing with a summary of what it did. It needs no key and
-no network, streams its text token by token (with configurable delays, so crash and latency tests
-have something to interrupt), and goes through exactly the same activity, events and transcript
-path as the real providers.
+calling one tool per model call and finishing with a summary of what it did. A compaction's
+summariser request (`purpose == "summary"`) gets the deterministic summary of `offline_summary`
+instead, streamed the same way. It needs no key and no network, streams its text token by token
+(with configurable delays, so crash and latency tests have something to interrupt), and goes
+through exactly the same activity, events and transcript path as the real providers.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from activities.providers.offline_planner import (
     progress_since_last_user,
     summarize_text,
 )
+from activities.providers.offline_summary import summarize_prompt
 from agentlane.transcript import Role, TranscriptEntry
 from agentlane.usage import Usage
 
@@ -84,6 +86,10 @@ class OfflineProvider:
     async def stream(
         self, request: ModelRequest, credentials: Credentials | None
     ) -> AsyncIterator[StreamEvent]:
+        if request.purpose == "summary":
+            async for event in self._summary(request):
+                yield event
+            return
         progress = progress_since_last_user(request.entries)
         plan = make_plan(progress.instruction)
         tool_steps = [i for i, s in enumerate(plan.steps) if isinstance(s, PlannedTool)]
@@ -119,11 +125,10 @@ class OfflineProvider:
         if request.thinking != "off":
             total = max(1, len(tool_steps))
             yield ReasoningDelta(f"Plan has {len(plan.steps)} steps; {done} of {total} tools done.")
-        delay = max(self.token_delay, SLOW_TOKEN_SECONDS if slow else 0.0)
-        for i, token in enumerate(_TOKEN.findall(text)):
-            if delay and i:
-                await asyncio.sleep(delay)
-            yield TextDelta(token)
+        async for delta in _deltas(
+            text, max(self.token_delay, SLOW_TOKEN_SECONDS if slow else 0.0)
+        ):
+            yield delta
 
         output_chars = len(text)
         stop_reason = "end_turn"
@@ -135,10 +140,27 @@ class OfflineProvider:
             yield ToolCallComplete(index=0, id=call_id, name=name, arguments_json=args)
             output_chars += len(args)
             stop_reason = "tool_use"
-        prompt_chars = len(request.system) + sum(len(e.text) for e in request.entries)
-        yield Finish(
-            stop_reason=stop_reason,
-            usage=Usage(
-                input=_estimate_tokens(prompt_chars), output=_estimate_tokens(output_chars)
-            ),
-        )
+        yield Finish(stop_reason=stop_reason, usage=_usage(request, output_chars))
+
+    async def _summary(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        # The summariser's prompt is the request's one user message (the last, to be safe).
+        users = [e for e in request.entries if e.role == Role.USER]
+        text = summarize_prompt(users[-1].text if users else "")
+        if self.first_token_delay:
+            await asyncio.sleep(self.first_token_delay)
+        async for delta in _deltas(text, self.token_delay):
+            yield delta
+        yield Finish(stop_reason="end_turn", usage=_usage(request, len(text)))
+
+
+async def _deltas(text: str, delay: float) -> AsyncIterator[TextDelta]:
+    """The text token by token, `delay` seconds apart."""
+    for i, token in enumerate(_TOKEN.findall(text)):
+        if delay and i:
+            await asyncio.sleep(delay)
+        yield TextDelta(token)
+
+
+def _usage(request: ModelRequest, output_chars: int) -> Usage:
+    prompt_chars = len(request.system) + sum(len(e.text) for e in request.entries)
+    return Usage(input=_estimate_tokens(prompt_chars), output=_estimate_tokens(output_chars))

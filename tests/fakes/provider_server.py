@@ -20,18 +20,33 @@ endpoint, the key it was sent with and the model it asks for; the default short 
 is left);
 see `tests/fakes/scripts.py` for replies and faults. A request no scripted reply was meant for
 can be answered by the chaos settings instead (a fault storm: random 429s and stalls, seeded).
+
+A context window can be set (`tests/fakes/context_window.py`): each request's prompt is then
+counted from its body, one over the window gets the provider's real overflow error (Anthropic's
+"prompt is too long: N tokens > W maximum", OpenAI's `context_length_exceeded` bodies) before any
+scripted reply is taken, and one that fits reports the count as its usage input tokens.
+`Reply.overflow()` (a `Fault.named("context_overflow")`) forces one whatever the size.
+A compaction's summariser request (recognised by its system prompt, `tests/fakes/summaries.py`)
+takes only replies scripted with `purpose="summary"`, never chat replies; with none it gets an
+automatic five-heading summary. Chaos leaves summariser requests alone.
 Control API (no auth):
 
 * `POST /_control/script`   `{"replies": [Reply...], "replace": false}`
 * `POST /_control/chaos`    `{"rate_limit": 0.3, "stall": 0.02, "stall_seconds": 6,
                             "retry_after": null, "seed": 1, "only_api": null, "reply": null}`
                             (`scripts.Chaos`; `{}` turns it off)
-* `POST /_control/reset`    clear the script, the chaos settings and the recorded requests
+* `POST /_control/context`  `{"window": 32000, "chars_per_token": 4}` (`{}` or a null window
+                            turns it off)
+* `POST /_control/reset`    clear the script, the chaos and context settings and the recorded
+                            requests
 * `GET  /_control/requests` `{"requests": [{"api", "path", "headers", "body", "index", "key",
-                            "model", "at", "outcome"}...]}`
-* `GET  /_control/log`      `{"log": [{"index", "api", "key", "model", "at", "outcome"}...]}`:
-                            the same requests without headers and bodies; `at` is the arrival
-                            time (epoch seconds), `outcome` one of `scripts.Outcome`
+                            "model", "purpose", "prompt_tokens", "at", "outcome"}...]}`
+* `GET  /_control/log`      `{"log": [{"index", "api", "key", "model", "purpose",
+                            "prompt_tokens", "at", "outcome"}...]}`: the same requests without
+                            headers and bodies; `purpose` is "chat" or "summary",
+                            `prompt_tokens` the counted prompt (at 4 characters a token when no
+                            window is set), `at` the arrival time (epoch seconds), `outcome` one
+                            of `scripts.Outcome`
 * `POST /_control/keys`     `{"anthropic": [...], "openai": [...]}`
 * `POST /_control/key_headers` `{"anthropic": ["x-api-key", "authorization"], "openai": [...]}`
 * `POST /_control/require_headers` `{"headers": {NAME: VALUE}}`
@@ -68,6 +83,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tests.fakes import wire_anthropic, wire_openai
+from tests.fakes.context_window import ContextWindow, overflow_fault, prompt_tokens
 from tests.fakes.scripts import (
     Api,
     Chaos,
@@ -77,9 +93,11 @@ from tests.fakes.scripts import (
     Ids,
     Outcome,
     Part,
+    Purpose,
     Reply,
     default_reply,
 )
+from tests.fakes.summaries import auto_summary, is_summary_request, last_user_text
 
 READY_LINE = "FAKE_PROVIDER_READY"
 DEFAULT_ANTHROPIC_KEY = "test-anthropic-key"
@@ -117,6 +135,8 @@ class RecordedRequest:
     key: str | None = None  # the key the request was sent with
     model: str | None = None  # the wire `model` field
     outcome: Outcome | None = None  # None until the server decided
+    purpose: Purpose = "chat"
+    prompt_tokens: int | None = None  # None for a body that is not a JSON object
 
     def log_entry(self) -> dict[str, Any]:
         return {
@@ -124,6 +144,8 @@ class RecordedRequest:
             "api": self.api,
             "key": self.key,
             "model": self.model,
+            "purpose": self.purpose,
+            "prompt_tokens": self.prompt_tokens,
             "at": self.at,
             "outcome": self.outcome,
         }
@@ -152,21 +174,30 @@ class _State:
         self.required: dict[str, str] = {}
         self.ids = Ids()
         self.dice: ChaosDice | None = None
+        self.context = ContextWindow()
         # Set on stop/reset so stalled handlers wake up instead of holding the server.
         self.wake = threading.Event()
 
     def take(self, api: Api, key: str | None = None, model: str | None = None) -> Reply:
-        """The first scripted reply meant for this endpoint, key and model (FIFO)."""
-        return self.choose(api, key, model)[0]
+        """The first scripted chat reply meant for this endpoint, key and model (FIFO)."""
+        reply, _ = self.choose(api, key, model)
+        assert reply is not None, "a chat request always gets a reply"
+        return reply
 
-    def choose(self, api: Api, key: str | None, model: str | None) -> tuple[Reply, Outcome]:
+    def choose(
+        self, api: Api, key: str | None, model: str | None, purpose: Purpose = "chat"
+    ) -> tuple[Reply | None, Outcome]:
         """The first scripted reply meant for the request, else what the chaos settings roll
-        (only requests with nothing scripted for them draw, so a script stays exact)."""
+        (only chat requests with nothing scripted for them draw, so a script stays exact).
+        None for a summariser request nothing was scripted for: it gets the automatic
+        summary."""
         with self.lock:
             for reply in self.replies:
-                if reply.matches(api, key, model):
+                if reply.matches(api, key, model, purpose):
                     self.replies.remove(reply)
-                    return reply, "scripted"
+                    return reply, "overflow" if reply.is_overflow else "scripted"
+            if purpose == "summary":
+                return None, "summary"
             if self.dice is not None and self.dice.chaos.applies(api):
                 return self.dice.roll()
         return default_reply(), "ok"
@@ -186,12 +217,13 @@ class _State:
             self.dice = ChaosDice(chaos) if chaos is not None else None
 
     def clear(self) -> None:
-        """Script, chaos, log and gateway settings back to their defaults; stalled handlers of
-        the previous test woken."""
+        """Script, chaos, context window, log and gateway settings back to their defaults;
+        stalled handlers of the previous test woken."""
         with self.lock:
             self.replies.clear()
             self.requests.clear()
             self.dice = None
+            self.context = ContextWindow()
             self.key_headers = dict(DEFAULT_KEY_HEADERS)
             self.required = {}
         self.wake.set()
@@ -281,6 +313,13 @@ class FakeProviderServer:
             chaos = Chaos.model_validate(settings)
         self.state.set_chaos(chaos)
 
+    def context_window(self, window: int | None, chars_per_token: float = 4.0) -> None:
+        """Reject prompts over `window` tokens (counted at `chars_per_token` characters a token)
+        with the provider's overflow error; None turns the limit off."""
+        setting = ContextWindow(window=window, chars_per_token=chars_per_token)
+        with self.state.lock:
+            self.state.context = setting
+
     def requests(self, api: str | None = None) -> list[RecordedRequest]:
         with self.state.lock:
             return [r for r in self.state.requests if api is None or r.api == api]
@@ -362,6 +401,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = body.get("model") if isinstance(body, dict) else None
         key = self._sent_key(api)
+        with self.state.lock:
+            context = self.state.context
+        fields = body if isinstance(body, dict) else None
+        purpose: Purpose = "summary" if fields and is_summary_request(fields) else "chat"
         recorded = self.state.record(
             RecordedRequest(
                 api,
@@ -370,6 +413,10 @@ class _Handler(BaseHTTPRequestHandler):
                 body,
                 key=key,
                 model=model if isinstance(model, str) else None,
+                purpose=purpose,
+                prompt_tokens=None
+                if fields is None
+                else prompt_tokens(fields, context.chars_per_token),
             )
         )
         if not isinstance(body, dict):
@@ -381,9 +428,28 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorized(api, body):
             self.state.decided(recorded, "rejected")
             return
-        reply, outcome = self.state.choose(api, key, recorded.model)
+        self._answer(api, body, recorded, context.window)
+
+    def _answer(
+        self, api: Api, body: dict[str, Any], recorded: RecordedRequest, window: int | None
+    ) -> None:
+        """An authorised request's answer: the overflow error, a scripted reply, the automatic
+        summary, or what chaos rolls."""
+        counted = recorded.prompt_tokens or 0
+        if window is not None and counted > window:
+            # Before the script: the provider never got to answer, so the reply stays queued.
+            self.state.decided(recorded, "overflow")
+            self._api_error(api, overflow_fault(None, counted, window), body)
+            return
+        reply, outcome = self.state.choose(api, recorded.key, recorded.model, recorded.purpose)
+        if reply is None:
+            reply = Reply(text=auto_summary(last_user_text(body)), purpose="summary")
         self.state.decided(recorded, outcome)
-        self._reply(api, body, reply)
+        if reply.is_overflow and reply.fault is not None:
+            reply = reply.model_copy(update={"fault": overflow_fault(reply.fault, counted, window)})
+        # With a window the counted prompt is the provider's truth; without, the old rough
+        # whole-body estimate stays (tests written before windows existed rely on it).
+        self._reply(api, body, reply, counted if window is not None else None)
 
     def _sent_key(self, api: Api) -> str | None:
         family = "anthropic" if api == "anthropic" else "openai"
@@ -416,6 +482,15 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.state.set_chaos(chaos)
             self._json(200, {"ok": True, "chaos": chaos.model_dump(mode="json")})
+        elif self.path == "/_control/context":
+            try:
+                context = ContextWindow.model_validate(data)
+            except ValueError as err:
+                self._json(400, {"error": {"message": str(err)}})
+                return
+            with self.state.lock:
+                self.state.context = context
+            self._json(200, {"ok": True, "context": context.model_dump(mode="json")})
         elif self.path == "/_control/reset":
             self.state.clear()
             self._json(200, {"ok": True})
@@ -488,12 +563,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- replies ---------------------------------------------------------------------------
 
-    def _reply(self, api: Api, body: dict[str, Any], reply: Reply) -> None:
+    def _reply(
+        self, api: Api, body: dict[str, Any], reply: Reply, input_tokens: int | None = None
+    ) -> None:
         fault = reply.fault
         if fault is not None and fault.kind == "http":
             self._api_error(api, fault, body)
             return
-        renderer = self._renderer(api, body, reply)
+        renderer = self._renderer(api, body, reply, input_tokens)
         if not body.get("stream"):
             if fault is not None and fault.kind == "stall":
                 # No stream to stall in the middle of: the whole answer is late instead.
@@ -504,9 +581,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._stream(renderer, reply)
 
-    def _renderer(self, api: Api, body: dict[str, Any], reply: Reply) -> Renderer:
+    def _renderer(
+        self, api: Api, body: dict[str, Any], reply: Reply, input_tokens: int | None
+    ) -> Renderer:
         model = str(body.get("model", "fake-model"))
-        input_tokens = max(1, len(json.dumps(body)) // 4)
+        if input_tokens is None:
+            input_tokens = max(1, len(json.dumps(body)) // 4)
         ids = self.state.ids
         if api == "anthropic":
             return wire_anthropic.AnthropicRenderer(
@@ -657,6 +737,12 @@ class FakeProviderClient:
         """As `FakeProviderServer.chaos`; returns the settings the server took."""
         payload = (chaos or Chaos.model_validate(settings)).model_dump(mode="json")
         return Chaos.model_validate(self._call("POST", "/_control/chaos", payload)["chaos"])
+
+    def context_window(self, window: int | None, chars_per_token: float = 4.0) -> ContextWindow:
+        """As `FakeProviderServer.context_window`; returns the settings the server took."""
+        payload = {"window": window, "chars_per_token": chars_per_token}
+        took = self._call("POST", "/_control/context", payload)["context"]
+        return ContextWindow.model_validate(took)
 
     def requests(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/_control/requests")["requests"])

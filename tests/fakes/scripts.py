@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 Api = Literal["anthropic", "openai-chat", "openai-responses"]
+# What a request is for: a compaction's summariser call, or anything else.
+Purpose = Literal["chat", "summary"]
 ErrorKind = Literal[
     "auth",
     "permission",
@@ -60,6 +62,10 @@ _KIND_STATUS: dict[str, int] = {
 }
 
 
+# A context_overflow fault's window when neither the fault nor the server's setting names one.
+DEFAULT_LIMIT_TOKENS = 200_000
+
+
 class Fault(BaseModel):
     """`http`: an error response instead of a reply. `stall`: stop sending for `seconds` after
     `after_deltas` deltas. `drop`: close the connection mid-stream. `truncate`: end the body
@@ -73,10 +79,18 @@ class Fault(BaseModel):
     retry_after: float | None = None
     after_deltas: int = 0
     seconds: float = 0.0
-    # context_overflow figures; thinking_unsupported's accepted values (OpenAI's wording).
-    prompt_tokens: int = 212_345
-    limit_tokens: int = 200_000
+    # context_overflow figures (None: the counted prompt and the window when one is set, see
+    # `figures`); thinking_unsupported's accepted values (OpenAI's wording).
+    prompt_tokens: int | None = None
+    limit_tokens: int | None = None
     supported: list[str] = Field(default_factory=lambda: ["low", "medium", "high"])
+
+    def figures(self) -> tuple[int, int]:
+        """(prompt, limit) for an overflow message. Without figures: a 200 000 window, and a
+        prompt over whatever limit applies, so a forced overflow never reads "40 tokens > 32000
+        maximum"."""
+        limit = self.limit_tokens or DEFAULT_LIMIT_TOKENS
+        return self.prompt_tokens or limit + max(1, limit // 16), limit
 
     def resolved(self) -> tuple[int, ErrorKind]:
         if self.error is not None:
@@ -152,10 +166,16 @@ class Reply(BaseModel):
     key: str | None = None
     # Only a request for this model id (the wire `model` field) takes the reply (None: any).
     model: str | None = None
+    # "summary": only a compaction's summariser request takes the reply (one no reply targets
+    # gets an automatic summary); "chat": only other requests do.
+    purpose: Purpose = "chat"
 
-    def matches(self, api: Api, key: str | None, model: str | None) -> bool:
+    def matches(
+        self, api: Api, key: str | None, model: str | None, purpose: Purpose = "chat"
+    ) -> bool:
         return (
-            (self.api is None or self.api == api)
+            self.purpose == purpose
+            and (self.api is None or self.api == api)
             and (self.key is None or self.key == key)
             and (self.model is None or self.model == model)
         )
@@ -170,6 +190,33 @@ class Reply(BaseModel):
         model: str | None = None,
     ) -> Reply:
         return cls(fault=fault, api=api, key=key, model=model)
+
+    @classmethod
+    def overflow(
+        cls,
+        api: Api | None = None,
+        *,
+        key: str | None = None,
+        model: str | None = None,
+        purpose: Purpose = "chat",
+        prompt_tokens: int | None = None,
+        limit_tokens: int | None = None,
+    ) -> Reply:
+        """The provider's context-overflow error whatever the request's size. Unset figures
+        are the window (when one is set) and the counted prompt when over it, else see
+        `Fault.figures`."""
+        fault = Fault.named(
+            "context_overflow", prompt_tokens=prompt_tokens, limit_tokens=limit_tokens
+        )
+        return cls(fault=fault, api=api, key=key, model=model, purpose=purpose)
+
+    @property
+    def is_overflow(self) -> bool:
+        return (
+            self.fault is not None
+            and self.fault.kind == "http"
+            and self.fault.error == "context_overflow"
+        )
 
     def stop(self) -> str:
         if self.stop_reason:
@@ -202,8 +249,10 @@ def default_reply() -> Reply:
 
 
 # What the server did with one request (its log): a chaos outcome (`ok`, `429`, `stall`), a
-# scripted reply (`scripted`), or an error before any reply (`rejected`: bad body, wrong key).
-Outcome = Literal["ok", "429", "stall", "scripted", "rejected"]
+# scripted reply (`scripted`), an error before any reply (`rejected`: bad body, wrong key), the
+# provider's context-overflow error (`overflow`: over the window, or a scripted overflow), or
+# the automatic answer to a summariser request (`summary`).
+Outcome = Literal["ok", "429", "stall", "scripted", "rejected", "overflow", "summary"]
 
 
 class Chaos(BaseModel):

@@ -50,7 +50,8 @@ _ERRORS: dict[str, tuple[str, str]] = {
 def error_body(kind: ErrorKind, fault: Fault, *, model: str, request_id: str) -> dict[str, Any]:
     if kind == "context_overflow":
         error_type = "invalid_request_error"
-        message = f"prompt is too long: {fault.prompt_tokens} tokens > {fault.limit_tokens} maximum"
+        prompt, limit = fault.figures()
+        message = f"prompt is too long: {prompt} tokens > {limit} maximum"
     elif kind == "thinking_unsupported":
         error_type = "invalid_request_error"
         values = ", ".join(f'"{v}"' for v in fault.supported)

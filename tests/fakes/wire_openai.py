@@ -102,10 +102,10 @@ def error_body(
                 code="context_length_exceeded",
             )
         else:
+            prompt, limit = fault.figures()
             error.update(
-                message=f"This model's maximum context length is {fault.limit_tokens} tokens. "
-                f"However, your messages resulted in {fault.prompt_tokens} tokens. Please reduce "
-                "the length of the messages.",
+                message=f"This model's maximum context length is {limit} tokens. However, your "
+                f"messages resulted in {prompt} tokens. Please reduce the length of the messages.",
                 param="messages",
                 code="context_length_exceeded",
             )

@@ -5,7 +5,9 @@ prompt and the new prompt; the tool-result characters a recovery truncation coul
 `activities.context.tool_result_truncation.reducible_tool_result_chars`), so the workflow can run
 it without touching the transcript.
 
-* estimated prompt tokens = ceil((history + system prompt + new prompt) × 1.2)
+* estimated prompt tokens = ceil((history + system prompt + new prompt) × 1.2), plus, unpadded,
+  the part of the history the provider itself counted (its reported usage of the last call:
+  the truth needs no safety margin; issue 10's calibration)
 * effective reserve = min(reserve, max(0, window − min(8 000, max(1, floor(window × 0.5)))))
 * prompt budget = max(1, window − effective reserve); overflow = max(0, estimate − budget)
 * route: no overflow → fits; nothing reducible → compact_only; reducible ≥
@@ -67,10 +69,10 @@ class PrecheckResult:
 
 
 def estimate_prompt_tokens(
-    history_tokens: int, system_prompt_tokens: int, prompt_tokens: int
+    history_tokens: int, system_prompt_tokens: int, prompt_tokens: int, reported_tokens: int = 0
 ) -> int:
     total = max(0, history_tokens) + max(0, system_prompt_tokens) + max(0, prompt_tokens)
-    return math.ceil(total * SAFETY_MARGIN)
+    return math.ceil(total * SAFETY_MARGIN) + max(0, reported_tokens)
 
 
 def effective_reserve_tokens(context_window: int, reserve_tokens: int) -> int:
@@ -101,9 +103,12 @@ def precheck(
     context_window: int,
     reserve_tokens: int,
     reducible_chars: int,
+    reported_tokens: int = 0,
 ) -> PrecheckResult:
     """The §10.3 route for the next prompt."""
-    estimate = estimate_prompt_tokens(history_tokens, system_prompt_tokens, prompt_tokens)
+    estimate = estimate_prompt_tokens(
+        history_tokens, system_prompt_tokens, prompt_tokens, reported_tokens
+    )
     reserve = effective_reserve_tokens(context_window, reserve_tokens)
     budget = max(1, context_window - reserve)
     overflow = max(0, estimate - budget)

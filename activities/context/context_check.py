@@ -1,0 +1,56 @@
+"""The preemptive context check of a request about to be sent (SPEC §10.3, §10.2), measured here
+and decided by `workflows/policy/preemptive_check.precheck`.
+
+The history's size is the provider's own count of the last call's context (its reported usage,
+exact) plus an estimate of what was written after it; without a usable report, everything is
+estimated, the system prompt and tool schemas included. A request that would not fit is not
+sent: the model-call activity reports a context overflow with the route, and the run recovers
+(compaction, truncation) before trying again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from activities.context.request_context import RequestContext
+from activities.context.token_estimate import calibrated_context_tokens
+from activities.context.tool_result_truncation import reducible_tool_result_chars
+from workflows.policy.preemptive_check import PrecheckResult, PrecheckRoute, precheck
+
+
+@dataclass(frozen=True)
+class ContextCheck:
+    result: PrecheckResult
+    # The live guard (§10.2) found the context over 90 % of the window.
+    guard_overflow: bool
+
+    @property
+    def route(self) -> PrecheckRoute:
+        if self.result.route is PrecheckRoute.FITS and self.guard_overflow:
+            if self.result.reducible_chars:
+                return PrecheckRoute.COMPACT_THEN_TRUNCATE
+            return PrecheckRoute.COMPACT_ONLY
+        return self.result.route
+
+    @property
+    def fits(self) -> bool:
+        return self.route is PrecheckRoute.FITS
+
+
+def check_context(
+    context: RequestContext, *, overhead_tokens: int, context_window: int, reserve_tokens: int
+) -> ContextCheck:
+    fresh_from = context.view.fresh_from if context.view is not None else 0
+    # Entries the repair added or dropped shift indices a little; the anchor is an assistant
+    # entry, which repair keeps, so searching from the view's index is close enough.
+    counted = calibrated_context_tokens(context.entries, usage_valid_from=fresh_from)
+    result = precheck(
+        history_tokens=counted.estimated,
+        system_prompt_tokens=0 if counted.reported else overhead_tokens,
+        prompt_tokens=0,
+        context_window=context_window,
+        reserve_tokens=reserve_tokens,
+        reducible_chars=reducible_tool_result_chars(context.entries, context_window),
+        reported_tokens=counted.reported,
+    )
+    return ContextCheck(result=result, guard_overflow=context.overflow)

@@ -1,0 +1,117 @@
+"""The preemptive check as the model-call activity measures it (activities/context/context_check),
+and how deep a compaction cuts (compaction_plan.keep_recent_budget)."""
+
+from __future__ import annotations
+
+from activities.context.compaction_plan import keep_recent_budget
+from activities.context.context_check import check_context
+from activities.context.request_context import context_for_request
+from agentlane.context_ops import CompactionOutcome, CompactionResult
+from agentlane.transcript import Role, ToolCall, TranscriptEntry
+from agentlane.usage import Usage
+from workflows.policy.preemptive_check import PrecheckRoute
+
+WINDOW = 32_000
+RESERVE = 20_000  # the original's floor; the prompt budget of a 32 000 window is 12 000
+
+
+def entries_of(
+    chars: int, *, tool_chars: int = 0, usage: Usage | None = None
+) -> list[TranscriptEntry]:
+    out = [TranscriptEntry(id="u1", role=Role.USER, ts=0, text="x" * chars)]
+    if tool_chars:
+        out += [
+            TranscriptEntry(
+                id="a1",
+                role=Role.ASSISTANT,
+                ts=0,
+                tool_calls=[ToolCall(id="t1", name="read", arguments={"path": "f"})],
+                usage=usage,
+            ),
+            TranscriptEntry(
+                id="t1:result",
+                role=Role.TOOL,
+                ts=0,
+                tool_call_id="t1",
+                tool_name="read",
+                text="y" * tool_chars,
+            ),
+        ]
+    return out
+
+
+def check(entries: list[TranscriptEntry], overhead: int = 500):
+    return check_context(
+        context_for_request(entries, WINDOW),
+        overhead_tokens=overhead,
+        context_window=WINDOW,
+        reserve_tokens=RESERVE,
+    )
+
+
+def test_a_small_context_fits() -> None:
+    assert check(entries_of(4_000)).fits
+
+
+def test_a_long_conversation_without_tool_results_must_compact() -> None:
+    checked = check(entries_of(48_000))  # 12 000 tokens, × 1.2 over the 12 000 budget
+    assert checked.route is PrecheckRoute.COMPACT_ONLY
+    assert checked.result.prompt_budget_tokens == 12_000
+
+
+def test_many_medium_tool_results_compact_then_truncate() -> None:
+    entries = entries_of(400)
+    for n in range(4):
+        entries += [
+            TranscriptEntry(
+                id=f"a{n}",
+                role=Role.ASSISTANT,
+                ts=0,
+                tool_calls=[ToolCall(id=f"t{n}", name="read", arguments={"path": "f"})],
+            ),
+            TranscriptEntry(
+                id=f"t{n}:result",
+                role=Role.TOOL,
+                ts=0,
+                tool_call_id=f"t{n}",
+                tool_name="read",
+                text="y" * 12_000,
+            ),
+        ]
+    checked = check(entries)
+    assert checked.route is PrecheckRoute.COMPACT_THEN_TRUNCATE
+    assert checked.result.reducible_chars > 0
+
+
+def test_reported_usage_is_counted_exactly_not_padded() -> None:
+    # The provider said the context before the tool result held 9 000 tokens; the estimate of
+    # the same entries would be far lower. The report wins, and carries no safety margin.
+    usage = Usage(input=9_000, output=100)
+    checked = check(entries_of(400, tool_chars=4_000, usage=usage))
+    assert checked.result.estimated_prompt_tokens == 9_100 + 1_200
+    assert checked.fits
+
+
+def test_keep_recent_shrinks_with_each_attempt_and_with_an_underestimate() -> None:
+    first = keep_recent_budget(12_000, 1)
+    assert first == 3_600
+    assert keep_recent_budget(12_000, 2) == 1_800
+    assert keep_recent_budget(12_000, 3) == 900
+    assert keep_recent_budget(12_000, 1, underestimate=2.0) == 1_800
+    assert keep_recent_budget(200_000, 1) == 20_000  # pi's figure on a large window
+    assert keep_recent_budget(12_000, 1, configured=5_000) == 5_000
+
+
+def test_compaction_result_line_names_what_happened() -> None:
+    done = CompactionResult(
+        outcome=CompactionOutcome.COMPACTED,
+        tokens_before=30_000,
+        tokens_after=6_000,
+        summarized=40,
+        summariser="offline/planner",
+        duration_ms=120,
+    )
+    assert done.line() == "compacted 40 entries: ~30000 -> ~6000 tokens (offline/planner, 120 ms)"
+    failed = CompactionResult(outcome=CompactionOutcome.SUMMARY_FAILED, message="timed out")
+    assert failed.line() == "not compacted (summary_failed): timed out"
+    assert not failed.compacted
