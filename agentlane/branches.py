@@ -26,7 +26,7 @@ COPY_BRANCH = "copy_branch"
 RESET_COMMAND = "agentlane reset <session>"
 RESET_ADVICE = f"reset the session (`{RESET_COMMAND}`)"
 RESET_HELP = (
-    "reset a session: later messages start afresh (nothing before the reset is sent to the "
+    "reset the session: later messages start afresh (nothing before the reset is sent to the "
     "model; the old branch stays in the transcript); a busy run is aborted, queued messages "
     "are kept"
 )

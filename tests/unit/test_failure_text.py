@@ -3,6 +3,8 @@ first profile is ready again; never a key."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentlane.errors import FailoverReason as R
 from workflows.policy.failure_text import chain_exhausted_text, cooling_down_text
 from workflows.policy.model_fallback import FallbackAttempt, FallbackSummary
@@ -123,5 +125,9 @@ def test_the_cli_help_uses_the_same_words() -> None:
     from clients.cli import build_parser
 
     help_text = build_parser().format_help()
-    assert "reset a session: later messages start afresh" in help_text
+    assert "reset the session: later messages start afresh" in help_text
     assert f"reset the session (`{RESET_COMMAND}`)" == RESET_ADVICE
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert f"**reset the session** (`{RESET_COMMAND}`" in readme
+    assert "later messages start afresh" in readme
+    assert f'"Reset the session (`{RESET_COMMAND}`)"' in readme
