@@ -29,6 +29,7 @@ from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -494,27 +495,39 @@ class AgentlaneClient:
             )
         state = self._new_session_state(key, None, None, {})
         source = BranchSource(parent_session=parent, branch_point=from_entry)
-        try:
-            handle = await self.client.start_workflow(
-                SessionWorkflow.run,
-                SessionInput(state=state, fresh=True, branch=source),
-                id=session_workflow_id(key),
-                task_queue=self.settings.workflow_task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                static_summary=f"chat session **{key}**, branch of **{parent}** at {from_entry}",
-                memo={MEMO_PARENT: parent, MEMO_BRANCH_POINT: from_entry},
+        # Started together with the update that waits for the copy: if the copy fails, the
+        # update is there to say why before the workflow ends. One attempt: a retry would find
+        # the session it started.
+        start = WithStartWorkflowOperation(
+            SessionWorkflow.run,
+            SessionInput(state=state, fresh=True, branch=source),
+            id=session_workflow_id(key),
+            task_queue=self.settings.workflow_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            static_summary=f"chat session **{key}**, branch of **{parent}** at {from_entry}",
+            memo={MEMO_PARENT: parent, MEMO_BRANCH_POINT: from_entry},
+        )
+        call = asyncio.ensure_future(
+            self.client.execute_update_with_start_workflow(
+                SessionWorkflow.branch_ready, start_workflow_operation=start
             )
+        )
+        try:
+            receipt: BranchReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
         except WorkflowAlreadyStartedError:
             raise BranchRejected(
                 f"session {key} already exists; choose another key for the branch (--to)"
             ) from None
-        call = asyncio.ensure_future(
-            self._with_backoff(lambda: handle.execute_update(SessionWorkflow.branch_ready))
-        )
-        try:
-            receipt: BranchReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
         except WorkflowUpdateFailedError as err:
             raise BranchRejected(_failure_text(err)) from err
+        except RPCError as err:
+            # The workflow ended before the update was taken: its failure says why.
+            handle = self.client.get_workflow_handle(session_workflow_id(key))
+            try:
+                await handle.result()
+            except WorkflowFailureError as failure:
+                raise BranchRejected(_cause_text(failure)) from err
+            raise
         except _NoAnswer:
             raise NoWorker(
                 f"branch {key} of {parent} started, but no worker answered within "
@@ -771,6 +784,10 @@ def _queue_options(queue: QueueOptions | str | None) -> QueueOptions | None:
 
 
 def _failure_text(err: WorkflowUpdateFailedError) -> str:
+    return _cause_text(err)
+
+
+def _cause_text(err: WorkflowUpdateFailedError | WorkflowFailureError) -> str:
     cause: BaseException | None = err.cause
     parts: list[str] = []
     while cause is not None:

@@ -184,7 +184,10 @@ class SessionWorkflow:
         except ValueError as err:
             workflow.logger.warning("message not accepted: %s", err)
             return
-        await self._accept(msg)
+        try:
+            await self._accept(msg)
+        except ApplicationError as err:  # a branch that could not be made takes no messages
+            workflow.logger.warning("message not accepted: %s", err)
 
     async def _accept(self, msg: InboundMessage) -> SendReceipt:
         if not self.ready:
@@ -470,9 +473,11 @@ class SessionWorkflow:
             if self.branch_error is not None:
                 raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
             self.resetting = True
-            return await self._reset(req)
+            try:
+                return await self._reset(req)
+            finally:
+                self.resetting = False
         finally:
-            self.resetting = False
             self.resets_pending -= 1
 
     @reset.validator
@@ -505,9 +510,11 @@ class SessionWorkflow:
                 schedule_to_close_timeout=TREE_STEP_DEADLINE,
                 summary=f"reset {number}",
             )
-        except ActivityError as err:
-            # After acceptance only an ApplicationError fails the update (not the task).
-            raise ApplicationError(f"the reset could not be written: {err.cause or err}") from err
+        except (ActivityError, ApplicationError) as err:
+            # A local activity's own failure can arrive unwrapped. After acceptance only an
+            # ApplicationError fails the update (not the task).
+            cause = err.cause if isinstance(err, ActivityError) else err
+            raise ApplicationError(f"the reset could not be written: {cause or err}") from err
         self.s.resets = number
         self.s.last_reset_entry_id = written.entry_id
         self.s.last_entry_id = written.entry_id
@@ -555,8 +562,9 @@ class SessionWorkflow:
                 schedule_to_close_timeout=TREE_STEP_DEADLINE,
                 summary=f"copy {source.parent_session} up to {source.branch_point}",
             )
-        except ActivityError as err:
-            cause = err.cause
+        except (ActivityError, ApplicationError) as err:
+            # A local activity's own failure can arrive unwrapped.
+            cause = err.cause if isinstance(err, ActivityError) else err
             self.branch_error = getattr(cause, "message", None) or str(cause or err)
             return False
         if copied.settings is not None:
@@ -668,11 +676,14 @@ class SessionWorkflow:
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
         if inp.branch is not None and not await self._make_branch(inp.branch):
-            # Nothing was made: senders that came meanwhile are told so, then the workflow ends.
+            # Nothing was made: `branch_ready` and senders that came meanwhile are told so, then
+            # the workflow fails with the reason (what the UI shows, and a late client reads).
             self.closing = True
             self.ready = True
             await workflow.wait_condition(workflow.all_handlers_finished)
-            return
+            raise ApplicationError(
+                f"branch not made: {self.branch_error}", type="BranchNotMade", non_retryable=True
+            )
         await self._ensure_event_stream(await self._restore(inp))
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.

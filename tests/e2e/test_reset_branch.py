@@ -16,11 +16,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.client import (
+    WithStartWorkflowOperation,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
 
 from agentlane.events import EventKind
 from agentlane.ids import session_workflow_id
 from agentlane.messages import SendDisposition
 from agentlane.run import ExecutionResult, ExecutionStatus
+from agentlane.session import BranchSource, SessionInput
 from agentlane.transcript import Role, TranscriptEntry
 from clients.api import AgentlaneClient, BranchRejected, SessionNotFound
 from tests.conftest import make_deployment, settings_for
@@ -28,6 +35,7 @@ from tests.e2e.support import assert_transcript_valid, wait_idle
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Reply
 from tests.harness import REPO, Deployment
+from workflows.session import SessionWorkflow
 
 MODEL = "anthropic/fake-claude"
 KEY = "sk-ant-api03-" + uuid.uuid4().hex
@@ -270,6 +278,31 @@ async def test_what_cannot_be_reset_or_branched_says_so_and_makes_nothing(
     assert out.returncode == 6 and "does not exist" in out.stderr
     out = await acli(shared, "reset", f"{session_key}-never")
     assert out.returncode == 6 and "does not exist" in out.stderr
+
+    # The workflow refuses too (a client that skipped its checks, a race): the update says why,
+    # and the workflow fails with the reason, having made nothing.
+    raced = f"{session_key}-raced"
+    start = WithStartWorkflowOperation(
+        SessionWorkflow.run,
+        SessionInput(
+            state=client._new_session_state(raced, None, None, {}),
+            fresh=True,
+            branch=BranchSource(parent_session=session_key, branch_point="nope"),
+        ),
+        id=session_workflow_id(raced),
+        task_queue=client.settings.workflow_task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+    )
+    with pytest.raises(WorkflowUpdateFailedError) as failed:
+        await client.client.execute_update_with_start_workflow(
+            SessionWorkflow.branch_ready, start_workflow_operation=start
+        )
+    assert "has no entry nope" in str(failed.value.cause)
+    handle = client.client.get_workflow_handle(session_workflow_id(raced))
+    with pytest.raises(WorkflowFailureError) as ended:
+        await asyncio.wait_for(handle.result(), 30)
+    assert "branch not made: session" in str(ended.value.cause)
+    assert not client.transcript(raced)
 
     await client.close(session_key)
 
