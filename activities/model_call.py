@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -31,6 +31,7 @@ from activities.context.request_context import (
     context_for_request,
 )
 from activities.context.token_estimate import request_overhead_tokens
+from activities.context.tool_result_truncation import reducible_tool_result_chars
 from activities.event_publishing import (
     ResumeGuard,
     published_so_far,
@@ -167,7 +168,7 @@ def typed_failure(
     attempt: int = 1,
     *,
     produced_output: bool = False,
-    oversized_tool_results: bool = False,
+    oversized: Callable[[int], bool] | None = None,
 ) -> ApplicationError:
     """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
 
@@ -214,7 +215,12 @@ def typed_failure(
         raw_message=text[:2000],
         thinking=thinking,
         produced_output=produced_output,
-        oversized_tool_results=oversized_tool_results and reason == "context_overflow",
+        # Measured against the window the provider enforces when it named one.
+        oversized_tool_results=(
+            reason == "context_overflow"
+            and oversized is not None
+            and oversized(min(resolved.entry.context_window, figures[1] or 1 << 62))
+        ),
         compaction_failure=reason == "context_overflow" and is_compaction_failure_error(text),
         observed_tokens=figures[0],
         observed_limit=figures[1],
@@ -348,7 +354,8 @@ class ModelCallActivity:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
         stored = await asyncio.to_thread(self.store.read, inp.session_key)
-        context = context_for_request(stored, resolved.entry.context_window)
+        window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
+        context = context_for_request(stored, window)
         if context.repaired or context.truncated_results:
             log.info(
                 "request context of %s: %s%s",
@@ -369,7 +376,7 @@ class ModelCallActivity:
             max_output_tokens=resolved.entry.max_output_tokens,
         )
         # Before anything is published or sent: a request that cannot fit is not made.
-        checked = self._check_fits(inp, resolved, request, context)
+        self._check_fits(inp, window, request, context)
         client = activity.client()
         prior_text = ""
         prior_unknown = False
@@ -412,7 +419,7 @@ class ModelCallActivity:
                 resolved,
                 publisher,
                 prior_text,
-                oversized_tool_results=checked.result.reducible_chars > 0,
+                oversized=lambda window: reducible_tool_result_chars(entries, window) > 0,
             )
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
@@ -456,7 +463,7 @@ class ModelCallActivity:
         publisher: EventLease,
         prior_text: str,
         *,
-        oversized_tool_results: bool = False,
+        oversized: Callable[[int], bool] | None = None,
     ) -> _Accumulated:
         attempt = activity.info().attempt
         acc = _Accumulated()
@@ -580,7 +587,7 @@ class ModelCallActivity:
                 inp.thinking,
                 activity.info().attempt,
                 produced_output=bool(shown or pipeline.stripped),
-                oversized_tool_results=oversized_tool_results,
+                oversized=oversized,
             )
             if failure.non_retryable:
                 # Only a final failure keeps the partial text: a retried attempt must not find
@@ -597,7 +604,7 @@ class ModelCallActivity:
     def _check_fits(
         self,
         inp: ModelCallInput,
-        resolved: ResolvedModel,
+        window: int,
         request: ModelRequest,
         context: RequestContext,
     ) -> ContextCheck:
@@ -607,7 +614,7 @@ class ModelCallActivity:
         checked: ContextCheck = check_context(
             context,
             overhead_tokens=request_overhead_tokens(request.system, request.tools),
-            context_window=resolved.entry.context_window,
+            context_window=window,
             reserve_tokens=compaction_reserve_tokens(config.compaction.reserve_tokens),
         )
         if checked.fits:
@@ -618,7 +625,7 @@ class ModelCallActivity:
             message=PRECHECK_OVERFLOW_TEXT,
             raw_message=(
                 f"precheck: ~{result.estimated_prompt_tokens} tokens estimated, budget "
-                f"{result.prompt_budget_tokens} of a {resolved.entry.context_window}-token window"
+                f"{result.prompt_budget_tokens} of a {window}-token window"
             ),
             provider=inp.model.provider,
             model=inp.model.model,

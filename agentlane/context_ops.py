@@ -45,6 +45,8 @@ class CompactionInput(CompactModel):
     # size and the window it enforces (which may be smaller than the catalogue says).
     observed_tokens: int | None = None
     observed_limit: int | None = None
+    # The agent's cap on the window, when it has one (`ModelCallInput.context_window_cap`).
+    window_cap: int | None = None
     tools: list[str] = []
     # Per-summariser-call idle limit (the whole compaction is bounded by the config's timeout).
     idle_timeout_seconds: int = 120

@@ -45,6 +45,9 @@ class ModelCallInput(RunStepInput):
     # Use the profile even if the shared state shows it cooling down: the user pinned it, or
     # the run probes it on purpose (SPEC §7.5, §8.2). Otherwise such a call is not sent.
     allow_cooling: bool = False
+    # The agent's cap on the window (`context_tokens`) when it is below the model's; None: the
+    # model's own window from the catalogue.
+    context_window_cap: int | None = None
 
 
 class ToolCallRef(CompactModel):

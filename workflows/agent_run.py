@@ -409,6 +409,7 @@ class AgentRunWorkflow(LegacyFailover):
                     recheck_announce=self.c.recheck_announce,
                     profile_id=self.c.profile_id,
                     allow_cooling=self.failover.allow_cooling(),
+                    context_window_cap=self.window_cap(),
                 ),
                 result_type=ModelCallResult,
                 task_queue=model_task_queue(workflow.info().task_queue),
@@ -492,6 +493,13 @@ class AgentRunWorkflow(LegacyFailover):
                 "(`agentlane models` lists them) and send the message again.",
             ),
         )
+
+    def window_cap(self) -> int | None:
+        """The agent's window cap, sent only when it applies (one field less in every step's
+        history otherwise); a fallback model is not capped by the session model's figure."""
+        if self.req.context_window_source == "model" or self.c.model is not None:
+            return None
+        return self.req.context_window
 
     def _thinking(self) -> str:
         return self.c.thinking or self.req.thinking

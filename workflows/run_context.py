@@ -93,6 +93,8 @@ class ContextHost(Protocol):
 
     def show(self, text: str) -> None: ...
 
+    def window_cap(self) -> int | None: ...
+
 
 class ContextRecovery:
     def __init__(self, host: ContextHost, model: Callable[[], ModelRef]) -> None:
@@ -241,6 +243,7 @@ class ContextRecovery:
                     attempt=attempt,
                     observed_tokens=failure.observed_tokens,
                     observed_limit=failure.observed_limit,
+                    window_cap=self.h.window_cap(),
                     tools=req.tools,
                     idle_timeout_seconds=req.idle_timeout_seconds,
                     number=n,

@@ -163,9 +163,11 @@ class CompactionActivity:
             resolved = self.resolver.resolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
-        window = resolved.entry.context_window
-        if inp.observed_limit:
-            window = min(window, inp.observed_limit)
+        window = min(
+            resolved.entry.context_window,
+            inp.observed_limit or 1 << 62,
+            inp.window_cap or 1 << 62,
+        )
         compaction = self.resolver.config().compaction
         reserve = compaction_reserve_tokens(compaction.reserve_tokens)
         budget = prompt_budget_tokens(window, reserve)

@@ -23,13 +23,14 @@ from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid, collect
 from tests.e2e.test_real_providers import Finished
 from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
-from tests.fakes.scripts import Fault, Reply
+from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment
 
 KEY = "sk-ant-api03-" + secrets.token_hex(24)
 OPENAI_KEY = "sk-proj-" + secrets.token_hex(24)
 CLAUDE = "anthropic/fake-claude"
 GPT = "openai/fake-gpt"
+SMALL = "anthropic/fake-small"
 
 
 def config_toml(fake: FakeProviderServer) -> str:
@@ -39,6 +40,13 @@ provider = "anthropic"
 id = "fake-claude"
 api = "anthropic"
 base_url = "{fake.anthropic_base_url}"
+
+[[models]]
+provider = "anthropic"
+id = "fake-small"
+api = "anthropic"
+base_url = "{fake.anthropic_base_url}"
+context_window = 32000
 
 [[models]]
 provider = "openai"
@@ -213,3 +221,85 @@ async def test_an_overflow_that_compaction_cannot_fix_says_what_to_do_and_the_se
     fake.reset()
     again = await send(deployment, ws, key, "hi")
     assert again.result.status == ExecutionStatus.SUCCESS, again.result.error
+
+
+def read(path: str) -> Reply:
+    return Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": path})])
+
+
+async def test_a_long_session_on_a_small_window_compacts_before_the_provider_refuses(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A 32 000-token window, as the provider counts it, and a tool result of ~3 000 tokens a
+    turn: the preemptive check compacts in time, so no request is ever refused, and the
+    progress record keeps the task through every compaction."""
+    fake.context_window(32_000)
+    (ws / "big.txt").write_text("\n".join(f"line {i}: " + "data " * 20 for i in range(110)))
+    key = f"long-{uuid.uuid4().hex[:8]}"
+    for turn in range(18):
+        fake.script(read("big.txt"), Reply(text=f"read it, turn {turn}"))
+        done = await send(deployment, ws, key, f"turn {turn}: read big.txt", model=SMALL)
+        assert done.result.status == ExecutionStatus.SUCCESS, (turn, done.result.error)
+    log = fake.log()
+    assert not [e for e in log if e["outcome"] == "overflow"], "a request was refused"
+    chat = [e for e in log if e.get("purpose") != "summary"]
+    assert max(int(e["prompt_tokens"]) for e in chat) < 32_000
+    entries = done.client.transcript(key)
+    markers = [e for e in entries if e.role == Role.COMPACTION]
+    assert len(markers) >= 2, len(markers)
+    assert markers[-1].meta["progress"]["task"].startswith("turn 0: read big.txt")
+    assert "big.txt" in markers[-1].meta["progress"]["files_read"]
+    assert_transcript_valid(entries)
+
+
+async def test_repeated_overflows_compact_then_truncate_then_succeed(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """SPEC §4.5: an overflow compacts; when the provider still refuses and another compaction
+    would free nothing (the turn in progress is all that is left), the one-shot truncation cuts
+    the tool result that is oversized for the window the provider says it enforces, and the
+    call goes through. The stored result stays whole."""
+    for name in "abcde":
+        (ws / f"{name}.txt").write_text(f"{name}: " + "w" * 8_000)
+    (ws / "huge.txt").write_text("\n".join(f"row {i} " + "x" * 90 for i in range(700)))
+    key = f"trunc-{uuid.uuid4().hex[:8]}"
+    await history(deployment, ws, key, 10)
+    fake.reset()
+    overflow = Reply.overflow(prompt_tokens=70_000, limit_tokens=60_000)
+    fake.script(
+        *[read(f"{name}.txt") for name in "abcde"],
+        read("huge.txt"),
+        overflow,
+        overflow,
+        Reply(text="Made it."),
+    )
+    done = await send(deployment, ws, key, "read the files")
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "Made it."
+    ends = [e for e in done.got.events if e.kind == EventKind.COMPACTION_END]
+    assert [e.data["outcome"] for e in ends] == ["compacted", "no_progress"]
+    assert ends[0].data["tokens_after"] < ends[0].data["tokens_before"]
+    codes = [e.data.get("code") for e in done.got.events if e.kind == EventKind.WARNING]
+    assert codes == ["tool_results_truncated"]
+    sent = json.dumps(fake.requests("anthropic")[-1].body["messages"])
+    assert "more characters truncated" in sent
+    stored = [e for e in done.client.transcript(key) if e.role == Role.TOOL][-1]
+    assert len(stored.text) > 45_000, "the stored result stays whole"
+
+
+async def test_forced_overflows_that_nothing_can_fix_end_with_the_overflow_error(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A provider that refuses whatever is sent: at most 3 compactions and one truncation,
+    then the error; no loop."""
+    key = f"never-{uuid.uuid4().hex[:8]}"
+    await history(deployment, ws, key, 10)
+    fake.reset()
+    fake.script(*[Reply.overflow() for _ in range(8)])
+    done = await send(deployment, ws, key, "again")
+    assert done.result.status == ExecutionStatus.ERROR
+    assert done.result.error is not None and done.result.error.kind.value == "context_overflow"
+    ends = [e for e in done.got.events if e.kind == EventKind.COMPACTION_END]
+    assert 1 <= len(ends) <= 3
+    chats = [e for e in fake.log() if e.get("purpose") != "summary"]
+    assert len(chats) <= 4
