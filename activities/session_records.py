@@ -14,7 +14,8 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from activities.transcript_store import TranscriptStore
 from agentlane.ids import events_workflow_id
 from agentlane.private_files import write_private
-from agentlane.session import SessionSettings
+from agentlane.queue_settings import QueueOptions
+from agentlane.session import BranchSource, SessionSettings
 from agentlane.session_records import (
     RECORD_SESSION,
     RESTORE_SESSION,
@@ -26,6 +27,8 @@ from agentlane.session_records import (
 log = logging.getLogger(__name__)
 
 RECORD_FILE = "session.json"
+# Written once when a branch is made (activities/session_tree.py); never rewritten.
+BRANCH_FILE = "branch.json"
 
 
 class SessionRecords:
@@ -54,7 +57,38 @@ class SessionRecords:
     def _merge(self, inp: RestoreSessionInput) -> RestoredSession:
         restored = self._merge_settings(inp)
         restored.run_count = self._runs_numbered(inp.key, restored.run_count)
+        restored.branch = self.branch_of(inp.key)
         return restored
+
+    def recorded(self, key: str) -> tuple[SessionSettings, QueueOptions | None] | None:
+        """The settings the key's session recorded last, None if none (or unreadable)."""
+        path = self._path(key)
+        try:
+            recorded = json.loads(path.read_text())
+            settings = SessionSettings.model_validate(recorded["settings"])
+            raw = recorded.get("queue_override")
+            override = QueueOptions.model_validate(raw) if raw else None
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError) as err:
+            log.warning("session %s: ignoring an unreadable %s: %s", key, path, err)
+            return None
+        return settings, override
+
+    def branch_of(self, key: str) -> BranchSource | None:
+        try:
+            return BranchSource.model_validate_json(
+                (self.store.session_dir(key) / BRANCH_FILE).read_bytes()
+            )
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            log.warning("session %s: ignoring an unreadable %s: %s", key, BRANCH_FILE, err)
+            return None
+
+    def record_branch(self, key: str, source: BranchSource) -> None:
+        self.store.ensure_session_dir(key)
+        write_private(self.store.session_dir(key) / BRANCH_FILE, source.model_dump_json().encode())
 
     def _merge_settings(self, inp: RestoreSessionInput) -> RestoredSession:
         path = self._path(inp.key)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import MessageFate, QueueMode, Routing
@@ -75,6 +75,15 @@ class InFlight(BaseModel):
     steered: list[UserTurn] = Field(default_factory=list)
 
 
+class BranchSource(BaseModel):
+    """Where a branched session comes from (seed 001 §9.7): its parent and the parent's entry
+    its history ends at."""
+
+    model_config = ConfigDict(extra="forbid")
+    parent_session: str
+    branch_point: str
+
+
 class SessionState(BaseModel):
     """Everything the session needs after continue-as-new, and nothing large."""
 
@@ -103,6 +112,10 @@ class SessionState(BaseModel):
     overflow: OverflowState = Field(default_factory=OverflowState)
     recent_ids: list[DedupeEntry] = Field(default_factory=list)
     one_by_one: bool = False
+    # Resets so far in this chain: numbers the reset markers' ids (carried across
+    # continue-as-new, so a marker id is never reused), and the latest marker.
+    resets: int = 0
+    last_reset_entry_id: str | None = None
 
 
 class SessionInput(BaseModel):
@@ -111,6 +124,8 @@ class SessionInput(BaseModel):
     # of the key are restored, except those the opening message named (`explicit`).
     fresh: bool = False
     explicit: list[str] = Field(default_factory=list)
+    # Set when the session is a branch of another: its first step copies the parent's history.
+    branch: BranchSource | None = None
 
 
 class SessionPhase(StrEnum):
@@ -148,6 +163,9 @@ class SessionStatus(BaseModel):
     waiting_reason: str | None = None
     # The model answering when model fallback moved the run off the session's model.
     fallback_model: str | None = None
+    # Resets of this session (this incarnation), and the latest reset marker's entry id.
+    resets: int = 0
+    last_reset_entry_id: str | None = None
 
 
 class RunPhase(StrEnum):

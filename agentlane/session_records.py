@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from agentlane.queue_settings import QueueOptions
-from agentlane.session import SessionSettings
+from agentlane.session import BranchSource, SessionSettings
 
 RESTORE_SESSION = "restore_session"
 RECORD_SESSION = "record_session"
@@ -30,6 +30,8 @@ class RestoredSession(BaseModel):
     reopened: bool = False
     # Runs earlier incarnations numbered: run ids go on from there (never reused).
     run_count: int = 0
+    # Where the key was branched from, if it was (a reopened branch keeps its place in the tree).
+    branch: BranchSource | None = None
 
 
 class RecordSessionInput(BaseModel):

@@ -29,14 +29,26 @@ from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.branch_history import UnknownEntry, branch_path, resets_of
 from activities.transcript_store import TranscriptStore
+from agentlane.branches import (
+    MEMO_BRANCH_POINT,
+    MEMO_PARENT,
+    BranchReceipt,
+    ResetReceipt,
+    ResetRequest,
+    TreeNode,
+    branch_key,
+)
 from agentlane.config import AgentlaneConfig, ConfigError, ConfigWatcher
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
@@ -65,6 +77,7 @@ from agentlane.queue_settings import (
 )
 from agentlane.run import ExecutionResult, ModelRef
 from agentlane.session import (
+    BranchSource,
     RunProgress,
     SessionInput,
     SessionPhase,
@@ -87,6 +100,10 @@ class SendRejected(Exception):
 
 class SessionNotFound(Exception):
     """No session with that key exists (it never did, or it was closed)."""
+
+
+class BranchRejected(SendRejected):
+    """The branch cannot be made (unknown entry, the new key is taken...); nothing was made."""
 
 
 class NoWorker(Exception):
@@ -425,6 +442,142 @@ class AgentlaneClient:
             f"{WORKER_WAIT_SECONDS:.0f} s: it takes effect when a worker starts; {NO_WORKER_HINT}"
         )
 
+    # -- reset and branches (issue 10) --------------------------------------------------------
+
+    async def reset(
+        self, session_key: str, reason: str = "user reset", by: str = "client"
+    ) -> ResetReceipt:
+        """Start the session afresh: nothing before the reset is sent to the model again (the
+        old branch stays in the transcript). A busy run is aborted and has ended when this
+        returns; queued messages are kept and answered next, in the fresh context."""
+        key = check_session_key(session_key)
+        handle = await self._running_session(key)
+        request = ResetRequest(reason=reason, by=by)
+        call = asyncio.ensure_future(
+            self._with_backoff(lambda: handle.execute_update(SessionWorkflow.reset, request))
+        )
+        try:
+            receipt: ResetReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+        except WorkflowUpdateFailedError as err:
+            raise SendRejected(_failure_text(err)) from err
+        except _NoAnswer:
+            raise NoWorker(
+                f"session {key} exists, but no worker answered within "
+                f"{WORKER_WAIT_SECONDS:.0f} s, so the reset is not confirmed (it may still "
+                f"happen when a worker starts); {NO_WORKER_HINT}"
+            ) from None
+        return receipt
+
+    async def branch(
+        self, session_key: str, from_entry: str, new_key: str | None = None
+    ) -> BranchReceipt:
+        """A new session whose history is `session_key`'s branch up to and including entry
+        `from_entry` (seed 001 §9.7); it keeps the parent's settings, and both go on
+        independently. `new_key` defaults to `<parent>-b<n>` (the first free one). Nothing is
+        made when the parent or the entry is unknown or the new key is taken."""
+        parent = check_session_key(session_key)
+        entries = await asyncio.to_thread(self.transcript, parent)
+        if not entries:
+            if await self.session_exists(parent):
+                raise BranchRejected(f"session {parent} has no transcript entries yet")
+            raise SessionNotFound(f"session {parent} does not exist (no transcript)")
+        try:
+            branch_path(entries, from_entry)
+        except UnknownEntry:
+            raise BranchRejected(
+                f"session {parent} has no entry {from_entry!r}; `agentlane transcript {parent} "
+                "--all` shows every entry id"
+            ) from None
+        key = check_session_key(new_key) if new_key else await self._free_branch_key(parent)
+        if await self._key_taken(key):
+            raise BranchRejected(
+                f"session {key} already exists; choose another key for the branch (--to)"
+            )
+        state = self._new_session_state(key, None, None, {})
+        source = BranchSource(parent_session=parent, branch_point=from_entry)
+        # Started together with the update that waits for the copy: if the copy fails, the
+        # update is there to say why before the workflow ends. One attempt: a retry would find
+        # the session it started.
+        start = WithStartWorkflowOperation(
+            SessionWorkflow.run,
+            SessionInput(state=state, fresh=True, branch=source),
+            id=session_workflow_id(key),
+            task_queue=self.settings.workflow_task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            static_summary=f"chat session **{key}**, branch of **{parent}** at {from_entry}",
+            memo={MEMO_PARENT: parent, MEMO_BRANCH_POINT: from_entry},
+        )
+        call = asyncio.ensure_future(
+            self.client.execute_update_with_start_workflow(
+                SessionWorkflow.branch_ready, start_workflow_operation=start
+            )
+        )
+        try:
+            receipt: BranchReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+        except WorkflowAlreadyStartedError:
+            raise BranchRejected(
+                f"session {key} already exists; choose another key for the branch (--to)"
+            ) from None
+        except WorkflowUpdateFailedError as err:
+            raise BranchRejected(_failure_text(err)) from err
+        except RPCError as err:
+            # The workflow ended before the update was taken: its failure says why.
+            handle = self.client.get_workflow_handle(session_workflow_id(key))
+            try:
+                await handle.result()
+            except WorkflowFailureError as failure:
+                raise BranchRejected(_cause_text(failure)) from err
+            raise
+        except _NoAnswer:
+            raise NoWorker(
+                f"branch {key} of {parent} started, but no worker answered within "
+                f"{WORKER_WAIT_SECONDS:.0f} s: its history is copied when a worker starts; "
+                f"{NO_WORKER_HINT}"
+            ) from None
+        return receipt
+
+    async def _key_taken(self, key: str) -> bool:
+        """A running session, or a closed one whose transcript a new message would reopen."""
+        if await self.session_exists(key):
+            return True
+        return bool(await asyncio.to_thread(self.transcript, key))
+
+    async def _free_branch_key(self, parent: str) -> str:
+        n = 1
+        while await self._key_taken(branch_key(parent, n)):
+            n += 1
+        return branch_key(parent, n)
+
+    async def session_tree(self) -> list[TreeNode]:
+        """Every session the server remembers (running or closed), with where it was branched
+        from (its workflow's memo: no query, no worker needed) and its resets (its transcript)."""
+        nodes: dict[str, TreeNode] = {}
+        async for wf in self.client.list_workflows("WorkflowType = 'SessionWorkflow'"):
+            try:
+                key = session_key_from_workflow_id(wf.id)
+            except ValueError:
+                continue
+            node = nodes.setdefault(key, TreeNode(key=key))
+            started = wf.start_time.timestamp() if wf.start_time else 0.0
+            if started >= node.started:
+                # The chain's newest execution says whether the session runs now.
+                node.started = started
+                running = wf.status == WorkflowExecutionStatus.RUNNING
+                node.status = "running" if running else "closed"
+            if node.parent_session is None:
+                try:
+                    memo = await wf.memo()
+                except Exception:
+                    memo = {}  # undecodable (e.g. encrypted with a key this client lacks)
+                parent = memo.get(MEMO_PARENT)
+                if isinstance(parent, str):
+                    node.parent_session = parent
+                    point = memo.get(MEMO_BRANCH_POINT)
+                    node.branch_point = point if isinstance(point, str) else None
+        for node in nodes.values():
+            node.resets = resets_of(await asyncio.to_thread(self.transcript, node.key))
+        return sorted(nodes.values(), key=lambda n: (n.started, n.key))
+
     async def _running_session(self, key: str) -> WorkflowHandle[Any, Any]:
         handle = self.client.get_workflow_handle(session_workflow_id(key))
         try:
@@ -631,6 +784,10 @@ def _queue_options(queue: QueueOptions | str | None) -> QueueOptions | None:
 
 
 def _failure_text(err: WorkflowUpdateFailedError) -> str:
+    return _cause_text(err)
+
+
+def _cause_text(err: WorkflowUpdateFailedError | WorkflowFailureError) -> str:
     cause: BaseException | None = err.cause
     parts: list[str] = []
     while cause is not None:

@@ -1,5 +1,5 @@
-"""`agentlane` command line: send messages, watch, status, abort, list, transcript; run the
-worker; start and stop the embedded dev server; run the demo."""
+"""`agentlane` command line: send messages, watch, status, abort, reset, branch, list, transcript;
+run the worker; start and stop the embedded dev server; run the demo."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from agentlane.branches import RESET_HELP
 from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey
 from agentlane.settings import Settings
@@ -202,6 +203,38 @@ async def _abort(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _reset(args: argparse.Namespace) -> int:
+    import getpass
+
+    from clients.api import AgentlaneClient, SendRejected
+
+    client = await AgentlaneClient.connect()
+    try:
+        receipt = await client.reset(args.session, args.reason, by=f"cli:{getpass.getuser()}")
+    except SendRejected as err:
+        print(f"rejected: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    print(f"session {receipt.session_key} reset at {receipt.entry_id}: {receipt.note}")
+    return EXIT_OK
+
+
+async def _branch(args: argparse.Namespace) -> int:
+    from clients.api import AgentlaneClient, SendRejected
+
+    client = await AgentlaneClient.connect()
+    try:
+        receipt = await client.branch(args.session, args.from_entry, args.to)
+    except SendRejected as err:  # BranchRejected, or a configuration the new session cannot use
+        print(f"rejected: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    print(
+        f"branched {receipt.parent_session} at {receipt.branch_point} into "
+        f"{receipt.session_key} ({receipt.copied} entries copied); send to it with "
+        f"`agentlane send {receipt.session_key} ...`"
+    )
+    return EXIT_OK
+
+
 async def _queue(args: argparse.Namespace) -> int:
     from agentlane.queue_settings import QueueSettings
     from clients.api import AgentlaneClient, SendRejected
@@ -239,6 +272,12 @@ async def _sessions(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
+    if args.view == "tree":
+        from clients.session_text import tree_lines
+
+        for line in tree_lines(await client.session_tree()):
+            print(line)
+        return EXIT_OK
     for row in await client.list_sessions():
         print(f"{row['key']}\t{row['status']}\t{row['started']}")
     return 0
@@ -252,18 +291,17 @@ async def _transcript(args: argparse.Namespace) -> int:
     if not entries and not await client.session_exists(args.session):
         print(f"error: session {args.session} does not exist (no transcript)", file=sys.stderr)
         return EXIT_NOT_FOUND
-    for entry in entries:
-        if args.json:
+    if args.json:
+        from activities.branch_history import current_branch
+
+        shown = entries if args.all else current_branch(entries)[1]
+        for entry in shown:
             print(entry.model_dump_json(exclude_defaults=True))
-            continue
-        head = f"[{entry.role.value}]"
-        if entry.tool_call_id:
-            head += f" ({entry.tool_name} {entry.tool_call_id}{' error' if entry.is_error else ''})"
-        print(head)
-        if entry.text:
-            print(entry.text)
-        for call in entry.tool_calls:
-            print(f"  → {call.name}({json.dumps(call.arguments)[:200]}) [{call.id}]")
+        return 0
+    from clients.session_text import transcript_lines
+
+    for line in transcript_lines(entries, show_all=args.all):
+        print(line)
     return 0
 
 
@@ -476,6 +514,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_abort)
 
+    p = sub.add_parser("reset", help=RESET_HELP, description=RESET_HELP[0].upper() + RESET_HELP[1:])
+    p.add_argument("session")
+    p.add_argument("--reason", default="user reset", help="recorded in the reset marker")
+    p.set_defaults(func=_reset)
+
+    p = sub.add_parser(
+        "branch",
+        help="a new session whose history is this one's up to an entry; both go on on their own",
+        description="Start a new session whose history is SESSION's branch up to and including "
+        "entry --from (ids: `agentlane transcript SESSION --all`). It keeps SESSION's settings "
+        "(model, workspace, thinking); the two sessions then go on independently.",
+    )
+    p.add_argument("session")
+    p.add_argument("--from", dest="from_entry", required=True, help="the entry id to branch at")
+    p.add_argument("--to", help="the new session's key (default: <session>-b<n>, printed)")
+    p.set_defaults(func=_branch)
+
     p = sub.add_parser(
         "queue",
         help="show or change how a busy session queues messages (the /queue directive)",
@@ -491,12 +546,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.set_defaults(func=_close)
 
-    p = sub.add_parser("sessions", help="list running sessions")
+    p = sub.add_parser(
+        "sessions",
+        help="list running sessions; `sessions tree`: every session, branches under their "
+        "parent, resets within each",
+    )
+    p.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
     p.set_defaults(func=_sessions)
 
-    p = sub.add_parser("transcript", help="print a session's transcript")
+    p = sub.add_parser(
+        "transcript",
+        help="print a session's transcript (the current branch; --all: the whole file)",
+    )
     p.add_argument("session")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="the whole file, branches before a reset included (markers as one line each)",
+    )
     p.set_defaults(func=_transcript)
 
     p = sub.add_parser("auth", help="provider keys in the auth store (never in history)")

@@ -70,6 +70,14 @@ class TerminalRenderer:
                     f"({event.data.get('total_turns', 0)} turns, "
                     f"{event.data.get('duration_ms', 0)} ms)"
                 )
+        elif kind == EventKind.SESSION_RESET and event.event_id not in self.view.seen_ids:
+            self.view.apply(event)
+            kept = int(event.data.get("queued_kept") or 0)
+            queued = f"; {kept} queued message(s) answered in the fresh context" if kept else ""
+            self._line(
+                f"── reset ── ({event.data.get('entry_id', '')}): later messages start "
+                f"afresh{queued}"
+            )
         elif kind == EventKind.ERROR and event.event_id not in self.view.seen_ids:
             self.view.apply(event)
             self._line(f"! error: {event.text}")

@@ -36,6 +36,7 @@ def test_histories_are_present() -> None:
         "failover",
         "failover_v2",
         "context_recovery",
+        "reset_branch",
     } <= scenarios
 
 

@@ -28,6 +28,7 @@ from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import AnnouncementPublisher, RunFinishActivity
 from activities.session_records import SessionRecords
+from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
@@ -61,6 +62,7 @@ def build_workers(
     tools = ToolActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
+    tree = SessionTreeActivities(store, records, publishers)
     listing = ProfileListing(settings)
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
@@ -81,6 +83,8 @@ def build_workers(
                 finish.finish_run,
                 records.restore_session,
                 records.record_session,
+                tree.reset_session,
+                tree.copy_branch,
                 listing.list_profiles,
                 listing.update_profile_usage,
                 AnnouncementPublisher(publishers).publish_announcements,

@@ -8,6 +8,13 @@ the run, queue it (under the cap and its drop policy), or interrupt the run. A r
 messages until it ends normally; a run that ends abnormally gives them back. `abort_run` stops
 the run in flight at its next safe point. The session continues as new between runs when
 Temporal suggests it, carrying only its compact state.
+
+`reset` starts the session afresh (issue 10): a busy run is aborted and waited for, then a reset
+marker is written to the transcript (nothing before it is sent to the model again) before any
+queued message runs. A session started with `SessionInput.branch` is a branch of another: its
+first step copies the parent's history up to the branch point (`branch_ready` answers once it
+is there). Neither needs a patch: their code runs only for an update or an input field that
+histories recorded before them never contain.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import (
+    ActivityError,
     ApplicationError,
     ChildWorkflowError,
     WorkflowAlreadyStartedError,
@@ -24,6 +32,22 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from agentlane.branches import (
+        COPY_BRANCH,
+        MEMO_BRANCH_POINT,
+        MEMO_PARENT,
+        RESET_SESSION,
+        BranchCopied,
+        BranchCopyInput,
+        BranchReceipt,
+        ResetInput,
+        ResetReceipt,
+        ResetRequest,
+        ResetWritten,
+        branch_entry_id,
+        reset_entry_id,
+        reset_note,
+    )
     from agentlane.errors import ExecutionErrorKind
     from agentlane.event_stream import EventsInput
     from agentlane.ids import chain_token_of, events_workflow_id, run_workflow_id
@@ -59,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
         UserTurn,
     )
     from agentlane.session import (
+        BranchSource,
         InFlight,
         QueuedMessage,
         SessionInput,
@@ -104,6 +129,10 @@ SESSION_RECORD_TIMEOUT = timedelta(seconds=30)
 RECORD_ON_CLOSE_PATCH = "record-session-on-close"
 # Continue as new between runs even while messages wait (a burst must not grow history forever).
 HANDOVER_WITH_QUEUE_PATCH = "continue-as-new-with-queue"
+# Writing a reset marker, copying a branch: local file work, retried on transient errors, bounded
+# so a broken store fails the reset or the branch with its reason instead of hanging it.
+TREE_STEP_TIMEOUT = timedelta(seconds=60)
+TREE_STEP_DEADLINE = timedelta(minutes=3)
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -121,6 +150,13 @@ class SessionWorkflow:
         self.abort_pending: str | None = None
         # Messages wait until a reopened session's settings are restored.
         self.ready = not inp.fresh
+        # Resets accepted and not finished: no run starts meanwhile. And one at a time.
+        self.resets_pending = 0
+        self.resetting = False
+        # A branch being made (`inp.branch`): its receipt once copied, or why it could not be.
+        self.branch_source: BranchSource | None = inp.branch
+        self.branch_receipt: BranchReceipt | None = None
+        self.branch_error: str | None = None
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -148,13 +184,18 @@ class SessionWorkflow:
         except ValueError as err:
             workflow.logger.warning("message not accepted: %s", err)
             return
-        await self._accept(msg)
+        try:
+            await self._accept(msg)
+        except ApplicationError as err:  # a branch that could not be made takes no messages
+            workflow.logger.warning("message not accepted: %s", err)
 
     async def _accept(self, msg: InboundMessage) -> SendReceipt:
         if not self.ready:
             # Only while a reopened session restores its settings. Never yield otherwise: the
             # message must be in the queue before the main loop looks at it again.
             await workflow.wait_condition(lambda: self.ready)
+            if self.branch_error is not None:
+                raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
         qs = self._queue_settings(msg)
         mode = qs.mode
         self.s.message_seq += 1
@@ -408,7 +449,136 @@ class SessionWorkflow:
             dropped_messages=sum(1 for f in self.s.fates if f.state == FateState.DROPPED),
             queue_override=self.s.queue_override,
             queue_settings=self._queue_settings(),
+            resets=self.s.resets,
+            last_reset_entry_id=self.s.last_reset_entry_id,
         )
+
+    # -- reset and branches (issue 10) --------------------------------------------------------
+
+    @workflow.update
+    async def reset(self, req: ResetRequest) -> ResetReceipt:
+        """Start the session afresh: abort a busy run and wait until it ended, then write the
+        reset marker. Queued messages stay, and run after it, in the fresh context."""
+        # Counted before the first await: the main loop starts no run from here on.
+        self.resets_pending += 1
+        try:
+            # The reset is announced on the session's stream, so that must exist; and resets
+            # never interleave (each numbers its marker).
+            await workflow.wait_condition(
+                lambda: (
+                    (self.ready and self.s.events_started and not self.resetting)
+                    or self.branch_error is not None
+                )
+            )
+            if self.branch_error is not None:
+                raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
+            self.resetting = True
+            try:
+                return await self._reset(req)
+            finally:
+                self.resetting = False
+        finally:
+            self.resets_pending -= 1
+
+    @reset.validator
+    def validate_reset(self, req: ResetRequest) -> None:
+        if self.closing:
+            raise ValueError(f"session {self.s.key} is closing; a new message starts it again")
+        if self.branch_error is not None:
+            raise ValueError(f"session {self.s.key} was not made: {self.branch_error}")
+
+    async def _reset(self, req: ResetRequest) -> ResetReceipt:
+        aborted = await self._abort_current(f"reset: {req.reason}")
+        if self._busy():
+            await workflow.wait_condition(lambda: not self._busy())
+        number = self.s.resets + 1
+        chain = chain_token_of(workflow.info().first_execution_run_id)
+        queued = len(self.s.queue)
+        try:
+            written: ResetWritten = await workflow.execute_local_activity(
+                RESET_SESSION,
+                ResetInput(
+                    session_key=self.s.key,
+                    entry_id=reset_entry_id(self.s.key, chain, number),
+                    reason=req.reason,
+                    by=req.by,
+                    aborted_run_id=aborted,
+                    queued_kept=queued,
+                ),
+                result_type=ResetWritten,
+                start_to_close_timeout=TREE_STEP_TIMEOUT,
+                schedule_to_close_timeout=TREE_STEP_DEADLINE,
+                summary=f"reset {number}",
+            )
+        except (ActivityError, ApplicationError) as err:
+            # A local activity's own failure can arrive unwrapped. After acceptance only an
+            # ApplicationError fails the update (not the task).
+            cause = err.cause if isinstance(err, ActivityError) else err
+            raise ApplicationError(f"the reset could not be written: {cause or err}") from err
+        self.s.resets = number
+        self.s.last_reset_entry_id = written.entry_id
+        self.s.last_entry_id = written.entry_id
+        # The last run's result describes the old context (its reply, the context tokens of its
+        # last call): gone with it. The session's totals (runs, turns, tokens billed) stay.
+        self.s.last_result = None
+        workflow.set_current_details(f"idle; reset **{written.entry_id}**")
+        return ResetReceipt(
+            session_key=self.s.key,
+            entry_id=written.entry_id,
+            aborted_run_id=aborted,
+            queued_kept=queued,
+            note=reset_note(aborted, queued),
+        )
+
+    @workflow.update
+    async def branch_ready(self) -> BranchReceipt:
+        """Answers once a branched session's history is copied (or fails saying why)."""
+        await workflow.wait_condition(
+            lambda: self.branch_receipt is not None or self.branch_error is not None
+        )
+        if self.branch_receipt is None:
+            raise ApplicationError(self.branch_error or "the branch was not made")
+        return self.branch_receipt
+
+    @branch_ready.validator
+    def validate_branch_ready(self) -> None:
+        if self.branch_source is None:
+            raise ValueError(f"session {self.s.key} is not a branch being made")
+
+    async def _make_branch(self, source: BranchSource) -> bool:
+        """The branch's first step: its history, copied from the parent up to the branch point,
+        then the branch marker; and the parent's settings (model, workspace, thinking...)."""
+        chain = chain_token_of(workflow.info().first_execution_run_id)
+        try:
+            copied: BranchCopied = await workflow.execute_local_activity(
+                COPY_BRANCH,
+                BranchCopyInput(
+                    session_key=self.s.key,
+                    source=source,
+                    entry_id=branch_entry_id(self.s.key, chain),
+                ),
+                result_type=BranchCopied,
+                start_to_close_timeout=TREE_STEP_TIMEOUT,
+                schedule_to_close_timeout=TREE_STEP_DEADLINE,
+                summary=f"copy {source.parent_session} up to {source.branch_point}",
+            )
+        except (ActivityError, ApplicationError) as err:
+            # A local activity's own failure can arrive unwrapped.
+            cause = err.cause if isinstance(err, ActivityError) else err
+            self.branch_error = getattr(cause, "message", None) or str(cause or err)
+            return False
+        if copied.settings is not None:
+            self.s.settings = copied.settings
+            self.s.queue_override = copied.queue_override
+        self.s.last_entry_id = copied.entry_id
+        self.branch_receipt = BranchReceipt(
+            session_key=self.s.key,
+            parent_session=source.parent_session,
+            branch_point=source.branch_point,
+            entry_id=copied.entry_id,
+            copied=copied.copied,
+        )
+        return True
 
     @workflow.update
     async def configure_queue(self, change: QueueChange) -> QueueSettings:
@@ -468,6 +638,14 @@ class SessionWorkflow:
         self.s.settings = restored.settings
         self.s.queue_override = restored.queue_override
         self.s.run_count = max(self.s.run_count, restored.run_count)
+        if restored.branch is not None and workflow.memo_value(MEMO_PARENT, None) is None:
+            # A branch reopened by a message: it keeps its place in `sessions tree`.
+            workflow.upsert_memo(
+                {
+                    MEMO_PARENT: restored.branch.parent_session,
+                    MEMO_BRANCH_POINT: restored.branch.branch_point,
+                }
+            )
         self.ready = True
         return restored.events_offset
 
@@ -497,6 +675,15 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
+        if inp.branch is not None and not await self._make_branch(inp.branch):
+            # Nothing was made: `branch_ready` and senders that came meanwhile are told so, then
+            # the workflow fails with the reason (what the UI shows, and a late client reads).
+            self.closing = True
+            self.ready = True
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise ApplicationError(
+                f"branch not made: {self.branch_error}", type="BranchNotMade", non_retryable=True
+            )
         await self._ensure_event_stream(await self._restore(inp))
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.
@@ -505,6 +692,11 @@ class SessionWorkflow:
             await workflow.wait_condition(
                 lambda: bool(self.s.queue) or self.closing or self._continue_as_new_due()
             )
+            if self.resets_pending:
+                # No run starts before an accepted reset has written its marker: queued messages
+                # are answered in the fresh context.
+                await workflow.wait_condition(lambda: not self.resets_pending)
+                continue
             if not self.s.queue:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self.closing:

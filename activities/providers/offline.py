@@ -11,6 +11,7 @@ through exactly the same activity, events and transcript path as the real provid
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -51,6 +52,15 @@ HELP = (
 
 def _estimate_tokens(chars: int) -> int:
     return max(1, chars // 4)
+
+
+def _call_id(entries: list[TranscriptEntry], assistant_turns: int, done: int) -> str:
+    """Deterministic (a retried call makes the same id) and unique in the session's file: the
+    counters restart when a request no longer holds the history before it (after a reset), so
+    the id also carries a tag of the user message being answered."""
+    last_user = next((e.id for e in reversed(entries) if e.role == Role.USER), "")
+    tag = hashlib.sha256(last_user.encode()).hexdigest()[:6]
+    return f"call_{assistant_turns + 1}_{done}_{tag}"
 
 
 def _final_summary(results: list[TranscriptEntry]) -> str:
@@ -123,7 +133,7 @@ class OfflineProvider:
         output_chars = len(text)
         stop_reason = "end_turn"
         if next_tool is not None:
-            call_id = f"call_{progress.assistant_turns + 1}_{done}"
+            call_id = _call_id(request.entries, progress.assistant_turns, done)
             name = next_tool.name
             args = json.dumps(next_tool.arguments)
             yield ToolCallStart(index=0, id=call_id, name=name)

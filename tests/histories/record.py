@@ -336,6 +336,29 @@ async def context_recovery(client: AgentlaneClient, ws: Path) -> None:
         await client.wait_for_run(r.run_id or "")
 
 
+async def reset_branch(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 10: a reset while idle, a reset while a run is busy with a message queued, a branch
+    that runs, is closed and is reopened by a message (its tree place restored to its memo)."""
+    r = await client.send_and_start("rb", "say one", workspace=str(ws))
+    first = await client.wait_for_run(r.run_id or "")
+    await client.reset("rb")
+    busy = await client.send_and_start("rb", "run `sleep 20`")
+    await asyncio.wait_for(
+        _until(client, "rb", busy.run_id or "", EventKind.TOOL_EXECUTION_START), 30
+    )
+    await client.send("rb", "say kept", mode="followup")
+    await client.reset("rb", "start over")
+    await wait_idle(client, "rb", runs=3)
+    await client.branch("rb", first.last_entry_id or "", "rb-b")
+    r = await client.send_and_start("rb-b", "say in the branch")
+    await client.wait_for_run(r.run_id or "")
+    await client.close("rb-b")
+    while await client.session_exists("rb-b"):  # noqa: ASYNC110 (polls the server)
+        await asyncio.sleep(0.1)
+    r = await client.send_and_start("rb-b", "say reopened")
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -351,6 +374,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "failover": failover,
     "failover_v2": failover_v2,
     "context_recovery": context_recovery,
+    "reset_branch": reset_branch,
 }
 
 

@@ -3,6 +3,8 @@ first profile is ready again; never a key."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentlane.errors import FailoverReason as R
 from workflows.policy.failure_text import chain_exhausted_text, cooling_down_text
 from workflows.policy.model_fallback import FallbackAttempt, FallbackSummary
@@ -69,7 +71,8 @@ def test_chain_exhausted_lists_every_model() -> None:
 
 
 def test_no_message_a_user_reads_names_a_chat_command_this_engine_lacks() -> None:
-    """The original's texts send users to /new, /reset and /think; here they say what to do."""
+    """The original's texts send users to /new, /reset and /think; here they name the command
+    that does it: `agentlane reset <session>`, or the session's thinking setting."""
     import re
 
     from activities.context.compaction_plan import check_baseline
@@ -95,4 +98,36 @@ def test_no_message_a_user_reads_names_a_chat_command_this_engine_lacks() -> Non
         assert re.search(r"/(new|reset|think|compact)\b", text), "still the original's words"
         ours = in_this_engine(text)
         assert not re.search(r"/(new|reset|think|compact)\b", ours), ours
-        assert "new session key" in ours or "`thinking`" in ours, ours
+        assert "reset the session (`agentlane reset <session>`)" in ours.lower() or (
+            "`thinking`" in ours
+        ), ours
+        assert "new session key" not in ours, ours
+
+
+def test_reset_advice_reads_as_a_sentence_and_names_the_session_when_known() -> None:
+    from workflows.policy import failover, model_fallback
+    from workflows.policy.failure_text import in_this_engine
+
+    assert in_this_engine(failover.CONTEXT_OVERFLOW_TEXT) == (
+        "Context overflow: prompt too large for the model. Reset the session "
+        "(`agentlane reset <session>`), or use a larger-context model."
+    )
+    assert in_this_engine(model_fallback.GENERIC_FAILURE_REPLY, "slack:T1:C42").endswith(
+        "Please try again, or reset the session (`agentlane reset slack:T1:C42`)."
+    )
+    assert in_this_engine(failover.ROLE_ORDERING_TEXT).endswith(
+        "If this persists, reset the session (`agentlane reset <session>`)."
+    )
+
+
+def test_the_cli_help_uses_the_same_words() -> None:
+    from agentlane.branches import RESET_ADVICE, RESET_COMMAND
+    from clients.cli import build_parser
+
+    help_text = build_parser().format_help()
+    assert "reset the session: later messages start afresh" in help_text
+    assert f"reset the session (`{RESET_COMMAND}`)" == RESET_ADVICE
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert f"**reset the session** (`{RESET_COMMAND}`" in readme
+    assert "later messages start afresh" in readme
+    assert f'"Reset the session (`{RESET_COMMAND}`)"' in readme

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agentlane.branches import RESET_ADVICE, RESET_COMMAND, reset_command
 from agentlane.errors import FailoverReason
 from workflows.policy.model_fallback import (
     BILLING_REPLY,
@@ -22,15 +23,14 @@ _TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
 
 # The original's texts name its chat commands; a user of this engine does these instead. The
 # policy modules keep the original's words (its tests quote them); what reaches a user is
-# translated here, so no message names a command that does not exist.
-_NEW_SESSION = "start a new session (send to a new session key)"
+# translated here, so no message names a command that does not exist. "/reset" and "/new" both
+# mean "start afresh", which is `agentlane reset <session>` here (the transcript is kept; the
+# model no longer sees what came before): the same words as the CLI's help and the README.
+_RESET = RESET_ADVICE
 _OWN_COMMANDS = (
-    (
-        "Try /reset (or /new) to start a fresh session",
-        "Start a new session (send to a new session key)",
-    ),
-    ("use /new to start a fresh session", _NEW_SESSION),
-    ("use /new to start a new session", _NEW_SESSION),
+    ("Try /reset (or /new) to start a fresh session", f"{_RESET[0].upper()}{_RESET[1:]}"),
+    ("use /new to start a fresh session", _RESET),
+    ("use /new to start a new session", _RESET),
     (
         "Use /think minimal (or any level other than off)",
         "Set the session's `thinking` to minimal (or any level other than off)",
@@ -38,10 +38,13 @@ _OWN_COMMANDS = (
 )
 
 
-def in_this_engine(text: str) -> str:
-    """`text` with the original's chat commands replaced by what does the same here."""
+def in_this_engine(text: str, session_key: str | None = None) -> str:
+    """`text` with the original's chat commands replaced by what does the same here; with
+    `session_key`, the reset command names the session."""
     for theirs, ours in _OWN_COMMANDS:
         text = text.replace(theirs, ours)
+    if session_key:
+        text = text.replace(RESET_COMMAND, reset_command(session_key))
     return text
 
 
