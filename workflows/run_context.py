@@ -173,10 +173,11 @@ class ContextRecovery:
     def _overflow_end(self, why: str) -> LoopEnd:
         """The error a user sees: the reason compaction could not help (when it says what to
         do, as the baseline text does, it is the message), else the overflow text with it."""
+        key = self.h.req.session_key
         if "/reset" in why:
-            message = in_this_engine(why)
+            message = in_this_engine(why, key)
         else:
-            message = in_this_engine(CONTEXT_OVERFLOW_TEXT) + (f" ({why})" if why else "")
+            message = in_this_engine(CONTEXT_OVERFLOW_TEXT, key) + (f" ({why})" if why else "")
         return LoopEnd(
             TerminationReason.ERROR,
             ExecutionError(kind=ExecutionErrorKind.CONTEXT_OVERFLOW, message=message),

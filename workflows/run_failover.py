@@ -823,7 +823,11 @@ class Failover:
     ) -> LoopEnd:
         return LoopEnd(
             TerminationReason.ERROR,
-            ExecutionError(kind=kind, message=in_this_engine(message), failure=failure),
+            ExecutionError(
+                kind=kind,
+                message=in_this_engine(message, self.h.req.session_key),
+                failure=failure,
+            ),
         )
 
     # -- on success ---------------------------------------------------------------------------

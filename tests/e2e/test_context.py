@@ -218,9 +218,35 @@ async def test_an_overflow_that_compaction_cannot_fix_says_what_to_do_and_the_se
     assert done.result.error.kind.value == "context_overflow"
     assert "/reset" not in done.result.error.message and "/new" not in done.result.error.message
     assert "larger-context model" in done.result.error.message
+    assert f"agentlane reset {key}" in done.result.error.message
     fake.reset()
     again = await send(deployment, ws, key, "hi")
     assert again.result.status == ExecutionStatus.SUCCESS, again.result.error
+
+
+async def test_an_unfit_baseline_says_so_and_the_session_works_after_reset(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """On a 32 000-token window a message of ~24 000 tokens cannot fit even after compaction
+    (it is the turn in progress): the run stops at once with the baseline error, which names the
+    reset; after the reset named there, the next message goes out without it."""
+    key = f"base-{uuid.uuid4().hex[:8]}"
+    await send(deployment, ws, key, "hello", model=SMALL)
+    huge = "lorem ipsum " * 7_500  # 90 000 characters
+    done = await send(deployment, ws, key, huge, model=SMALL)
+    assert done.result.status == ExecutionStatus.ERROR
+    assert done.result.error is not None
+    assert done.result.error.kind.value == "context_overflow"
+    message = done.result.error.message
+    assert "even after compaction" in message and f"agentlane reset {key}" in message
+    assert not [e for e in fake.log() if e["outcome"] == "overflow"], "nothing oversized was sent"
+    fake.reset()
+    receipt = await done.client.reset(key)
+    assert receipt.entry_id
+    after = await send(deployment, ws, key, "hi again", model=SMALL)
+    assert after.result.status == ExecutionStatus.SUCCESS, after.result.error
+    sent = json.dumps(fake.requests("anthropic")[-1].body["messages"])
+    assert "lorem ipsum" not in sent and "hi again" in sent
 
 
 def read(path: str) -> Reply:
