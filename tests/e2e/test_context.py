@@ -329,3 +329,56 @@ async def test_forced_overflows_that_nothing_can_fix_end_with_the_overflow_error
     assert 1 <= len(ends) <= 3
     chats = [e for e in fake.log() if e.get("purpose") != "summary"]
     assert len(chats) <= 4
+
+
+async def test_an_interrupt_in_the_middle_of_a_tool_call_leaves_a_request_the_provider_accepts(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """The fake checks tool-call / result pairing as the real API does (its 400 "unexpected
+    `tool_use_id`" words): the new message's request must pair every call with one result."""
+    key = f"intr-{uuid.uuid4().hex[:8]}"
+    fake.script(
+        Reply(tool_calls=[ScriptedToolCall(name="exec", arguments={"command": "sleep 20"})]),
+        Reply(text="Answered the new message."),
+    )
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    first = await client.send_and_start(key, "run the slow thing", workspace=str(ws), model=CLAUDE)
+    assert first.run_id
+    async for item in client.watch(key, 0):
+        if item.event.kind == EventKind.TOOL_EXECUTION_START:
+            break
+    second = await client.send_and_start(key, "stop that, answer this", mode="interrupt")
+    assert second.run_id and second.run_id != first.run_id
+    result = await client.wait_for_run(second.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "Answered the new message."
+    assert not [e for e in fake.log() if e["outcome"] == "rejected"]
+    assert_transcript_valid(client.transcript(key))
+
+
+async def test_an_orphan_tool_result_on_disk_never_reaches_the_provider(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A tool result whose call is gone (a foreign write, a torn crash) and a garbage line:
+    the transcript still loads and the next request is one the provider accepts."""
+    key = f"orphan-{uuid.uuid4().hex[:8]}"
+    done = await send(deployment, ws, key, "hello")
+    assert done.result.status == ExecutionStatus.SUCCESS
+    from activities.transcript_store import TranscriptStore
+
+    path = TranscriptStore(settings_for(deployment).transcripts_dir).path(key)
+    orphan = {
+        "id": "toolu_gone:result",
+        "role": "tool",
+        "ts": 1.0,
+        "tool_call_id": "toolu_gone",
+        "tool_name": "read",
+        "text": "a result whose call is gone",
+    }
+    with path.open("a") as fh:
+        fh.write(json.dumps(orphan) + "\n" + "{not json at all\n")
+    fake.reset()
+    again = await send(deployment, ws, key, "still there?")
+    assert again.result.status == ExecutionStatus.SUCCESS, again.result.error
+    assert not [e for e in fake.log() if e["outcome"] == "rejected"]
+    assert "toolu_gone" not in json.dumps(fake.requests("anthropic")[-1].body)

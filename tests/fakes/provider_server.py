@@ -98,6 +98,7 @@ from tests.fakes.scripts import (
     default_reply,
 )
 from tests.fakes.summaries import auto_summary, is_summary_request, last_user_text
+from tests.fakes.tool_pairing import pairing_error
 
 READY_LINE = "FAKE_PROVIDER_READY"
 DEFAULT_ANTHROPIC_KEY = "test-anthropic-key"
@@ -436,6 +437,12 @@ class _Handler(BaseHTTPRequestHandler):
         """An authorised request's answer: the overflow error, a scripted reply, the automatic
         summary, or what chaos rolls."""
         counted = recorded.prompt_tokens or 0
+        unpaired = pairing_error(api, body)
+        if unpaired is not None:
+            # Checked before anything else, as the real APIs do: a 400 nothing is scripted for.
+            self.state.decided(recorded, "rejected")
+            self._api_error(api, Fault.named("bad_request", message=unpaired), body)
+            return
         if window is not None and counted > window:
             # Before the script: the provider never got to answer, so the reply stays queued.
             self.state.decided(recorded, "overflow")
