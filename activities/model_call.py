@@ -376,7 +376,7 @@ class ModelCallActivity:
             max_output_tokens=resolved.entry.max_output_tokens,
         )
         # Before anything is published or sent: a request that cannot fit is not made.
-        self._check_fits(inp, window, request, context)
+        checked = self._check_fits(inp, window, request, context)
         client = activity.client()
         prior_text = ""
         prior_unknown = False
@@ -420,6 +420,7 @@ class ModelCallActivity:
                 publisher,
                 prior_text,
                 oversized=lambda window: reducible_tool_result_chars(entries, window) > 0,
+                prompt_tokens=checked.prompt_tokens,
             )
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
@@ -464,6 +465,7 @@ class ModelCallActivity:
         prior_text: str,
         *,
         oversized: Callable[[int], bool] | None = None,
+        prompt_tokens: int | None = None,
     ) -> _Accumulated:
         attempt = activity.info().attempt
         acc = _Accumulated()
@@ -554,6 +556,7 @@ class ModelCallActivity:
                 thinking=inp.thinking,
                 idle_timed_out=True,
                 produced_output=bool(shown or pipeline.stripped),
+                prompt_tokens=prompt_tokens,
             )
             log.warning(
                 "model call failed: idle timeout after %s s (provider %s, model %s)",

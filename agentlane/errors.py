@@ -97,6 +97,9 @@ class ModelFailure(BaseModel):
     precheck_route: str | None = None
     # The context holds tool results a truncation could shrink (SPEC §4.5 step 3).
     oversized_tool_results: bool = False
+    # The size of the request that failed, as measured before sending (reported usage plus an
+    # estimate): a timed-out call this large is compacted before it is made again (§4.6.4).
+    prompt_tokens: int | None = None
     # The provider's overflow text says its own compaction failed (SPEC §5.5): compacting
     # again would not help.
     compaction_failure: bool = False

@@ -464,7 +464,7 @@ class AgentRunWorkflow(LegacyFailover):
         if failure.reason == "context_overflow" and self._recovers():
             return True, await recovery.after_overflow(failure)
         timed_out = failure.idle_timed_out or failure.reason == "timeout"
-        due = timed_out and recovery.timeout_compaction_due() and self._recovers()
+        due = timed_out and recovery.timeout_compaction_due(failure) and self._recovers()
         if due and await recovery.after_timeout(failure):
             return True, None
         return False, None

@@ -185,26 +185,28 @@ class ContextRecovery:
 
     # -- timeout -----------------------------------------------------------------------------
 
-    def _timeout_decision(self) -> TimeoutCompactionDecision | None:
+    def _timeout_decision(self, failure: ModelFailure) -> TimeoutCompactionDecision | None:
         window = self.h.req.context_window
         if window is None:
             return None
+        # The run's last call, or (on a run's first call) the failed request as measured.
+        prompt = max(self.h.c.usage.last_call.prompt_tokens, failure.prompt_tokens or 0)
         return decide_timeout_compaction(
             timed_out=True,
             timed_out_during_compaction=False,
             attempts_so_far=self.s.timeout_compactions if self.h.c.context else 0,
-            prompt_tokens=self.h.c.usage.last_call.prompt_tokens,
+            prompt_tokens=prompt,
             context_window=window,
         )
 
-    def timeout_compaction_due(self) -> bool:
-        """A timed-out call whose last prompt filled most of the window (pure: no state)."""
-        decision = self._timeout_decision()
+    def timeout_compaction_due(self, failure: ModelFailure) -> bool:
+        """A timed-out call whose prompt filled most of the window (pure: no state)."""
+        decision = self._timeout_decision(failure)
         return decision is not None and decision.compact
 
     async def after_timeout(self, failure: ModelFailure) -> bool:
         """§4.6.4: True when the timed-out call should be made again after a compaction."""
-        decision = self._timeout_decision()
+        decision = self._timeout_decision(failure)
         if decision is None or decision.request is None:
             return False
         # Counted whether or not it then compacts (§18.5 T31).

@@ -58,6 +58,7 @@ from activities.context.safeguard_summary import (
     split_turn_instructions,
 )
 from activities.context.token_estimate import (
+    calibrated_context_tokens,
     estimate_text_tokens,
     estimate_tokens,
     request_overhead_tokens,
@@ -183,9 +184,11 @@ class CompactionActivity:
         )
         summary_tokens = estimate_text_tokens(view.summary or "")
         tokens_before = overhead + summary_tokens + estimate_tokens(body)
-        underestimate = (
-            inp.observed_tokens / tokens_before if inp.observed_tokens and tokens_before else 1.0
-        )
+        # How far our estimate falls short of the provider's own count: its overflow figure,
+        # or the usage it reported for the last call (plus what came after it).
+        counted = calibrated_context_tokens(view.entries, usage_valid_from=view.fresh_from)
+        truth = max(inp.observed_tokens or 0, counted.tokens if counted.reported else 0)
+        underestimate = truth / tokens_before if truth and tokens_before else 1.0
         keep = keep_recent_budget(
             budget,
             inp.attempt,

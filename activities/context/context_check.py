@@ -23,6 +23,8 @@ class ContextCheck:
     result: PrecheckResult
     # The live guard (§10.2) found the context over 90 % of the window.
     guard_overflow: bool
+    # The request's size without the safety margin: what §4.6.4 compares with the window.
+    prompt_tokens: int = 0
 
     @property
     def route(self) -> PrecheckRoute:
@@ -53,4 +55,5 @@ def check_context(
         reducible_chars=reducible_tool_result_chars(context.entries, context_window),
         reported_tokens=counted.reported,
     )
-    return ContextCheck(result=result, guard_overflow=context.overflow)
+    prompt_tokens = counted.tokens + (0 if counted.reported else overhead_tokens)
+    return ContextCheck(result=result, guard_overflow=context.overflow, prompt_tokens=prompt_tokens)

@@ -382,3 +382,37 @@ async def test_an_orphan_tool_result_on_disk_never_reaches_the_provider(
     assert again.result.status == ExecutionStatus.SUCCESS, again.result.error
     assert not [e for e in fake.log() if e["outcome"] == "rejected"]
     assert "toolu_gone" not in json.dumps(fake.requests("anthropic")[-1].body)
+
+
+async def test_a_timed_out_call_with_a_large_prompt_compacts_and_is_made_again(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """SPEC §4.6.4: the last call's prompt filled 75 % of the window and the next call went
+    silent past the idle limit: compact, then make the call again (not a profile rotation)."""
+    from tests.fakes.scripts import ScriptedUsage
+
+    key = f"slow-{uuid.uuid4().hex[:8]}"
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    filler = " ".join(f"word{i}" for i in range(250))
+    for n in range(6):
+        big = ScriptedUsage(input=150_000) if n == 5 else ScriptedUsage()
+        fake.script(Reply(text=f"noted {n}", usage=big))
+        receipt = await client.send_and_start(
+            key,
+            f"message {n}: {filler}",
+            workspace=str(ws),
+            model=CLAUDE,
+            session_overrides={"idle_timeout_seconds": 2},
+        )
+        assert receipt.run_id
+        await client.wait_for_run(receipt.run_id)
+    fake.reset()
+    fake.script(
+        Reply(text="too late", fault=Fault.stall(5, after_deltas=0)), Reply(text="Quick now.")
+    )
+    done = await send(deployment, ws, key, "one more")
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "Quick now."
+    ends = [e for e in done.got.events if e.kind == EventKind.COMPACTION_END]
+    assert [e.data["trigger"] for e in ends] == ["timeout_recovery"]
+    assert ends[0].data["outcome"] == "compacted"
