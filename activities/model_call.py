@@ -618,7 +618,9 @@ class ModelCallActivity:
             context,
             overhead_tokens=request_overhead_tokens(request.system, request.tools),
             context_window=window,
-            reserve_tokens=compaction_reserve_tokens(config.compaction.reserve_tokens),
+            reserve_tokens=compaction_reserve_tokens(
+                config.compaction.reserve_tokens, config.compaction.reserve_tokens_floor
+            ),
         )
         if checked.fits:
             return checked

@@ -19,6 +19,9 @@ class CompactionConfig(BaseModel):
     # Room kept free for the answer (SPEC §11.1 reserveTokens; never below 20 000, scaled down
     # on small windows by the §10.3 rule). None: the original's default.
     reserve_tokens: int | None = Field(default=None, gt=0)
+    # The reserve never goes below this (the original's reserveTokensFloor, 20 000); lower it
+    # to let small windows hold more prompt.
+    reserve_tokens_floor: int = Field(default=20_000, ge=0)
     # Recent context kept verbatim (pi's keepRecentTokens). None: 30 % of the prompt budget, at
     # most 20 000 tokens.
     keep_recent_tokens: int | None = Field(default=None, gt=0)

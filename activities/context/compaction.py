@@ -170,7 +170,9 @@ class CompactionActivity:
             inp.window_cap or 1 << 62,
         )
         compaction = self.resolver.config().compaction
-        reserve = compaction_reserve_tokens(compaction.reserve_tokens)
+        reserve = compaction_reserve_tokens(
+            compaction.reserve_tokens, compaction.reserve_tokens_floor
+        )
         budget = prompt_budget_tokens(window, reserve)
         stored = await asyncio.to_thread(self.store.read, key)
         view = context_entries(stored)

@@ -48,10 +48,12 @@ OVERSIZED_SHARE: Final = 0.5
 DEFAULT_MAX_HISTORY_SHARE: Final = 0.5
 
 
-def compaction_reserve_tokens(configured: int | None = None) -> int:
+def compaction_reserve_tokens(
+    configured: int | None = None, floor: int = RESERVE_TOKENS_FLOOR
+) -> int:
     """The reserve compaction works with: the configured one (pi's 16 384 by default), never
     below OpenClaw's 20 000 floor."""
-    return max(DEFAULT_RESERVE_TOKENS if configured is None else configured, RESERVE_TOKENS_FLOOR)
+    return max(DEFAULT_RESERVE_TOKENS if configured is None else configured, floor)
 
 
 def summary_max_tokens(reserve_tokens: int) -> int:
