@@ -148,13 +148,13 @@ class ContextRecovery:
             if result.outcome is CompactionOutcome.BASELINE_TOO_LARGE and not (
                 facts.oversized_tool_results and not s.truncation_tried
             ):
-                return self._overflow_end(result.message)
+                return self._overflow_end(result.message, failure)
             decision = decide_overflow_after_failed_compaction(facts, decision.counters)
         if decision.kind is DecisionKind.TRUNCATE:
             s.truncation_tried = True
             if await self._truncate(failure):
                 return None
-        return self._overflow_end(why)
+        return self._overflow_end(why, failure)
 
     def _count_step(self) -> LoopEnd | None:
         c = self.h.c
@@ -170,7 +170,7 @@ class ContextRecovery:
             ),
         )
 
-    def _overflow_end(self, why: str) -> LoopEnd:
+    def _overflow_end(self, why: str, failure: ModelFailure) -> LoopEnd:
         """The error a user sees: the reason compaction could not help (when it says what to
         do, as the baseline text does, it is the message), else the overflow text with it."""
         key = self.h.req.session_key
@@ -180,7 +180,9 @@ class ContextRecovery:
             message = in_this_engine(CONTEXT_OVERFLOW_TEXT, key) + (f" ({why})" if why else "")
         return LoopEnd(
             TerminationReason.ERROR,
-            ExecutionError(kind=ExecutionErrorKind.CONTEXT_OVERFLOW, message=message),
+            ExecutionError(
+                kind=ExecutionErrorKind.CONTEXT_OVERFLOW, message=message, failure=failure
+            ),
         )
 
     # -- timeout -----------------------------------------------------------------------------

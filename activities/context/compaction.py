@@ -303,25 +303,23 @@ class CompactionActivity:
         """The configured summariser, else the catalogue's lighter sibling when it is served by
         the same endpoint (same keys; a config that points the model at a proxy points only the
         model there), else the session's model."""
-        config = self.resolver.config()
-        wanted = config.compaction.model or resolved.entry.summariser
-        if wanted and wanted != inp.model.label():
-            provider, _, model = wanted.partition("/")
-            try:
-                other = self.resolver.resolve(ModelRef(provider=provider, model=model), None)
-                same_endpoint = (
-                    other.entry.provider == resolved.entry.provider
-                    and other.entry.base_url == resolved.entry.base_url
-                )
-                if config.compaction.model or same_endpoint:
-                    if provider == resolved.entry.provider:
-                        other = self.resolver.resolve(
-                            ModelRef(provider=provider, model=model), inp.profile_id
-                        )
-                    return other, wanted
-            except ModelUnavailable as err:
-                log.warning("summariser %s unavailable (%s); using %s", wanted, err, inp.model)
-        return resolved, inp.model.label()
+        own = inp.model.label()
+        configured = self.resolver.config().compaction.model
+        wanted = configured or resolved.entry.summariser
+        if not wanted or wanted == own:
+            return resolved, own
+        provider, _, model = wanted.partition("/")
+        ref = ModelRef(provider=provider, model=model)
+        same_provider = provider == resolved.entry.provider
+        try:
+            # The run's profile goes with it when the keys are the same provider's.
+            other = self.resolver.resolve(ref, inp.profile_id if same_provider else None)
+        except ModelUnavailable as err:
+            log.warning("summariser %s unavailable (%s); %s summarises itself", wanted, err, own)
+            return resolved, own
+        if configured is None and other.entry.base_url != resolved.entry.base_url:
+            return resolved, own
+        return other, wanted
 
     async def _summary(
         self,

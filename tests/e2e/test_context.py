@@ -49,6 +49,19 @@ base_url = "{fake.anthropic_base_url}"
 context_window = 32000
 
 [[models]]
+provider = "anthropic"
+id = "fake-sonnet"
+api = "anthropic"
+base_url = "{fake.anthropic_base_url}"
+summariser = "anthropic/fake-haiku"
+
+[[models]]
+provider = "anthropic"
+id = "fake-haiku"
+api = "anthropic"
+base_url = "{fake.anthropic_base_url}"
+
+[[models]]
 provider = "openai"
 id = "fake-gpt"
 api = "openai-chat"
@@ -416,3 +429,22 @@ async def test_a_timed_out_call_with_a_large_prompt_compacts_and_is_made_again(
     ends = [e for e in done.got.events if e.kind == EventKind.COMPACTION_END]
     assert [e.data["trigger"] for e in ends] == ["timeout_recovery"]
     assert ends[0].data["outcome"] == "compacted"
+
+
+async def test_the_summary_is_written_by_the_lighter_sibling_the_catalogue_names(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    key = f"sib-{uuid.uuid4().hex[:8]}"
+    filler = " ".join(f"word{i}" for i in range(250))
+    for n in range(8):
+        done = await send(
+            deployment, ws, key, f"message {n}: {filler}", model="anthropic/fake-sonnet"
+        )
+        assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    fake.reset()
+    fake.script(Reply.overflow(), Reply(text="done"))
+    done = await send(deployment, ws, key, "go on", model="anthropic/fake-sonnet")
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    models = [(e.get("purpose"), e["model"]) for e in fake.log()]
+    assert ("summary", "fake-haiku") in models
+    assert all(model == "fake-sonnet" for purpose, model in models if purpose != "summary")

@@ -249,6 +249,7 @@ async def test_provider_failures_are_typed(
             "rate_limit": "quota_exceeded",
             "billing": "billing",
             "overloaded": "runtime_unavailable",
+            "context_overflow": "context_overflow",
         }
         assert result.error.kind.value == kinds.get(reason, "runtime_error")
         errors = [e for e in got.events if e.kind == EventKind.ERROR]
@@ -261,6 +262,11 @@ async def test_provider_failures_are_typed(
             assert f"Rate-limited — ready in {ready}" in message, message
             assert f"anthropic/fake-claude: HTTP {status}, {reason}" in message
             assert "profiles tried: anthropic:env" in message
+        elif reason == "context_overflow":
+            # Recovery had nothing to compact or cut (issue 10): what to do, in this engine's
+            # terms, naming the session.
+            assert f"agentlane reset {done.key}" in result.error.message
+            assert "larger-context model" in result.error.message
         else:
             # The provider's classified words, with the original's chat commands put in this
             # engine's terms.
