@@ -14,6 +14,7 @@ import base64
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import PollInput, PollResult
+from temporalio.converter import PayloadConverter
 
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import events_workflow_id
@@ -31,8 +32,19 @@ LIFECYCLE = frozenset(
     }
 )
 
-# The stream's poll query (the same protocol the SDK's subscriber uses for closed runs).
-_POLL = "__temporal_workflow_stream_poll"
+# The stream's poll and offset queries (the protocol the SDK's subscriber uses for closed runs).
+POLL_QUERY = "__temporal_workflow_stream_poll"
+OFFSET_QUERY = "__temporal_workflow_stream_offset"
+
+
+def decode_events(result: PollResult, converter: PayloadConverter) -> list[AgentEvent]:
+    """The events of one poll answer (items carry base64 payloads)."""
+    events = []
+    for item in result.items:
+        payload = Payload()
+        payload.ParseFromString(base64.b64decode(item.data))
+        events.append(converter.from_payload(payload, AgentEvent))
+    return events
 
 
 class ResumeGuard:
@@ -91,12 +103,11 @@ async def published_so_far(
     offset = from_offset
     while True:
         result = await handle.query(
-            _POLL, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult
+            POLL_QUERY,
+            PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
+            result_type=PollResult,
         )
-        for item in result.items:
-            payload = Payload()
-            payload.ParseFromString(base64.b64decode(item.data))
-            event = converter.from_payload(payload, AgentEvent)
+        for event in decode_events(result, converter):
             if run_id is not None and event.run_id == run_id and event.kind in LIFECYCLE:
                 announced.add(event.event_id)
             if message_id is None or event.message_id != message_id:

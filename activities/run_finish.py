@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 
 from temporalio import activity
 
 from activities.event_publishing import LIFECYCLE, published_so_far
 from activities.model_output.normalization import normalize_text
+from activities.stream_gaps import expected_event_ids, gap_event, run_event_ids
 from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
+from agentlane.events import AgentEvent
 from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
+
+log = logging.getLogger(__name__)
 
 
 class RunFinishActivity:
@@ -62,10 +67,31 @@ class RunFinishActivity:
             except Exception:
                 announced = set()
             events = [e for e in events if e.event_id not in announced]
+        gap = await self._gap(inp)
         async with lease as publisher:
+            if gap is not None:
+                publisher.publish(gap)
             for event in events:
                 publisher.publish(event)
         return FinishRunResult(reply=reply)
+
+    async def _gap(self, inp: FinishRunInput) -> AgentEvent | None:
+        """The `stream_gap` announcement when events of this run were lost (activities/
+        stream_gaps.py); best effort: a failed check never fails the run's end."""
+        result = inp.result
+        try:
+            entries = await asyncio.to_thread(self.store.read, result.session_key)
+            expected = expected_event_ids(entries, result.run_id)
+            if not expected:
+                return None
+            seen = await run_event_ids(activity.client(), result.session_key, result.run_id)
+        except Exception as err:
+            log.warning("could not check run %s's events in the stream: %s", result.run_id, err)
+            return None
+        missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
+        if missing:
+            log.warning("run %s: %d events never reached the stream", result.run_id, len(missing))
+        return gap_event(result.session_key, result.run_id, missing)
 
 
 class AnnouncementPublisher:

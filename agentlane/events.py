@@ -43,6 +43,9 @@ class EventKind(StrEnum):
     COMPACTION_END = "compaction_end"
     # The session was reset: later runs start afresh (data: entry_id of the reset marker).
     SESSION_RESET = "session_reset"
+    # Events of this run that never reached the stream (their worker was killed before it sent
+    # them): data `missing` (event ids) and `entries` (transcript entries to re-read).
+    STREAM_GAP = "stream_gap"
 
 
 class AgentEvent(BaseModel):

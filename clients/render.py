@@ -44,7 +44,7 @@ class TerminalRenderer:
         elif kind == EventKind.MESSAGE_RESET:
             self.view.apply(event)
             self._line(f"↻ model call retried (attempt {event.attempt}); its reply restarts:")
-        elif kind in (EventKind.WARNING, EventKind.TOOL_LOOP):
+        elif kind in (EventKind.WARNING, EventKind.TOOL_LOOP, EventKind.STREAM_GAP):
             if event.event_id not in self.view.seen_ids:
                 self.view.apply(event)
                 self._line(f"⚠ {event.text or ''}")
