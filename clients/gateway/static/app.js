@@ -24,6 +24,7 @@ const state = {
   stream: null, // the AbortController of the stream being followed
   lastId: null, // the offset of the last event received
   statusTimer: null,
+  reader: null, // the current connection's reader
 };
 let view = newView();
 
@@ -234,6 +235,7 @@ function renderTranscript(entries) {
  * ended (`closed`), false when the connection did. */
 async function readEvents(resp, signal) {
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  state.reader = reader;
   signal.addEventListener("abort", () => reader.cancel().catch(() => {}));
   let buf = "";
   let ev = { name: "", data: [], id: null };
@@ -398,6 +400,7 @@ async function sendMessage() {
       note(`${receipt.disposition}${receipt.queue_length ? `, ${receipt.queue_length} waiting` : ""}`);
     }
     if (!state.stream) followEvents(state.key, state.fresh ? 0 : null);
+    if (state.fresh) loadSessions(); // it is one of them now
     state.fresh = false;
     showError(null);
   } catch (err) {
@@ -447,6 +450,10 @@ $("text").addEventListener("keydown", (e) => {
 });
 $("abort").addEventListener("click", abortRun);
 document.addEventListener("visibilitychange", () => !document.hidden && refreshStatus());
+
+// For tests and the console: drop the connection as a network failure would (the page
+// reconnects and resumes with Last-Event-ID).
+window.agentlaneChat = { dropConnection: () => state.reader && state.reader.cancel() };
 
 loadSessions();
 if (location.hash.length > 1 && state.token) openSession(decodeURIComponent(location.hash.slice(1)));
