@@ -40,20 +40,19 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _require() -> None:
+def _missing() -> str | None:
+    """Why the test cannot run here, if it cannot."""
     if importlib.util.find_spec("clients.gateway.app") is None:
-        pytest.skip("the gateway app (clients/gateway/app.py) is not in this checkout yet")
+        return "the gateway app (clients/gateway/app.py) is not in this checkout yet"
     if not CHROMIUM.exists():
-        pytest.skip(
-            f"no Chromium at {CHROMIUM}: `apt-get install chromium` (./dev test does it as root)"
-        )
+        return f"no Chromium at {CHROMIUM}: `apt-get install chromium` (./dev test does, as root)"
     if importlib.util.find_spec("playwright") is None:
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+        return "playwright is not installed (pip install -e '.[test]')"
+    return None
 
 
-@pytest.fixture(autouse=True)
-def _requirements() -> None:
-    _require()  # before the dev server and worker start
+# Decided at collection, before the dev server and the worker are started for nothing.
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 
 
 @pytest.fixture
@@ -61,14 +60,16 @@ def gateway(shared: Deployment) -> Iterator[tuple[str, str]]:
     """The real gateway app on a free port: (its base URL, a bearer token for it)."""
     import uvicorn
 
-    from clients.gateway.app import create_app
-    from clients.gateway.auth import TokenStore
+    from clients.gateway import app as gateway_app
+    from clients.gateway import auth as gateway_auth
 
     settings = settings_for(shared)
-    _, token = TokenStore(settings.data_dir).create("web-chat-test")
+    _, token = gateway_auth.TokenStore(settings.data_dir).create("web-chat-test")
     port = devserver.free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            gateway_app.create_app(settings), host="127.0.0.1", port=port, log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, name="gateway", daemon=True)
     thread.start()
