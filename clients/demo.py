@@ -40,6 +40,17 @@ def _start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def _wait_ready(worker: subprocess.Popen[bytes], log: Path, seen: int, limit: float = 30) -> None:
+    """Until the worker says it is ready (its log, after what earlier runs wrote)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and worker.poll() is None:
+        with open(log, "rb") as fh:
+            fh.seek(seen)
+            if b" ready" in fh.read():
+                return
+        time.sleep(0.05)
+
+
 def _gateway_answers(settings: Settings) -> bool:
     import urllib.request
 
@@ -114,8 +125,11 @@ def run_demo(session: str = "demo", serve: bool = False) -> int:
     workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "notes.txt").write_text(NOTES)
     log = settings.data_dir / "worker.log"
+    seen = log.stat().st_size if log.exists() else 0
     worker = _start_worker(settings, log)
     print(f"• worker started (pid {worker.pid}, log {log})")
+    # The gateway starts once the worker polls, so the two do not compete for the CPU at start.
+    _wait_ready(worker, log, seen)
     gateway_log = settings.data_dir / "gateway.log"
     gateway = _start_gateway(settings, gateway_log)
     print(
@@ -124,7 +138,6 @@ def run_demo(session: str = "demo", serve: bool = False) -> int:
     )
     print("• model: built-in offline model (a deterministic stand-in, not a language model)\n")
     try:
-        time.sleep(1.0)
         code = asyncio.run(_run_session(settings, session, workspace))
         print("\nWatch it in the Temporal UI:")
         print(f"  session: {ui_link(settings, session_workflow_id(session))}")
