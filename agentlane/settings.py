@@ -41,6 +41,17 @@ class Settings(BaseModel):
     # Payload encryption (agentlane/encryption.py): off unless one of these is set.
     encryption_keys_file: str | None = None
     encryption_keys: SecretStr | None = None
+    # The HTTP gateway for chat adapters (clients/gateway/, `agentlane gateway`).
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8787
+    # A comment line this often on an idle event stream, so proxies keep it open.
+    gateway_keepalive: timedelta = timedelta(seconds=15)
+    # Request bodies above this are refused (413). A message's text is capped at 100 000
+    # characters (agentlane/messages.py); JSON-escaped that can take ~600 KB.
+    gateway_max_body_bytes: int = 1024 * 1024
+    # Per-token token bucket: sustained requests per second, and the burst it allows.
+    gateway_rate_per_second: float = 5.0
+    gateway_rate_burst: int = 30
 
     def encryption_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -66,6 +77,14 @@ class Settings(BaseModel):
     def payloads_dir(self) -> Path:
         return self.data_dir / "payloads"
 
+    @property
+    def gateway_tokens_file(self) -> Path:
+        return self.data_dir / "gateway-tokens.json"
+
+    @property
+    def gateway_address(self) -> str:
+        return f"http://{self.gateway_host}:{self.gateway_port}"
+
     @classmethod
     def from_env(cls) -> Settings:
         data_dir = Path(_env("DATA_DIR", str(Path.cwd() / "data"))).resolve()
@@ -87,4 +106,10 @@ class Settings(BaseModel):
                 if os.environ.get("AGENTLANE_ENCRYPTION_KEYS")
                 else None
             ),
+            gateway_host=_env("GATEWAY_HOST", "127.0.0.1"),
+            gateway_port=int(_env("GATEWAY_PORT", "8787")),
+            gateway_keepalive=timedelta(seconds=float(_env("GATEWAY_KEEPALIVE_S", "15"))),
+            gateway_max_body_bytes=int(_env("GATEWAY_MAX_BODY_BYTES", str(1024 * 1024))),
+            gateway_rate_per_second=float(_env("GATEWAY_RATE_PER_S", "5")),
+            gateway_rate_burst=int(_env("GATEWAY_RATE_BURST", "30")),
         )

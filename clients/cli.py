@@ -1,5 +1,5 @@
 """`agentlane` command line: send messages, watch, status, abort, reset, branch, list, transcript;
-run the worker; start and stop the embedded dev server; run the demo."""
+run the worker and the HTTP gateway; start and stop the embedded dev server; run the demo."""
 
 from __future__ import annotations
 
@@ -465,10 +465,70 @@ def _worker(_: argparse.Namespace) -> int:
     return 0
 
 
+def _gateway(args: argparse.Namespace) -> int:
+    """`gateway`: serve the HTTP gateway; `gateway token ...`: manage its bearer tokens."""
+    settings = Settings.from_env()
+    if args.gateway_command is None:
+        from clients.gateway.app import serve
+
+        print(
+            f"agentlane gateway on http://{args.host or settings.gateway_host}:"
+            f"{args.port or settings.gateway_port} (API reference: /openapi.json)",
+            flush=True,
+        )
+        serve(settings, args.host, args.port)
+        return EXIT_OK
+    return _gateway_token(args, settings)
+
+
+def _gateway_token(args: argparse.Namespace, settings: Settings) -> int:
+    import datetime
+
+    from clients.gateway.auth import TokenError, TokenStore
+
+    store = TokenStore(settings.data_dir)
+    if args.action == "create":
+        try:
+            record, token = store.create(args.name or "", args.prefix or [], args.read_only)
+        except TokenError as err:
+            print(f"error: {err}; nothing stored", file=sys.stderr)
+            return EXIT_REJECTED
+        scope = ", ".join(record.prefixes) if record.prefixes else "every session"
+        print(
+            f"token {record.id} ({record.name or 'unnamed'}): {scope}"
+            f"{', read-only' if record.read_only else ''}; stored hashed in {store.path}."
+        )
+        print("It is shown only now; keep it secret. The token:")
+        print(token)
+        return EXIT_OK
+    if args.action == "revoke":
+        if not args.token_id:
+            print("usage: agentlane gateway token revoke ID", file=sys.stderr)
+            return EXIT_REJECTED
+        if store.revoke(args.token_id):
+            print(f"token {args.token_id} revoked")
+            return EXIT_OK
+        print(f"error: no token {args.token_id}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+
+    def when(ts: float | None) -> str:
+        if ts is None:
+            return "never"
+        return datetime.datetime.fromtimestamp(ts).isoformat(sep=" ", timespec="seconds")
+
+    print("id\tname\tprefixes\tread-only\tcreated\tlast used")
+    for info in store.list():
+        print(
+            f"{info.id}\t{info.name or '-'}\t{','.join(info.prefixes) or '*'}\t"
+            f"{'yes' if info.read_only else 'no'}\t{when(info.created)}\t{when(info.last_used)}"
+        )
+    return EXIT_OK
+
+
 def _demo(args: argparse.Namespace) -> int:
     from clients.demo import run_demo
 
-    return run_demo(args.session)
+    return run_demo(args.session, serve=args.serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -612,8 +672,38 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="run a worker process")
     p.set_defaults(func=_worker, sync=True)
 
+    p = sub.add_parser(
+        "gateway",
+        help="run the HTTP gateway for chat adapters; `gateway token ...`: its bearer tokens",
+        description="Without a subcommand: serve the HTTP gateway (API reference at "
+        "/openapi.json). `token create|list|revoke`: the bearer tokens it accepts.",
+    )
+    p.add_argument(
+        "--host", help="address to listen on (default AGENTLANE_GATEWAY_HOST, 127.0.0.1)"
+    )
+    p.add_argument(
+        "--port", type=int, help="port to listen on (default AGENTLANE_GATEWAY_PORT, 8787)"
+    )
+    gw_sub = p.add_subparsers(dest="gateway_command")
+    t = gw_sub.add_parser("token", help="create, list or revoke bearer tokens")
+    t.add_argument("action", choices=["create", "list", "revoke"])
+    t.add_argument("token_id", nargs="?", help="for revoke: the token's id (from `token list`)")
+    t.add_argument(
+        "--prefix",
+        action="append",
+        help="limit the token to session keys starting with this (repeatable), e.g. slack:T1:",
+    )
+    t.add_argument("--read-only", action="store_true", help="GET only: status, events, transcript")
+    t.add_argument("--name", help="a name to recognise the token by (e.g. the adapter's)")
+    p.set_defaults(func=_gateway, sync=True)
+
     p = sub.add_parser("demo", help="start everything and run one agent session end to end")
     p.add_argument("--session", default="demo")
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="keep the worker and gateway running after the session (until Ctrl-C)",
+    )
     p.set_defaults(func=_demo, sync=True)
     return parser
 

@@ -40,6 +40,53 @@ def _start_worker(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
+def _wait_ready(worker: subprocess.Popen[bytes], log: Path, seen: int, limit: float = 30) -> None:
+    """Until the worker says it is ready (its log, after what earlier runs wrote)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and worker.poll() is None:
+        with open(log, "rb") as fh:
+            fh.seek(seen)
+            if b" ready" in fh.read():
+                return
+        time.sleep(0.05)
+
+
+def _gateway_answers(settings: Settings) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{settings.gateway_address}/healthz", timeout=0.5) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _start_gateway(settings: Settings, log: Path) -> subprocess.Popen[bytes] | None:
+    """The HTTP gateway for chat adapters, unless one already answers on its port."""
+    if _gateway_answers(settings):
+        return None
+    env = dict(os.environ)
+    env["AGENTLANE_DATA_DIR"] = str(settings.data_dir)
+    with private_open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "clients.cli", "gateway"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 async def _run_session(settings: Settings, session: str, workspace: Path) -> int:
     from clients.api import AgentlaneClient
     from clients.render import TerminalRenderer
@@ -62,7 +109,7 @@ async def _run_session(settings: Settings, session: str, workspace: Path) -> int
     return 0 if result.status.value == "success" else 1
 
 
-def run_demo(session: str = "demo") -> int:
+def run_demo(session: str = "demo", serve: bool = False) -> int:
     from clients.cli import load_devserver, ui_link
 
     settings = Settings.from_env()
@@ -78,20 +125,42 @@ def run_demo(session: str = "demo") -> int:
     workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "notes.txt").write_text(NOTES)
     log = settings.data_dir / "worker.log"
+    seen = log.stat().st_size if log.exists() else 0
     worker = _start_worker(settings, log)
     print(f"• worker started (pid {worker.pid}, log {log})")
+    # The gateway starts once the worker polls, so the two do not compete for the CPU at start.
+    _wait_ready(worker, log, seen)
+    gateway_log = settings.data_dir / "gateway.log"
+    gateway = _start_gateway(settings, gateway_log)
+    print(
+        f"• gateway: {settings.gateway_address} "
+        + (f"(pid {gateway.pid}, log {gateway_log})" if gateway else "(already running)")
+    )
     print("• model: built-in offline model (a deterministic stand-in, not a language model)\n")
     try:
-        time.sleep(1.0)
         code = asyncio.run(_run_session(settings, session, workspace))
+        print("\nWatch it in the Temporal UI:")
+        print(f"  session: {ui_link(settings, session_workflow_id(session))}")
+        print(
+            f"  runs:    http://localhost:{server.ui_port}/namespaces/{settings.namespace}/workflows"
+        )
+        if gateway is not None and gateway.poll() is not None:
+            print(f"The gateway did not start (port taken?); see {gateway_log}")
+        else:
+            print(f"Talk to it over HTTP: the gateway at {settings.gateway_address}")
+            print(f"  API reference: {settings.gateway_address}/openapi.json")
+            print("  a token:       .venv/bin/agentlane gateway token create --name me")
+        if serve:
+            print("Worker and gateway keep running; Ctrl-C stops them.")
+            try:
+                while worker.poll() is None:
+                    time.sleep(1.0)
+            except KeyboardInterrupt:
+                pass
+        elif gateway is not None:
+            print("  (they stop with the demo; `agentlane demo --serve` keeps them running)")
     finally:
-        worker.terminate()
-        try:
-            worker.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-    print("\nWatch it in the Temporal UI:")
-    print(f"  session: {ui_link(settings, session_workflow_id(session))}")
-    print(f"  runs:    http://localhost:{server.ui_port}/namespaces/{settings.namespace}/workflows")
+        _stop(worker)
+        _stop(gateway)
     print("The dev server keeps running for the UI; stop it with: .venv/bin/agentlane server stop")
     return code

@@ -1,0 +1,726 @@
+"""The HTTP gateway: chat adapters send messages and follow a session's events over HTTP.
+
+One process, one `AgentlaneClient`; every route does what the Python client does, with the same
+checks before anything reaches a workflow, and answers errors as RFC 9457 problem documents
+(`application/problem+json`: type, title, status, detail). Run it with `agentlane gateway`; the
+API reference is the app's own OpenAPI document at `/openapi.json` (and `/docs`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from sse_starlette import EventSourceResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.service import RPCError, RPCStatusCode
+
+from agentlane.branches import ResetReceipt
+from agentlane.config import ConfigError, ConfigWatcher
+from agentlane.ids import InvalidSessionKey, check_session_key
+from agentlane.messages import AbortReceipt, InboundMessage, SendReceipt
+from agentlane.session import SessionStatus
+from agentlane.settings import Settings
+from clients.api import (
+    WORKER_WAIT_SECONDS,
+    AgentlaneClient,
+    NoWorker,
+    SendRejected,
+    SessionNotFound,
+)
+from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
+from clients.gateway.sse import session_events
+
+T = TypeVar("T")
+
+PROBLEM_TYPE = "https://agentlane.invalid/problems/"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+# The parameters of `AgentlaneClient.send` a message body may set (its text is positional).
+_SEND_PARAMS = frozenset(inspect.signature(AgentlaneClient.send).parameters) - {
+    "self",
+    "session_key",
+    "text",
+    "session_overrides",
+    "worker_wait",
+}
+
+
+class Problem(Exception):
+    """An error answered as an RFC 9457 problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        slug: str,
+        title: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.slug = slug
+        self.title = title
+        self.detail = detail
+        self.headers = headers or {}
+        self.extra = extra
+
+    def response(self) -> JSONResponse:
+        body = {
+            "type": PROBLEM_TYPE + self.slug,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            **self.extra,
+        }
+        return JSONResponse(
+            body,
+            status_code=self.status,
+            headers=self.headers,
+            media_type="application/problem+json",
+        )
+
+
+class ProblemDocument(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+
+
+class MessageBody(InboundMessage):
+    """A user message: the fields of `InboundMessage` (agentlane/messages.py), and the model a
+    new session should use. Unknown fields are refused."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "text": "summarize the thread",
+                    "mode": "collect",
+                    "message_id": "1700000000.000100",
+                    "routing": {"channel": "slack", "to": "C42", "thread": "1700000000.000100"},
+                    "sender": "U123",
+                }
+            ]
+        },
+    )
+    model: str | None = Field(
+        default=None, description="provider/model; only honoured when the session is created"
+    )
+
+
+class AbortBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(default="user abort", max_length=1000)
+
+
+class ResetBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field(default="user reset", max_length=1000)
+    by: str | None = Field(
+        default=None, max_length=200, description="who asked; default gateway:<token name>"
+    )
+
+
+class CloseReceipt(BaseModel):
+    session_key: str
+    note: str
+
+
+class SessionRow(BaseModel):
+    key: str
+    workflow_id: str
+    started: str
+    status: str
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionRow]
+
+
+class TranscriptPage(BaseModel):
+    session_key: str
+    # Entries in the file (all=true) or in the current branch.
+    total: int
+    offset: int
+    limit: int
+    # The offset of the next page, or null on the last one.
+    next_offset: int | None
+    # Entries before the latest reset, left out of the current branch (0 with all=true).
+    hidden: int
+    entries: list[dict[str, Any]]
+
+
+class ModelRow(BaseModel):
+    ref: str
+    provider: str
+    id: str
+    api: str
+    context_window: int
+    max_output_tokens: int
+    thinking_levels: list[str]
+    images: bool
+    default: bool
+
+
+class ModelList(BaseModel):
+    default_model: str
+    models: list[ModelRow]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Gateway:
+    """What every request shares: settings, the one client, tokens and rate limits."""
+
+    def __init__(self, settings: Settings, client: AgentlaneClient | None = None) -> None:
+        self.settings = settings
+        self.tokens = TokenStore(settings.data_dir)
+        self.limiter = RateLimiter(settings.gateway_rate_per_second, settings.gateway_rate_burst)
+        self._client = client
+        self._lock = asyncio.Lock()
+        self._config = ConfigWatcher(settings.data_dir)
+
+    async def client(self) -> AgentlaneClient:
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._client is None:
+                try:
+                    self._client = await AgentlaneClient.connect(self.settings)
+                except Exception as err:
+                    raise Problem(
+                        503,
+                        "temporal-unreachable",
+                        "Temporal unreachable",
+                        f"cannot reach the Temporal server at {self.settings.temporal_address}: "
+                        f"{err}",
+                    ) from err
+            return self._client
+
+
+bearer = HTTPBearer(
+    auto_error=False,
+    description="A token from `agentlane gateway token create` (shown once).",
+)
+
+
+def _gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+def _unauthorized(detail: str, error: str | None = None) -> Problem:
+    challenge = 'Bearer realm="agentlane"' + (f', error="{error}"' if error else "")
+    return Problem(401, "unauthorized", "Unauthorized", detail, {"WWW-Authenticate": challenge})
+
+
+async def authenticate(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> TokenRecord:
+    """The caller's token; 401 without a valid one, 429 over its rate, 403 read-only on POST."""
+    gw = _gateway(request)
+    if credentials is None:
+        raise _unauthorized("send `Authorization: Bearer <token>`")
+    record = gw.tokens.verify(credentials.credentials)
+    if record is None:
+        raise _unauthorized("the token is unknown or was revoked", "invalid_token")
+    wait = gw.limiter.take(record.id)
+    if wait > 0:
+        after = RateLimiter.retry_after(wait)
+        raise Problem(
+            429,
+            "rate-limited",
+            "Too Many Requests",
+            f"token {record.id} is over its rate limit "
+            f"({gw.settings.gateway_rate_per_second:g}/s, burst "
+            f"{gw.settings.gateway_rate_burst}); retry after {after} s",
+            {"Retry-After": after},
+        )
+    if record.read_only and request.method not in ("GET", "HEAD"):
+        raise Problem(
+            403,
+            "read-only",
+            "Forbidden",
+            f"token {record.id} is read-only: it cannot {request.method}",
+        )
+    return record
+
+
+Principal = Annotated[TokenRecord, Depends(authenticate)]
+
+
+def session_key(key: str, token: Principal) -> str:
+    """The path's session key, checked like every key (agentlane/ids.py) and against the
+    token's prefixes."""
+    try:
+        check_session_key(key)
+    except InvalidSessionKey as err:
+        raise Problem(400, "invalid-session-key", "Invalid session key", str(err)) from err
+    if not token.allows_key(key):
+        raise Problem(
+            403,
+            "outside-scope",
+            "Forbidden",
+            f"token {token.id} may only use sessions whose key starts with "
+            + " or ".join(repr(p) for p in token.prefixes),
+        )
+    return key
+
+
+SessionKey = Annotated[str, Depends(session_key)]
+
+
+async def _call(gw: Gateway, action: Callable[[AgentlaneClient], Awaitable[T]]) -> T:
+    """Run a client call; its errors become problem documents."""
+    client = await gw.client()
+    try:
+        return await action(client)
+    except SessionNotFound as err:
+        raise Problem(404, "session-not-found", "Session not found", str(err)) from err
+    except SendRejected as err:
+        raise Problem(422, "rejected", "Rejected", str(err)) from err
+    except InvalidSessionKey as err:
+        raise Problem(400, "invalid-session-key", "Invalid session key", str(err)) from err
+    except NoWorker as err:
+        raise Problem(503, "no-worker", "No worker", str(err), {"Retry-After": "5"}) from err
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise Problem(404, "session-not-found", "Session not found", err.message) from err
+        raise Problem(
+            503,
+            "temporal-unreachable",
+            "Temporal unreachable",
+            f"the Temporal server did not answer: {err.message}",
+        ) from err
+
+
+class BodyLimit:
+    """Refuse request bodies over `limit` bytes (413) before any route reads them."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = Problem(
+            413,
+            "body-too-large",
+            "Content Too Large",
+            f"the request body is larger than {self.limit} bytes",
+        )
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await too_large.response()(scope, receive, send)
+                return
+        # A body without a length (chunked) is counted as it arrives.
+        chunks: list[Message] = []
+        size = 0
+        if scope.get("method") in ("POST", "PUT", "PATCH"):
+            while True:
+                message = await receive()
+                chunks.append(message)
+                if message["type"] != "http.request":
+                    break
+                size += len(message.get("body", b""))
+                if size > self.limit:
+                    await too_large.response()(scope, receive, send)
+                    return
+                if not message.get("more_body", False):
+                    break
+
+        async def replay() -> Message:
+            if chunks:
+                return chunks.pop(0)
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {
+        code: {"model": ProblemDocument, "content": {"application/problem+json": {}}}
+        for code in codes
+    }
+
+
+def _validation_detail(err: RequestValidationError) -> str:
+    parts = []
+    for item in err.errors():
+        loc = [str(p) for p in item.get("loc", ()) if p != "body"]
+        where = ".".join(loc)
+        msg = str(item.get("msg", "invalid"))
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts) or "invalid request"
+
+
+def _workspace_inside(settings: Settings, workspace: str) -> str:
+    """A workspace named by an adapter must lie in the data folder's workspaces: an HTTP caller
+    cannot point an agent at any folder of the machine."""
+    root = settings.workspaces_dir.resolve()
+    path = (root / workspace).resolve()
+    if path != root and root not in path.parents:
+        raise Problem(
+            422,
+            "rejected",
+            "Rejected",
+            f"workspace {workspace!r} is outside the gateway's workspaces folder ({root}); "
+            "name a folder inside it (relative paths are taken from it)",
+        )
+    return str(path)
+
+
+def create_app(settings: Settings | None = None, client: AgentlaneClient | None = None) -> FastAPI:
+    """The gateway's ASGI app; `client` is connected on first use when not given."""
+    settings = settings or Settings.from_env()
+    gw = Gateway(settings, client)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> Any:
+        yield
+        gw.tokens.flush_used()
+
+    app = FastAPI(
+        title="agentlane gateway",
+        version="1",
+        summary="Chat adapters in, resumable session events out.",
+        description=(
+            "Send messages to agentlane sessions (each a durable Temporal workflow) and follow "
+            "their events as Server-Sent Events that resume exactly from `Last-Event-ID`. "
+            "Every `/v1/` route needs `Authorization: Bearer <token>` (`agentlane gateway "
+            "token create`). Errors are RFC 9457 problem documents."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.gateway = gw
+
+    @app.exception_handler(Problem)
+    async def on_problem(_: Request, exc: Problem) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return Problem(
+            422,
+            "invalid-request",
+            "Invalid request",
+            _validation_detail(exc),
+            errors=[
+                {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()
+            ],
+        ).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return Problem(
+            exc.status_code,
+            "http",
+            str(exc.detail),
+            str(exc.detail),
+            dict(exc.headers or {}),
+        ).response()
+
+    errors = _problem_responses(400, 401, 403, 404, 413, 422, 429, 503)
+
+    @app.get("/healthz", summary="Liveness (no token needed)", tags=["gateway"])
+    async def healthz() -> Health:
+        return Health(status="ok")
+
+    @app.post(
+        "/v1/sessions/{key}/messages",
+        summary="Send a message (creates the session if new)",
+        description=(
+            "Returns once the session holds the message durably, with the same `SendReceipt` "
+            "the Python client gets (`started`, `queued`, `steered`, `interrupted`, "
+            "`duplicate`). `mode` is one of steer, followup, collect, queue, steer-backlog, "
+            "interrupt. A redelivery with the same `message_id` is a `duplicate` and runs "
+            "nothing. `routing` says where the message came from and where replies go. "
+            "`workspace` and `model` count only when the message creates the session; a "
+            "workspace must lie in the data folder's `workspaces/`. 503 with no worker: the "
+            "message is kept and runs when a worker starts (resending it is safe)."
+        ),
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def send_message(key: SessionKey, body: MessageBody) -> SendReceipt:
+        given = body.model_dump(exclude_unset=True, exclude={"text"})
+        unsupported = sorted(
+            name
+            for name in given
+            if name not in _SEND_PARAMS
+            and getattr(body, name) != MessageBody.model_fields[name].default
+        )
+        if unsupported:
+            raise Problem(
+                422,
+                "rejected",
+                "Rejected",
+                f"{', '.join(unsupported)}: not accepted through the gateway yet",
+            )
+        kwargs: dict[str, Any] = {
+            name: getattr(body, name) for name in given if name in _SEND_PARAMS
+        }
+        if body.workspace is not None:
+            kwargs["workspace"] = _workspace_inside(gw.settings, body.workspace)
+        return await _call(gw, lambda c: c.send(key, body.text, **kwargs))
+
+    @app.get(
+        "/v1/sessions/{key}",
+        summary="Session status",
+        description="Phase (idle, running, streaming, compacting, waiting), the run in "
+        "progress, queue, usage and settings. 404 if the session does not run.",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def get_status(key: SessionKey) -> SessionStatus:
+        return await _call(gw, lambda c: c.status(key))
+
+    @app.post(
+        "/v1/sessions/{key}/abort",
+        summary="Abort the run in flight",
+        description="The receipt names the run it stops, or says there was none.",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def abort(key: SessionKey, body: AbortBody | None = None) -> AbortReceipt:
+        reason = (body or AbortBody()).reason
+        return await _call(gw, lambda c: c.abort(key, reason))
+
+    @app.post(
+        "/v1/sessions/{key}/close",
+        summary="Close the session once its queue is empty",
+        description="Its event stream ends with it (SSE followers get a `closed` event). A "
+        "later message to the same key starts it again, with its transcript.",
+        tags=["sessions"],
+        status_code=202,
+        responses=errors,
+    )
+    async def close(key: SessionKey) -> CloseReceipt:
+        await _call(gw, lambda c: c.close(key))
+        return CloseReceipt(session_key=key, note="the session closes once its queue is empty")
+
+    @app.post(
+        "/v1/sessions/{key}/reset",
+        summary="Start the session afresh",
+        description="Nothing before the reset is sent to the model again (the old branch "
+        "stays in the transcript). A busy run is aborted first; queued messages are kept.",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def reset(
+        key: SessionKey, token: Principal, body: ResetBody | None = None
+    ) -> ResetReceipt:
+        req = body or ResetBody()
+        by = req.by or f"gateway:{token.name or token.id}"
+        return await _call(gw, lambda c: c.reset(key, req.reason, by=by))
+
+    @app.get(
+        "/v1/sessions/{key}/transcript",
+        summary="The session's transcript, a page at a time",
+        description="The current branch (since the latest reset, its marker included) unless "
+        "`all=true` (the whole file). Entries in order; `next_offset` is the next page's.",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def transcript(
+        key: SessionKey,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        all: Annotated[
+            bool, Query(description="the whole file, not just the current branch")
+        ] = False,
+    ) -> TranscriptPage:
+        from activities.branch_history import current_branch
+
+        client = await gw.client()
+        entries = await asyncio.to_thread(client.transcript, key)
+        if not entries and not await _call(gw, lambda c: c.session_ever_existed(key)):
+            raise Problem(
+                404, "session-not-found", "Session not found", f"session {key} does not exist"
+            )
+        hidden = 0
+        if not all:
+            hidden, entries = current_branch(entries)
+        page = entries[offset : offset + limit]
+        end = offset + len(page)
+        return TranscriptPage(
+            session_key=key,
+            total=len(entries),
+            offset=offset,
+            limit=limit,
+            next_offset=end if end < len(entries) else None,
+            hidden=hidden,
+            entries=[e.model_dump(mode="json", exclude_defaults=True) for e in page],
+        )
+
+    @app.get(
+        "/v1/sessions/{key}/events",
+        summary="Follow the session's events (Server-Sent Events)",
+        description=(
+            "`text/event-stream`. Each event's `id:` is its offset in the session's stream; "
+            "reconnect with `Last-Event-ID` (or `?from=<last id + 1>`) to resume exactly. "
+            "`?from=0` starts at the session's first event; with neither, at the live end. "
+            "Vocabulary `agentlane` (default): `event:` is the kind, `data:` the AgentEvent "
+            "JSON. `agui`: AG-UI events. An event `gap` says events were missed because the "
+            "stream no longer holds them (re-read the transcript); `closed` that the session "
+            "was closed. Comment lines keep an idle stream open."
+        ),
+        tags=["sessions"],
+        responses={
+            **errors,
+            200: {"content": {"text/event-stream": {}}, "description": "the event stream"},
+            501: {"model": ProblemDocument, "description": "vocabulary not available"},
+        },
+    )
+    async def events(
+        key: SessionKey,
+        from_offset: Annotated[int | None, Query(alias="from", ge=0)] = None,
+        vocabulary: Literal["agentlane", "agui"] = "agentlane",
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    ) -> EventSourceResponse:
+        translate = None
+        if vocabulary == "agui":
+            translate = _agui_translator()
+        start = from_offset
+        if last_event_id is not None and last_event_id.strip():
+            if not last_event_id.strip().isdigit():
+                raise Problem(
+                    400,
+                    "invalid-last-event-id",
+                    "Invalid Last-Event-ID",
+                    f"Last-Event-ID must be an event id (an offset) from this stream, not "
+                    f"{last_event_id!r}",
+                )
+            start = int(last_event_id) + 1
+        if not await _call(gw, lambda c: c.session_ever_existed(key)):
+            raise Problem(
+                404, "session-not-found", "Session not found", f"session {key} does not exist"
+            )
+        if start is None:
+            start = await _call(gw, lambda c: _live_end(c, key))
+        client = await gw.client()
+        items = client.watch(key, start)
+        return EventSourceResponse(
+            session_events(key, items, start, translate),
+            ping=gw.settings.gateway_keepalive.total_seconds(),
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get(
+        "/v1/sessions",
+        summary="Running sessions (those the token may see)",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def list_sessions(token: Principal) -> SessionList:
+        rows = await _call(gw, lambda c: c.list_sessions())
+        return SessionList(
+            sessions=[SessionRow.model_validate(r) for r in rows if token.allows_key(str(r["key"]))]
+        )
+
+    @app.get(
+        "/v1/models",
+        summary="The model registry (built-in catalogue and configuration)",
+        tags=["models"],
+        responses=errors,
+    )
+    async def models(_: Principal) -> ModelList:
+        try:
+            config = gw._config.current()
+        except ConfigError as err:
+            raise Problem(500, "config", "Configuration error", str(err)) from err
+        return ModelList(
+            default_model=config.default_model,
+            models=[
+                ModelRow(
+                    ref=ref,
+                    provider=entry.provider,
+                    id=entry.id,
+                    api=entry.api.value,
+                    context_window=entry.context_window,
+                    max_output_tokens=entry.max_output_tokens,
+                    thinking_levels=list(entry.capabilities.thinking_levels),
+                    images=entry.capabilities.images,
+                    default=ref == config.default_model,
+                )
+                for ref, entry in sorted(config.models.items())
+            ],
+        )
+
+    if STATIC_DIR.is_dir():
+        from fastapi.staticfiles import StaticFiles
+
+        # The web chat page loads without a token; its API calls need one.
+        app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")
+
+    app.add_middleware(BodyLimit, limit=settings.gateway_max_body_bytes)
+    return app
+
+
+async def _live_end(client: AgentlaneClient, key: str) -> int:
+    """The stream's current end offset; 0 when the session has not started its stream yet."""
+    try:
+        return await asyncio.wait_for(client.events_offset(key), WORKER_WAIT_SECONDS + 1)
+    except TimeoutError:
+        raise NoWorker(
+            f"session {key} exists, but no worker answered within {WORKER_WAIT_SECONDS:.0f} s "
+            "to say where its event stream ends; start one with `agentlane worker`"
+        ) from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return 0
+        raise
+
+
+def _agui_translator() -> Callable[[int, Any], list[dict[str, Any]]]:
+    """A fresh AG-UI translator for one stream (clients/gateway/agui.py), or 501."""
+    try:
+        module = importlib.import_module("clients.gateway.agui")
+        translator = module.AguiTranslator()
+    except (ModuleNotFoundError, AttributeError) as err:
+        raise Problem(
+            501,
+            "vocabulary-unavailable",
+            "Not Implemented",
+            f"the agui vocabulary is not available in this gateway ({err})",
+        ) from err
+    translate: Callable[[int, Any], list[dict[str, Any]]] = translator.translate
+    return translate
+
+
+def serve(
+    settings: Settings | None = None, host: str | None = None, port: int | None = None
+) -> None:
+    """Run the gateway with uvicorn until interrupted."""
+    import uvicorn
+
+    settings = settings or Settings.from_env()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.gateway_host,
+        port=port or settings.gateway_port,
+        log_level="info",
+        # Uvicorn's access log has paths and status codes only: never the Authorization header.
+        access_log=True,
+    )

@@ -1,0 +1,93 @@
+"""A session's events as Server-Sent Events.
+
+Every event's `id:` is its offset in the session's Workflow Stream, so a client that reconnects
+with `Last-Event-ID: <n>` (what a browser's EventSource sends by itself) resumes at `n + 1`,
+exactly. The items come from `AgentlaneClient.watch`, which follows the stream across runs, its
+continue-as-new and server restarts.
+
+What the stream no longer holds cannot be replayed: it keeps its last 1 000 items when it
+continues as new (workflows/session_events.py), and the SDK's subscriber, asked for a truncated
+offset, silently starts again at the oldest item it still has. Here that is never silent: when
+the first offset delivered is not the one asked for, a `gap` event comes first, naming what was
+asked for and what is available, and advising to re-read the transcript (which holds every
+message) before going on. Events of the `agentlane` vocabulary carry the `AgentEvent` JSON with
+the SSE event name set to its kind; the `agui` vocabulary (clients/gateway/agui.py) sends AG-UI
+events as plain `data:` messages, each with the offset of the event it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from sse_starlette import ServerSentEvent
+
+from agentlane.events import AgentEvent
+from clients.api import StreamItem
+
+# One agentlane event in, zero or more SSE payloads (JSON-able dicts) out.
+Translate = Callable[[int, AgentEvent], list[dict[str, Any]]]
+
+GAP_ADVICE = (
+    "the stream no longer holds these events (it keeps only recent ones); read the transcript "
+    "(GET /v1/sessions/{key}/transcript) for what was said, then go on from here"
+)
+
+
+def gap_event(key: str, requested: int, first_available: int) -> ServerSentEvent:
+    if first_available > requested:
+        data = {
+            "requested": requested,
+            "first_available": first_available,
+            "missed": first_available - requested,
+            "advice": GAP_ADVICE.replace("{key}", key),
+        }
+    else:
+        # The stream's offsets went back: a stream that was started again from scratch.
+        data = {
+            "requested": requested,
+            "first_available": first_available,
+            "missed": None,
+            "advice": "the session's event stream started again; "
+            + GAP_ADVICE.replace("{key}", key),
+        }
+    return ServerSentEvent(data=json.dumps(data), event="gap")
+
+
+def agentlane_vocabulary(offset: int, event: AgentEvent) -> list[dict[str, Any]]:
+    return [event.model_dump(mode="json", exclude_none=True)]
+
+
+async def session_events(
+    key: str,
+    items: AsyncIterator[StreamItem],
+    start: int,
+    translate: Translate | None = None,
+) -> AsyncIterator[ServerSentEvent]:
+    """SSE events for `items`, which were asked for from offset `start`."""
+    expected = start
+    try:
+        async for item in items:
+            if item.offset != expected:
+                yield gap_event(key, expected, item.offset)
+            expected = item.offset + 1
+            if translate is None:
+                payload = item.event.model_dump_json(exclude_none=True)
+                yield ServerSentEvent(
+                    data=payload, event=item.event.kind.value, id=str(item.offset)
+                )
+                continue
+            for message in translate(item.offset, item.event):
+                yield ServerSentEvent(data=json.dumps(message), id=str(item.offset))
+    finally:
+        await _close(items)
+    # The stream ended: the session was closed. A message to it reopens it, and its stream goes
+    # on from this offset.
+    yield ServerSentEvent(data=json.dumps({"next_offset": expected}), event="closed")
+
+
+async def _close(items: AsyncIterator[StreamItem]) -> None:
+    aclose = getattr(items, "aclose", None)
+    if aclose is not None:
+        await aclose()

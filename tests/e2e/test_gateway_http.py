@@ -1,0 +1,281 @@
+"""The HTTP gateway's routes against a real dev server and worker: messages in (send, steer,
+interrupt, abort, duplicates), every validation error as a problem document with nothing
+reaching a workflow, tokens (401, 403, read-only, prefixes, rate limit), transcript pages."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from agentlane.messages import MAX_MESSAGE_CHARS
+from agentlane.run import ExecutionStatus
+from clients.api import AgentlaneClient
+from clients.gateway.app import create_app
+from tests.conftest import settings_for
+from tests.e2e.gateway_support import GatewayServer
+from tests.harness import Deployment
+
+
+@pytest.fixture(scope="module")
+def gateway(shared: Deployment) -> Iterator[GatewayServer]:
+    with GatewayServer(settings_for(shared)) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def token(gateway: GatewayServer) -> str:
+    return gateway.token(name="tests")
+
+
+def key() -> str:
+    return f"gw-{uuid.uuid4().hex[:10]}"
+
+
+def problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert {"type", "title", "detail"} <= set(body)
+    return body
+
+
+async def wait_text_delta(http: httpx.AsyncClient, k: str, run_id: str) -> None:
+    """Until the run streams text (read through the gateway's own SSE)."""
+    from tests.e2e.gateway_support import read_sse
+
+    await read_sse(
+        http,
+        f"/v1/sessions/{k}/events?from=0",
+        lambda ev: ev.event == "text_delta" and ev.json()["run_id"] == run_id,
+    )
+
+
+async def test_health_and_openapi_need_no_token(gateway: GatewayServer) -> None:
+    async with gateway.http() as http:
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+        spec = (await http.get("/openapi.json")).json()
+    paths = spec["paths"]
+    for path in (
+        "/v1/sessions/{key}/messages",
+        "/v1/sessions/{key}",
+        "/v1/sessions/{key}/abort",
+        "/v1/sessions/{key}/close",
+        "/v1/sessions/{key}/reset",
+        "/v1/sessions/{key}/transcript",
+        "/v1/sessions/{key}/events",
+        "/v1/sessions",
+        "/v1/models",
+    ):
+        assert path in paths
+        for op in paths[path].values():
+            assert op["summary"]
+    body = spec["components"]["schemas"]["MessageBody"]["properties"]
+    # The body is InboundMessage's fields (agentlane/messages.py) plus the model.
+    assert {"text", "mode", "message_id", "routing", "sender", "workspace", "model"} <= set(body)
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+async def test_send_status_duplicate_steer_interrupt_abort(
+    gateway: GatewayServer, token: str, client: AgentlaneClient
+) -> None:
+    k = key()
+    async with gateway.http(token) as http:
+        message = {
+            "text": "count slowly to 60 then run `sleep 1` then say not steered",
+            "message_id": "m-1",
+            "routing": {"channel": "slack", "to": "C42", "thread": "17.1", "account": "T1"},
+            "sender": "U1",
+        }
+        r = await http.post(f"/v1/sessions/{k}/messages", json=message)
+        assert r.status_code == 200, r.text
+        first = r.json()
+        assert first["disposition"] == "started" and first["session_key"] == k
+        # A redelivery (same message id, same routing): one message, the second a duplicate.
+        again = await http.post(f"/v1/sessions/{k}/messages", json=message)
+        assert again.json()["disposition"] == "duplicate"
+        assert again.json()["duplicate_of"] == first["message_seq"]
+        run_id = f"session:{k}:run:1"
+        await wait_text_delta(http, k, run_id)
+        status = (await http.get(f"/v1/sessions/{k}")).json()
+        assert status["current_run_id"] == run_id
+        steer = await http.post(
+            f"/v1/sessions/{k}/messages", json={"text": "say steered ok", "mode": "steer"}
+        )
+        assert steer.json()["disposition"] == "steered", steer.text
+        result = await client.wait_for_run(run_id)
+        assert result.status == ExecutionStatus.SUCCESS and result.reply == "steered ok"
+
+        long = await http.post(f"/v1/sessions/{k}/messages", json={"text": "count slowly to 400"})
+        assert long.json()["disposition"] == "started"
+        await wait_text_delta(http, k, f"session:{k}:run:2")
+        interrupt = await http.post(
+            f"/v1/sessions/{k}/messages", json={"text": "count slowly to 300", "mode": "interrupt"}
+        )
+        assert interrupt.json()["disposition"] == "interrupted", interrupt.text
+        second = await client.wait_for_run(f"session:{k}:run:2")
+        assert second.status == ExecutionStatus.ABORTED
+        await wait_text_delta(http, k, f"session:{k}:run:3")
+        abort = await http.post(f"/v1/sessions/{k}/abort", json={"reason": "adapter stop"})
+        assert abort.status_code == 200 and abort.json()["run_id"] == f"session:{k}:run:3"
+        third = await client.wait_for_run(f"session:{k}:run:3")
+        assert third.status == ExecutionStatus.ABORTED
+        idle = await http.post(f"/v1/sessions/{k}/abort")
+        assert idle.json()["run_id"] is None
+        users = [e for e in client.transcript(k) if e.role.value == "user"]
+        assert [u.text for u in users][:2] == [
+            "count slowly to 60 then run `sleep 1` then say not steered",
+            "say steered ok",
+        ]
+        closed = await http.post(f"/v1/sessions/{k}/close")
+        assert closed.status_code == 202
+        await asyncio.wait_for(client.client.get_workflow_handle(f"session:{k}").result(), 30)
+        problem(await http.get(f"/v1/sessions/{k}"), 404)
+
+
+async def test_every_validation_error_is_a_problem_and_reaches_no_workflow(
+    gateway: GatewayServer, token: str, client: AgentlaneClient
+) -> None:
+    k = key()
+    url = f"/v1/sessions/{k}/messages"
+    async with gateway.http(token) as http:
+        cases: list[tuple[dict[str, Any], int, str]] = [
+            ({"text": "hi", "mode": "sideways"}, 422, "sideways"),
+            ({"text": "   "}, 422, "message text is empty"),
+            ({"text": "x" * (MAX_MESSAGE_CHARS + 1)}, 422, f"the limit is {MAX_MESSAGE_CHARS}"),
+            ({"text": "hi", "colour": "red"}, 422, "colour: Extra inputs are not permitted"),
+            (
+                {"text": "hi", "routing": {"chanel": "slack"}},
+                422,
+                "routing.chanel: Extra inputs are not permitted",
+            ),
+            ({"mode": "steer"}, 422, "text: Field required"),
+            ({"text": 5}, 422, "text: Input should be a valid string"),
+            ({"text": "hi", "model": "nope/none"}, 422, "nope/none"),
+            ({"text": "hi", "workspace": "../../etc"}, 422, "outside the gateway's workspaces"),
+            ({"text": "hi", "queue": {"cap": -1}}, 422, "queue.cap"),
+        ]
+        for body, status, words in cases:
+            got = problem(await http.post(url, json=body), status)
+            assert words in got["detail"], (body, got)
+        bad_json = await http.post(
+            url, content=b"{not json", headers={"content-type": "application/json"}
+        )
+        problem(bad_json, 422)
+        too_big = await http.post(url, content=b"x" * (gateway.settings.gateway_max_body_bytes + 1))
+        assert "larger than" in problem(too_big, 413)["detail"]
+        for bad in ("bad%20key", "a..b", "x:events", "-lead", "k" * 129):
+            got = problem(await http.post(f"/v1/sessions/{bad}/messages", json={"text": "hi"}), 400)
+            assert "invalid session key" in got["detail"]
+        # A key with a slash never reaches a route at all.
+        assert (
+            await http.post("/v1/sessions/a%2F..%2Fb/messages", json={"text": "x"})
+        ).status_code == 404
+        problem(await http.get(f"/v1/sessions/{k}/transcript?limit=0"), 422)
+        problem(await http.get(f"/v1/sessions/{k}/events", headers={"Last-Event-ID": "x"}), 400)
+        # Nothing reached a workflow: the session was never started.
+        problem(await http.get(f"/v1/sessions/{k}"), 404)
+        problem(await http.get(f"/v1/sessions/{k}/transcript"), 404)
+        problem(await http.get(f"/v1/sessions/{k}/events?from=0"), 404)
+        problem(await http.post(f"/v1/sessions/{k}/abort"), 404)
+    assert not await client.session_ever_existed(k)
+
+
+async def test_tokens_scopes_and_read_only(gateway: GatewayServer, token: str) -> None:
+    mine = f"slack:T{uuid.uuid4().hex[:6]}:"
+    k_in, k_out = f"{mine}C1", f"other-{uuid.uuid4().hex[:6]}"
+    scoped = gateway.token(name="slack", prefixes=[mine])
+    reader = gateway.token(name="reader", read_only=True)
+    async with gateway.http() as anon:
+        r = await anon.get("/v1/sessions")
+        assert problem(r, 401) and r.headers["www-authenticate"].startswith("Bearer")
+        bad = await anon.get("/v1/sessions", headers={"Authorization": "Bearer agl_00000000_nope"})
+        problem(bad, 401)
+        assert 'error="invalid_token"' in bad.headers["www-authenticate"]
+    async with gateway.http(scoped) as http:
+        assert (
+            await http.post(f"/v1/sessions/{k_in}/messages", json={"text": "say hi"})
+        ).status_code == 200
+        got = problem(
+            await http.post(f"/v1/sessions/{k_out}/messages", json={"text": "say hi"}), 403
+        )
+        assert mine in got["detail"]
+        problem(await http.get(f"/v1/sessions/{k_out}"), 403)
+        problem(await http.get(f"/v1/sessions/{k_out}/events"), 403)
+    async with gateway.http(token) as http:
+        assert (
+            await http.post(f"/v1/sessions/{k_out}/messages", json={"text": "say hi"})
+        ).status_code == 200
+        everything = {s["key"] for s in (await http.get("/v1/sessions")).json()["sessions"]}
+        assert {k_in, k_out} <= everything
+    async with gateway.http(scoped) as http:
+        listed = {s["key"] for s in (await http.get("/v1/sessions")).json()["sessions"]}
+        assert listed == {k_in}
+    async with gateway.http(reader) as http:
+        assert (await http.get(f"/v1/sessions/{k_in}")).status_code == 200
+        assert (await http.get("/v1/models")).json()["default_model"]
+        for path in ("messages", "abort", "close", "reset"):
+            got = problem(await http.post(f"/v1/sessions/{k_in}/{path}", json={"text": "x"}), 403)
+            assert "read-only" in got["detail"]
+    record = next(t for t in gateway.tokens.list() if t.name == "slack")
+    assert gateway.tokens.revoke(record.id)
+    async with gateway.http(scoped) as http:
+        problem(await http.get(f"/v1/sessions/{k_in}"), 401)
+    stored = gateway.tokens.path.read_text()
+    assert scoped not in stored and reader not in stored
+    assert gateway.tokens.path.stat().st_mode & 0o777 == 0o600
+
+
+async def test_rate_limit_answers_429_with_retry_after(shared: Deployment) -> None:
+    settings = settings_for(shared).model_copy(
+        update={"gateway_rate_per_second": 0.5, "gateway_rate_burst": 3}
+    )
+    app = create_app(settings)
+    from clients.gateway.auth import TokenStore
+
+    tok = TokenStore(settings.data_dir).create(name="limited")[1]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://gw", headers={"Authorization": f"Bearer {tok}"}
+    ) as http:
+        codes = [(await http.get("/v1/models")).status_code for _ in range(4)]
+        assert codes == [200, 200, 200, 429]
+        limited = await http.get("/v1/models")
+        assert int(limited.headers["retry-after"]) >= 1
+        assert "rate limit" in problem(limited, 429)["detail"]
+        assert (await http.get("/healthz")).status_code == 200  # no token, no limit
+
+
+async def test_transcript_pages_and_reset(
+    gateway: GatewayServer, token: str, client: AgentlaneClient
+) -> None:
+    k = key()
+    async with gateway.http(token) as http:
+        for i in range(3):
+            r = await http.post(
+                f"/v1/sessions/{k}/messages", json={"text": f"write f{i}.txt with {i} then say ok"}
+            )
+            assert r.status_code == 200
+            fate = await client.wait_started(k, r.json()["message_seq"])
+            await client.wait_for_run(fate.run_id or "")
+        whole = [e.model_dump(mode="json", exclude_defaults=True) for e in client.transcript(k)]
+        pages: list[dict[str, Any]] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = (await http.get(f"/v1/sessions/{k}/transcript?offset={offset}&limit=4")).json()
+            assert page["total"] == len(whole) and len(page["entries"]) <= 4
+            pages.extend(page["entries"])
+            offset = page["next_offset"]
+        assert pages == whole and len(whole) > 8
+        reset = await http.post(f"/v1/sessions/{k}/reset", json={"reason": "new topic"})
+        assert reset.status_code == 200, reset.text
+        marker = reset.json()["entry_id"]
+        current = (await http.get(f"/v1/sessions/{k}/transcript")).json()
+        assert current["entries"][0]["id"] == marker and current["hidden"] == len(whole)
+        every = (await http.get(f"/v1/sessions/{k}/transcript?all=true&limit=1000")).json()
+        assert every["total"] == len(whole) + 1 and every["hidden"] == 0

@@ -1,0 +1,80 @@
+"""Gateway tokens (hashed, 0600, scoped, revocable, re-read on change) and the rate limiter."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clients.gateway.auth import RateLimiter, TokenError, TokenStore
+
+
+def test_a_token_is_shown_once_and_stored_only_as_its_hash(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path)
+    record, token = store.create("slack", ["slack:T1:"], read_only=True)
+    assert token.startswith(f"agl_{record.id}_") and len(token) > 40
+    raw = store.path.read_text()
+    assert token not in raw and token.split("_", 2)[2] not in raw
+    assert store.path.stat().st_mode & 0o777 == 0o600
+    saved = json.loads(raw)["tokens"][0]
+    assert saved["prefixes"] == ["slack:T1:"] and saved["read_only"] is True
+    assert store.verify(token) == record
+    listed = store.list()
+    assert [(t.id, t.name, t.prefixes, t.read_only) for t in listed] == [
+        (record.id, "slack", ["slack:T1:"], True)
+    ]
+    assert "sha256" not in listed[0].model_dump()
+
+
+def test_unknown_malformed_and_revoked_tokens_are_refused(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path)
+    record, token = store.create()
+    assert store.verify(token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    assert store.verify("agl_00000000_" + "x" * 43) is None
+    assert store.verify("") is None and store.verify("Bearer " + token) is None
+    # A second store (the CLI) revokes: the gateway's store sees it without a restart.
+    assert TokenStore(tmp_path).revoke(record.id)
+    assert store.verify(token) is None
+    assert not TokenStore(tmp_path).revoke(record.id)
+
+
+def test_tokens_made_while_the_gateway_runs_count_at_once(tmp_path: Path) -> None:
+    gateway = TokenStore(tmp_path)
+    assert gateway.verify("agl_00000000_" + "x" * 43) is None
+    _, token = TokenStore(tmp_path).create("late")
+    assert gateway.verify(token) is not None
+
+
+def test_prefix_scopes(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path)
+    record, _ = store.create(prefixes=["slack:T1:", "web-"])
+    assert record.allows_key("slack:T1:C42") and record.allows_key("web-abc")
+    assert not record.allows_key("slack:T2:C42") and not record.allows_key("telegram:1")
+    assert store.create()[0].allows_key("anything")
+    for bad in ("", "../x", ":x", "a b", "a..b"):
+        with pytest.raises(TokenError):
+            store.create(prefixes=[bad])
+
+
+def test_last_used_is_written_by_the_gateway_alone(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path)
+    record, token = store.create()
+    assert store.list()[0].last_used is None
+    store.verify(token)
+    store.flush_used()
+    assert store.used_path.stat().st_mode & 0o777 == 0o600
+    assert TokenStore(tmp_path).list()[0].last_used is not None
+    assert token not in store.used_path.read_text()
+
+
+def test_token_bucket() -> None:
+    limiter = RateLimiter(rate=2.0, burst=3)
+    assert [limiter.take("a", now=0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = limiter.take("a", now=0.0)
+    assert wait == pytest.approx(0.5)
+    assert RateLimiter.retry_after(wait) == "1"
+    assert limiter.take("b", now=0.0) == 0.0  # per token
+    assert limiter.take("a", now=0.5) == 0.0  # refilled one
+    assert limiter.take("a", now=0.5) > 0
+    assert RateLimiter(rate=0, burst=0).take("a") == 0.0  # 0: no limit
