@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from agentlane.messages import Routing
@@ -165,6 +165,9 @@ class WebhookQueue:
                     summary=f"webhook {head.run_id} -> {self.s.target.url}"[:200],
                 )
             except ActivityError as err:
+                if self._stopping or isinstance(err.cause, CancelledError):
+                    # Cancelled for a handover: the run stays at the head of the queue.
+                    return
                 # A day of failed attempts: give this run up, visibly, and go on with the next.
                 cause = err.cause
                 message = getattr(cause, "message", None) or str(cause or err)
