@@ -41,6 +41,7 @@ class WebhookSecretStore:
         """The secret, created (atomically, 0600) if it does not exist yet."""
         path = self.path(ref)
         if not path.exists():
+            make_private_dir(self.root.parent)
             make_private_dir(self.root)
             tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
             write_private(tmp, secrets.token_hex(32).encode() + b"\n")
@@ -54,5 +55,6 @@ class WebhookSecretStore:
         return self.get(ref)
 
     def rotate(self, ref: str) -> bytes:
+        make_private_dir(self.root.parent)
         write_private(self.path(ref), secrets.token_hex(32).encode() + b"\n")
         return self.get(ref)
