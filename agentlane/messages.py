@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Re-exported: callers have always found the modes here.
 from agentlane.queue_modes import QueueMode, UnknownQueueMode, parse_queue_mode
 from agentlane.queue_settings import QueueOptions
+from agentlane.webhooks import check_callback_url, check_secret_ref
 
 __all__ = ["QueueMode", "UnknownQueueMode", "parse_queue_mode", "QueueOptions"]
 
@@ -24,6 +25,20 @@ class Routing(BaseModel):
     to: str | None = None
     account: str | None = None
     thread: str | None = None
+    # Webhook delivery (issue 11, agentlane/webhooks.py): where the session POSTs its replies
+    # from this message on, and the reference of the secret that signs them (never the secret).
+    callback_url: str | None = None
+    callback_secret_ref: str | None = None
+
+    @field_validator("callback_url")
+    @classmethod
+    def _callback_url(cls, url: str | None) -> str | None:
+        return None if url is None else check_callback_url(url)
+
+    @field_validator("callback_secret_ref")
+    @classmethod
+    def _secret_ref(cls, ref: str | None) -> str | None:
+        return None if ref is None else check_secret_ref(ref)
 
 
 class InboundMessage(BaseModel):
@@ -63,6 +78,8 @@ def check_inbound(msg: InboundMessage) -> None:
         )
     if msg.mode is not None:
         parse_queue_mode(msg.mode)
+    if msg.routing.callback_secret_ref is not None and msg.routing.callback_url is None:
+        raise ValueError("routing names a callback secret but no callback_url")
 
 
 class FateState(StrEnum):

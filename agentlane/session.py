@@ -18,6 +18,7 @@ from agentlane.queue_settings import (
 )
 from agentlane.run import ExecutionResult, ModelRef, UserTurn
 from agentlane.usage import Usage
+from agentlane.webhooks import WebhookState, WebhookStatus
 
 
 class QueuedMessage(BaseModel):
@@ -116,6 +117,9 @@ class SessionState(BaseModel):
     # continue-as-new, so a marker id is never reused), and the latest marker.
     resets: int = 0
     last_reset_entry_id: str | None = None
+    # Webhook delivery (issue 11): the callback and its queue of runs to deliver; None until a
+    # message's routing names a callback URL.
+    webhook: WebhookState | None = None
 
 
 class SessionInput(BaseModel):
@@ -166,6 +170,8 @@ class SessionStatus(BaseModel):
     # Resets of this session (this incarnation), and the latest reset marker's entry id.
     resets: int = 0
     last_reset_entry_id: str | None = None
+    # Webhook delivery status, when the session has a callback.
+    webhook: WebhookStatus | None = None
 
 
 class RunPhase(StrEnum):

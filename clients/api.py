@@ -88,6 +88,7 @@ from agentlane.session import (
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from agentlane.transcript import TranscriptEntry
+from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from workflows.agent_run import AgentRunWorkflow
 from workflows.session import SessionWorkflow
 
@@ -626,7 +627,31 @@ class AgentlaneClient:
                         "fallback_model": progress.fallback_model,
                     }
                 )
+        if status.webhook is not None and status.webhook.pending_runs:
+            status = status.model_copy(
+                update={"webhook": await self._webhook_attempts(handle, status.webhook)}
+            )
         return status
+
+    async def _webhook_attempts(
+        self, handle: WorkflowHandle[Any, Any], hook: WebhookStatus
+    ) -> WebhookStatus:
+        """The delivery activity's retry state as Temporal holds it (attempt, last failure,
+        next attempt): read with `describe`, which costs no history."""
+        try:
+            described = await handle.describe()
+        except RPCError:
+            return hook
+        for pending in described.raw_description.pending_activities:
+            if pending.activity_type.name != DELIVER_WEBHOOKS:
+                continue
+            update: dict[str, Any] = {"attempt": pending.attempt}
+            if pending.HasField("last_failure") and pending.last_failure.message:
+                update["last_error"] = pending.last_failure.message
+            if pending.HasField("next_attempt_schedule_time"):
+                update["next_attempt_at"] = pending.next_attempt_schedule_time.ToSeconds()
+            return hook.model_copy(update=update)
+        return hook
 
     async def run_progress(self, run_id: str) -> RunProgress | None:
         try:

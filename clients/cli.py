@@ -14,7 +14,8 @@ from types import ModuleType
 
 from agentlane.branches import RESET_HELP
 from agentlane.headers import AUTH_HEADER_STYLES
-from agentlane.ids import InvalidSessionKey
+from agentlane.ids import InvalidSessionKey, check_session_key
+from agentlane.messages import Routing
 from agentlane.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,6 +91,7 @@ async def _send(args: argparse.Namespace) -> int:
         receipt = await client.send(
             args.session,
             text,
+            routing=_callback_routing(args),
             mode=args.mode,
             workspace=args.workspace,
             model=args.model,
@@ -97,7 +99,7 @@ async def _send(args: argparse.Namespace) -> int:
             queue=args.queue,
             session_overrides={"auth_profile": args.profile} if args.profile else None,
         )
-    except SendRejected as err:
+    except (SendRejected, ValueError) as err:
         print(f"rejected: {err}", file=sys.stderr)
         return EXIT_REJECTED
     except NoWorker as err:
@@ -453,6 +455,30 @@ def _encryption(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _callback_routing(args: argparse.Namespace) -> Routing | None:
+    """`send --callback-url URL [--callback-secret-ref REF]`: replies are POSTed there."""
+    url = getattr(args, "callback_url", None)
+    if url is None:
+        if getattr(args, "callback_secret_ref", None):
+            raise ValueError("--callback-secret-ref needs --callback-url")
+        return None
+    return Routing(callback_url=url, callback_secret_ref=args.callback_secret_ref)
+
+
+def _webhook(args: argparse.Namespace) -> int:
+    """Print a webhook signing secret (created 0600 in the data folder if need be): the
+    session's own, or a named one (`--ref`, e.g. one per adapter or token)."""
+    from agentlane.webhook_secrets import WebhookSecretStore
+    from agentlane.webhooks import default_secret_ref
+
+    store = WebhookSecretStore(Settings.from_env().data_dir)
+    ref = args.target if args.ref else default_secret_ref(check_session_key(args.target))
+    secret = store.rotate(ref) if args.rotate else store.ensure(ref)
+    print(f"ref: {ref}", file=sys.stderr)
+    print(secret.decode())
+    return EXIT_OK
+
+
 def _server(args: argparse.Namespace) -> int:
     devserver = load_devserver()
     return int(devserver.main([args.action]))
@@ -553,6 +579,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="watch",
         action="store_false",
         help="return once the session accepted the message",
+    )
+    p.add_argument("--callback-url", help="POST this session's replies to this URL (webhooks)")
+    p.add_argument(
+        "--callback-secret-ref", help="sign them with this stored secret (default: the session's)"
     )
     p.set_defaults(func=_send)
 
@@ -664,6 +694,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="the keys file (AGENTLANE_ENCRYPTION_KEYS_FILE)")
     p.add_argument("--key-id", help="id of the new key (default k<n>)")
     p.set_defaults(func=_encryption, sync=True)
+
+    p = sub.add_parser("webhook", help="webhook signing secrets (print, create, rotate)")
+    p.add_argument("action", choices=["secret"])
+    p.add_argument("target", help="a session key, or with --ref a secret reference")
+    p.add_argument("--ref", action="store_true", help="TARGET is a secret reference")
+    p.add_argument("--rotate", action="store_true", help="replace the secret with a new one")
+    p.set_defaults(func=_webhook, sync=True)
 
     p = sub.add_parser("server", help="the embedded Temporal dev server")
     p.add_argument("action", choices=["start", "stop", "status", "restart"])

@@ -37,6 +37,7 @@ def test_histories_are_present() -> None:
         "failover_v2",
         "context_recovery",
         "reset_branch",
+        "webhooks",
     } <= scenarios
 
 

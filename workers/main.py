@@ -32,10 +32,13 @@ from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
+from activities.webhook_delivery import WebhookDelivery
 from agentlane.encryption import EncryptionConfigError
 from agentlane.private_files import make_private_dir
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
+from agentlane.webhook_secrets import WebhookSecretStore
+from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
 from workflows.agent_run import AgentRunWorkflow
 from workflows.session import SessionWorkflow
 from workflows.session_events import SessionEventsWorkflow
@@ -64,6 +67,7 @@ def build_workers(
     records = SessionRecords(store)
     tree = SessionTreeActivities(store, records, publishers)
     listing = ProfileListing(settings)
+    webhooks = WebhookDelivery(store, WebhookSecretStore(settings.data_dir))
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
@@ -103,6 +107,14 @@ def build_workers(
                 truncation.truncate_tool_results,
             ],
             max_concurrent_activities=settings.max_concurrent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+        # Webhook deliveries follow a run and mostly wait (activities/webhook_delivery.py).
+        Worker(
+            client,
+            task_queue=webhook_task_queue(settings.workflow_task_queue),
+            activities=[webhooks.deliver_webhooks],
+            max_concurrent_activities=MAX_CONCURRENT_DELIVERIES,
             **common,  # type: ignore[arg-type]
         ),
     ]

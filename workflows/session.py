@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         InboundMessage,
         MessageFate,
         QueueMode,
+        Routing,
         SendDisposition,
         SendReceipt,
         UnknownQueueMode,
@@ -98,6 +99,7 @@ with workflow.unsafe.imports_passed_through():
         RestoredSession,
         RestoreSessionInput,
     )
+    from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy.queue import (
         Action,
@@ -116,6 +118,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
     from workflows.session_events import SessionEventsWorkflow
+    from workflows.webhook_queue import WEBHOOK_PATCH, WebhookQueue, run_end_of, target_of
 
 RECENT_MESSAGE_IDS = 500
 # Fates kept for `wait_started`; older messages have long started.
@@ -157,6 +160,11 @@ class SessionWorkflow:
         self.branch_source: BranchSource | None = inp.branch
         self.branch_receipt: BranchReceipt | None = None
         self.branch_error: str | None = None
+        # Webhook delivery (issue 11, workflows/webhook_queue.py): once a message named a
+        # callback URL.
+        self.hooks: WebhookQueue | None = (
+            WebhookQueue(self.s.key, self.s.webhook) if self.s.webhook is not None else None
+        )
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -196,6 +204,7 @@ class SessionWorkflow:
             await workflow.wait_condition(lambda: self.ready)
             if self.branch_error is not None:
                 raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
+        self._take_callback(msg.routing)
         qs = self._queue_settings(msg)
         mode = qs.mode
         self.s.message_seq += 1
@@ -267,6 +276,28 @@ class SessionWorkflow:
         self._enqueue(item.model_copy(update={"debounce": True}), qs)
         ahead = self.current_run_id or "the messages ahead of it"
         return self._receipt(seq, SendDisposition.QUEUED, mode, note=f"runs after {ahead}")
+
+    def _take_callback(self, routing: Routing) -> None:
+        """A message that names a callback URL sets the session's webhook from then on (the
+        latest one named wins; runs not yet delivered go to it)."""
+        target = target_of(routing, self.s.key)
+        if target is None:
+            return
+        if self.s.webhook is not None:
+            self.s.webhook.target = target
+            return
+        if not workflow.patched(WEBHOOK_PATCH):
+            return
+        self.s.webhook = WebhookState(target=target)
+        self.hooks = WebhookQueue(self.s.key, self.s.webhook)
+        self.hooks.start()
+
+    @workflow.query
+    def webhook_run(self, run_id: str) -> RunDeliveryInfo:
+        """Asked by the delivery activity: whether `run_id` ended, and how."""
+        if self.hooks is None:
+            return RunDeliveryInfo(known=False)
+        return self.hooks.run_info(run_id)
 
     @send.validator
     def validate_send(self, msg: InboundMessage) -> None:
@@ -451,6 +482,7 @@ class SessionWorkflow:
             queue_settings=self._queue_settings(),
             resets=self.s.resets,
             last_reset_entry_id=self.s.last_reset_entry_id,
+            webhook=self.hooks.status() if self.hooks is not None else None,
         )
 
     # -- reset and branches (issue 10) --------------------------------------------------------
@@ -685,6 +717,8 @@ class SessionWorkflow:
                 f"branch not made: {self.branch_error}", type="BranchNotMade", non_retryable=True
             )
         await self._ensure_event_stream(await self._restore(inp))
+        if self.hooks is not None:
+            self.hooks.start()
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.
             self._requeue(self.s.in_flight, "the session continued before the run ended")
@@ -700,6 +734,9 @@ class SessionWorkflow:
             if not self.s.queue:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self.closing:
+                    if self.hooks is not None:
+                        # Replies not yet delivered are delivered before the session ends.
+                        await workflow.wait_condition(self.hooks.idle)
                     if workflow.patched(RECORD_ON_CLOSE_PATCH):
                         # The next incarnation numbers its runs after this one's.
                         await self._record_session()
@@ -732,6 +769,8 @@ class SessionWorkflow:
     async def _continue_as_new(self) -> None:
         self.handing_over = True
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.hooks is not None:
+            await self.hooks.stop()
         self.s.continued += 1
         workflow.continue_as_new(SessionInput(state=self.s))
 
@@ -795,6 +834,8 @@ class SessionWorkflow:
         for seq in batch.seqs:
             self.started[seq] = run_id
             self._set_fate(seq, FateState.STARTED, run_id=run_id)
+        if self.hooks is not None:
+            self.hooks.run_started(run_id)
         if self.abort_pending is not None:
             reason, self.abort_pending = self.abort_pending, None
             await self._abort_current(reason)
@@ -817,11 +858,16 @@ class SessionWorkflow:
             self.current_run_id = None
             self.s.in_flight = None
             self.abort_pending = None
+        if self.hooks is not None:
+            self.hooks.run_ended(run_id, run_end_of(result))
         self.s.last_result = self._compact(result)
-        workflow.set_current_details(
+        details = (
             f"idle; last run **{run_id}**: "
             f"{result.status.value} ({result.termination_reason.value})"
         )
+        if self.hooks is not None:
+            details += f"\n\n{self.hooks.summary()}"
+        workflow.set_current_details(details)
 
     def _requeue(self, held: InFlight, why: str) -> None:
         """A run that ended abnormally handled nothing: put its messages back at the head of the

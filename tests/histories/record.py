@@ -359,6 +359,39 @@ async def reset_branch(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def webhooks(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 11: replies POSTed to a callback that fails its first deliveries and goes away for
+    a moment; the session continues as new with a delivery pending, then closes after the last
+    one is delivered."""
+    from tests.e2e.test_webhooks import Receiver
+
+    receiver = Receiver(fail_first=3, down_after_failures=2.0)
+    receiver.start()
+    try:
+        routing = Routing(channel="rec", to="r1", callback_url=receiver.url)
+        overrides: dict[str, object] = {"continue_as_new_after_events": 30}
+        r = await client.send_and_start(
+            "hooks", "count to 400", workspace=str(ws), routing=routing, session_overrides=overrides
+        )
+        await client.wait_for_run(r.run_id or "")
+        for text in ("say two", "say three"):
+            await client.send("hooks", text)
+            await wait_idle(client, "hooks", runs=3 if text == "say three" else 2)
+        r = await client.send_and_start("hooks", "run `sleep 20` then say never")
+        await asyncio.wait_for(
+            _until(client, "hooks", r.run_id or "", EventKind.TOOL_EXECUTION_START), 30
+        )
+        await client.abort("hooks", "stop")
+        await client.wait_for_run(r.run_id or "")
+        await client.close("hooks")
+        await asyncio.wait_for(client.client.get_workflow_handle("session:hooks").result(), 60)
+        ends = {json.loads(r.body)["id"] for r in receiver.accepted()}
+        expected = {f"session:hooks:run:{n}/final_reply" for n in (1, 2, 3)}
+        assert expected | {"session:hooks:run:4/error"} <= ends, ends
+    finally:
+        receiver.stop()
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -375,6 +408,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "failover_v2": failover_v2,
     "context_recovery": context_recovery,
     "reset_branch": reset_branch,
+    "webhooks": webhooks,
 }
 
 

@@ -1,0 +1,360 @@
+"""Webhook delivery (issue 11): POSTs a session's block replies, final replies and errors to its
+callback URL, at least once, in order, signed.
+
+Design: a per-session delivery queue in the session workflow, one activity per run window.
+
+- The session workflow keeps a small queue of runs to deliver (`WebhookState.queue`, run ids
+  and, once known, how each run ended) and works through it one run at a time, in a workflow
+  coroutine of its own: a run's delivery starts when the run starts and the next run's only
+  when it is done. One delivery at a time per session is what makes the order hold.
+- Block replies exist only in the session's event stream (`model_call` publishes them; the
+  workflow never sees them), so the activity reads them from there by offset with the stream's
+  poll *query* (no history on either workflow), and the final reply from the transcript (the run
+  end carries only `last_entry_id`). Nothing large crosses history: the activity's input is the
+  run id, the URL, the secret's reference, a stream offset and a block cursor.
+- The activity follows its run for at most `window_seconds` (10 min) and returns where it got
+  to; the session schedules the next window. A run that ends is noticed with a query of the
+  session (`webhook_run`), which answers with how it ended (also for runs that die without an
+  `agent_end`, e.g. terminated ones): the activity then drains the stream and sends the final
+  reply (or the error) and is done.
+- Retries are Temporal's (`workflows/webhook_queue.py` `WEBHOOK_RETRY`: 1 s doubling to a
+  1-minute cap, unlimited attempts, one day schedule-to-close): a POST that fails (connection
+  refused, timeout, non-2xx) fails the attempt after a heartbeat that records how far it got,
+  and the next attempt resumes there. A callback down for an hour costs about 65 attempts and
+  loses nothing; the first attempt after it is back comes within a minute.
+- At least once: an attempt that dies between a POST and its heartbeat sends that POST again;
+  receivers drop repeats by the idempotency key (`X-Agentlane-Id`).
+
+Cost in the session's history: 3 events per window activity (scheduled, started, completed,
+whatever the number of attempts: Temporal records only the last attempt) plus the workflow task
+that handles its completion (3 more): about 6 events per delivered run (per 10 minutes of a long
+run), not per POST. The session carries only `WebhookState` across continue-as-new; a handover
+cancels the window in flight and the next execution resumes from the last window's offset
+(re-sending at most one window's POSTs, dropped by key).
+
+The alternative, a delivery child workflow per session, would keep this out of the session's
+history but cost a signal per run both ways and a second workflow to keep alive across session
+close and reopen; and the session's status could not show its progress without a query of its
+own.
+
+Limit: the event stream keeps its last 1000 items when it continues as new; block replies of a
+run whose delivery fell that far behind (a very long outage during a very busy run) are gone
+from the stream: they are counted (`DeliverResult.skipped`, logged), and the final reply, read
+from the transcript, still arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client
+from temporalio.contrib.workflow_streams import PollInput, PollResult
+from temporalio.exceptions import ApplicationError
+
+from activities.model_output.normalization import normalize_text
+from activities.transcript_store import TranscriptStore
+from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
+from agentlane.ids import events_workflow_id, session_workflow_id
+from agentlane.webhook_secrets import SecretMissing, WebhookSecretStore
+from agentlane.webhooks import (
+    DELIVER_WEBHOOKS,
+    HEADER_ID,
+    HEADER_IDEMPOTENCY,
+    HEADER_KIND,
+    HEADER_SIGNATURE,
+    BlockCursor,
+    DeliverInput,
+    DeliverProgress,
+    DeliverResult,
+    DeliveryKind,
+    RunDeliveryInfo,
+    RunEnd,
+    WebhookBody,
+    default_secret_ref,
+    signature_header,
+)
+
+log = logging.getLogger(__name__)
+
+_POLL = "__temporal_workflow_stream_poll"
+WEBHOOK_RUN_QUERY = "webhook_run"
+POST_TIMEOUT_SECONDS = 10.0
+POLL_INTERVAL_SECONDS = 0.25
+# How often a delivery that has not seen its run's `agent_end` asks the session whether the run
+# ended anyway (a run terminated by an operator publishes none).
+END_CHECK_SECONDS = 2.0
+WEBHOOK_FAILED = "WebhookDeliveryFailed"
+
+
+class WebhookDelivery:
+    def __init__(
+        self,
+        store: TranscriptStore,
+        secrets: WebhookSecretStore,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.store = store
+        self.secrets = secrets
+        self._http = http
+        # Progress of attempts in this process, by activity: a retry that lands here resumes
+        # from the newest point even if the failed attempt's last heartbeat was throttled.
+        self._local: dict[tuple[str, str], DeliverProgress] = {}
+
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(follow_redirects=False)
+        return self._http
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+
+    def _secret(self, inp: DeliverInput) -> bytes:
+        ref = inp.target.secret_ref
+        if ref == default_secret_ref(inp.session_key):
+            return self.secrets.ensure(ref)
+        return self.secrets.get(ref)
+
+    @activity.defn(name=DELIVER_WEBHOOKS)
+    async def deliver_webhooks(self, inp: DeliverInput) -> DeliverResult:
+        info = activity.info()
+        local_key = (info.workflow_id or "", info.activity_id)
+        progress = self._resume_point(inp, info.heartbeat_details, self._local.get(local_key))
+        try:
+            secret = await asyncio.to_thread(self._secret, inp)
+        except SecretMissing as err:
+            raise ApplicationError(str(err), type=WEBHOOK_FAILED) from None
+        run = _RunDelivery(self, inp, progress, secret, activity.client())
+        try:
+            result = await run.go()
+        finally:
+            self._local[local_key] = run.progress
+        self._local.pop(local_key, None)
+        return result
+
+    @staticmethod
+    def _resume_point(
+        inp: DeliverInput, details: Any, local: DeliverProgress | None
+    ) -> DeliverProgress:
+        best = DeliverProgress(offset=inp.from_offset, cursor=inp.cursor)
+        candidates = [local] if local is not None else []
+        if details:
+            try:
+                candidates.append(DeliverProgress.model_validate(details[0]))
+            except Exception:  # a heartbeat from an older shape: start from the input
+                pass
+        for c in candidates:
+            if (c.final_sent, c.offset, c.delivered) > (
+                best.final_sent,
+                best.offset,
+                best.delivered,
+            ):
+                best = c
+        return best
+
+
+class _RunDelivery:
+    """One attempt at delivering one window of one run."""
+
+    def __init__(
+        self,
+        owner: WebhookDelivery,
+        inp: DeliverInput,
+        progress: DeliverProgress,
+        secret: bytes,
+        client: Client,
+    ) -> None:
+        self.owner = owner
+        self.inp = inp
+        self.progress = progress
+        self.secret = secret
+        self.client = client
+        self.skipped = 0
+
+    def _beat(self) -> None:
+        activity.heartbeat(self.progress.model_dump(mode="json"))
+
+    def _result(self, done: bool) -> DeliverResult:
+        p = self.progress
+        return DeliverResult(
+            done=done,
+            offset=p.offset,
+            cursor=p.cursor,
+            delivered=p.delivered,
+            last_id=p.last_id,
+            skipped=self.skipped,
+        )
+
+    async def go(self) -> DeliverResult:
+        deadline = time.monotonic() + self.inp.window_seconds
+        scan = self.progress.offset
+        if self.progress.final_sent:
+            return self._result(done=True)
+        saw_end = False
+        last_check = 0.0
+        ended: RunEnd | None = None
+        while True:
+            scan, new_items, saw = await self._read(scan)
+            saw_end = saw_end or saw
+            if new_items:
+                continue  # drain before looking at the run's state
+            self._beat()
+            now = time.monotonic()
+            if ended is None and (saw_end or now - last_check >= END_CHECK_SECONDS):
+                last_check = now
+                state = await self._run_state()
+                if not state.known:
+                    log.warning("webhook: session no longer tracks %s; done", self.inp.run_id)
+                    return self._result(done=True)
+                if state.ended is not None:
+                    ended = state.ended
+                    # Everything the run published reached the stream before the session
+                    # learned it ended: one more drain and the blocks are complete.
+                    continue
+            if ended is not None:
+                await self._send_final(ended)
+                return self._result(done=True)
+            if now >= deadline:
+                return self._result(done=False)
+            await asyncio.sleep(POLL_INTERVAL_SECONDS)
+
+    async def _read(self, offset: int) -> tuple[int, bool, bool]:
+        """Poll the stream once from `offset`; deliver this run's block replies in it. Returns
+        the next scan offset, whether anything was read, and whether `agent_end` was seen."""
+        handle = self.client.get_workflow_handle(events_workflow_id(self.inp.session_key))
+        converter = self.client.data_converter.payload_converter
+        try:
+            result = await handle.query(
+                _POLL, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult
+            )
+        except Exception as err:
+            # The stream rolling over, or no worker for a moment: try again next round.
+            log.info("webhook: could not read the events of %s: %s", self.inp.session_key, err)
+            return offset, False, False
+        saw_end = False
+        if result.items and result.items[0].offset > offset:
+            # Truncated away before it was read (a query clamps to the retained base).
+            gap = result.items[0].offset - offset
+            self.skipped += gap
+            log.warning(
+                "webhook: %s stream items after offset %s were truncated before delivery (%s)",
+                gap,
+                offset,
+                self.inp.run_id,
+            )
+        for item in result.items:
+            payload = Payload()
+            payload.ParseFromString(base64.b64decode(item.data))
+            event = converter.from_payload(payload, AgentEvent)
+            offset = item.offset + 1
+            if event.run_id != self.inp.run_id:
+                continue
+            if event.kind == EventKind.BLOCK_REPLY:
+                await self._block(event)
+            elif event.kind == EventKind.AGENT_END:
+                saw_end = True
+            self.progress.offset = offset
+        return max(offset, result.next_offset), bool(result.items), saw_end
+
+    async def _block(self, event: AgentEvent) -> None:
+        cursor = self.progress.cursor
+        message_id = event.message_id or ""
+        index = event.index or 0
+        if cursor is not None and cursor.message_id == message_id and index < cursor.next_index:
+            return  # a retried model attempt re-published it
+        body = self._body(
+            event.event_id, DeliveryKind.BLOCK_REPLY, text=event.text or "", ts=event.ts
+        )
+        body.index, body.message_id = index, message_id
+        await self._post(body)
+        self.progress.cursor = BlockCursor(message_id=message_id, next_index=index + 1)
+
+    async def _send_final(self, ended: RunEnd) -> None:
+        run_id = self.inp.run_id
+        if ended.status == "success":
+            text = await asyncio.to_thread(self._reply, ended.last_entry_id)
+            if text:
+                body = self._body(f"{run_id}/final_reply", DeliveryKind.FINAL_REPLY, text=text)
+                body.status = ended.status
+                await self._post(body)
+        else:
+            body = self._body(
+                f"{run_id}/error", DeliveryKind.ERROR, text=ended.error_message or ended.status
+            )
+            body.status, body.error_code = ended.status, ended.error_code
+            await self._post(body)
+        self.progress.final_sent = True
+        self._beat()
+
+    def _reply(self, last_entry_id: str | None) -> str:
+        """The user-facing reply, as `finish_run` computes it (a silent reply sends nothing)."""
+        if not last_entry_id:
+            return ""
+        entry = self.owner.store.get(self.inp.session_key, last_entry_id)
+        return (normalize_text(entry.text) or "") if entry is not None else ""
+
+    def _body(
+        self, body_id: str, kind: DeliveryKind, text: str = "", ts: float | None = None
+    ) -> WebhookBody:
+        t = self.inp.target
+        return WebhookBody(
+            id=body_id,
+            kind=kind,
+            session_key=self.inp.session_key,
+            run_id=self.inp.run_id,
+            ts=ts or time.time(),
+            text=text,
+            channel=t.channel,
+            to=t.to,
+            account=t.account,
+            thread=t.thread,
+        )
+
+    async def _post(self, body: WebhookBody) -> None:
+        data = body.model_dump_json(exclude_none=True).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "agentlane-webhook/1",
+            HEADER_ID: body.id,
+            HEADER_IDEMPOTENCY: body.id,
+            HEADER_KIND: body.kind.value,
+            HEADER_SIGNATURE: signature_header(self.secret, int(time.time()), data),
+        }
+        url = self.inp.target.url
+        try:
+            response = await self.owner.http().post(
+                url, content=data, headers=headers, timeout=POST_TIMEOUT_SECONDS
+            )
+        except httpx.HTTPError as err:
+            self._beat()  # the retry resumes at this POST
+            raise ApplicationError(
+                f"POST {url} ({body.id}) failed: {type(err).__name__}: {err}", type=WEBHOOK_FAILED
+            ) from None
+        if not 200 <= response.status_code < 300:
+            self._beat()
+            raise ApplicationError(
+                f"POST {url} ({body.id}) answered HTTP {response.status_code}: "
+                f"{response.text[:200]}",
+                type=WEBHOOK_FAILED,
+            )
+        self.progress.delivered += 1
+        self.progress.last_id = body.id
+        self._beat()
+
+    async def _run_state(self) -> RunDeliveryInfo:
+        handle = self.client.get_workflow_handle(session_workflow_id(self.inp.session_key))
+        try:
+            info: RunDeliveryInfo = await handle.query(
+                WEBHOOK_RUN_QUERY, self.inp.run_id, result_type=RunDeliveryInfo
+            )
+        except Exception as err:
+            log.info("webhook: could not ask %s about its run: %s", self.inp.session_key, err)
+            return RunDeliveryInfo(known=True)
+        return info
