@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,6 +42,8 @@ from clients.api import (
 )
 from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.sse import session_events
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -599,9 +602,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         vocabulary: Literal["agentlane", "agui"] = "agentlane",
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     ) -> EventSourceResponse:
-        translate = None
-        if vocabulary == "agui":
-            translate = _agui_translator()
+        translator = _agui_translator() if vocabulary == "agui" else None
         start = from_offset
         if last_event_id is not None and last_event_id.strip():
             if not last_event_id.strip().isdigit():
@@ -620,6 +621,10 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         if start is None:
             start = await _call(gw, lambda c: _live_end(c, key))
         client = await gw.client()
+        translate = None
+        if translator is not None:
+            await _primed(translator, client, key, start)
+            translate = translator.translate
         items = client.watch(key, start)
         return EventSourceResponse(
             session_events(key, items, start, translate),
@@ -693,7 +698,29 @@ async def _live_end(client: AgentlaneClient, key: str) -> int:
         raise
 
 
-def _agui_translator() -> Callable[[int, Any], list[dict[str, Any]]]:
+# A resumed AG-UI stream is primed with up to this many events before its resume point, so a
+# run the client already has is not started again (strict AG-UI clients refuse that).
+AGUI_PRIME_EVENTS = 2_000
+AGUI_PRIME_SECONDS = 10.0
+
+
+async def _primed(translator: Any, client: AgentlaneClient, key: str, start: int) -> None:
+    """Feed the translator what the client already received (offsets before `start`)."""
+    if start <= 0:
+        return
+    try:
+        async with asyncio.timeout(AGUI_PRIME_SECONDS):
+            async for item in client.watch(key, max(0, start - AGUI_PRIME_EVENTS)):
+                if item.offset >= start:
+                    return
+                translator.prime(item.offset, item.event)
+                if item.offset >= start - 1:
+                    return
+    except TimeoutError:
+        log.warning("could not prime the AG-UI stream of %s before offset %d", key, start)
+
+
+def _agui_translator() -> Any:
     """A fresh AG-UI translator for one stream (clients/gateway/agui.py), or 501."""
     try:
         module = importlib.import_module("clients.gateway.agui")
@@ -705,8 +732,7 @@ def _agui_translator() -> Callable[[int, Any], list[dict[str, Any]]]:
             "Not Implemented",
             f"the agui vocabulary is not available in this gateway ({err})",
         ) from err
-    translate: Callable[[int, Any], list[dict[str, Any]]] = translator.translate
-    return translate
+    return translator
 
 
 def serve(

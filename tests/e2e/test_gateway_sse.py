@@ -221,3 +221,34 @@ async def test_resume_across_a_dev_server_restart(tmp_path: Path) -> None:
     finally:
         dep.stop_workers()
         own.stop()
+
+
+async def test_an_agui_stream_resumed_mid_run_does_not_start_the_run_again(
+    gateway: GatewayServer, token: str, client: AgentlaneClient
+) -> None:
+    """AG-UI clients refuse a second RUN_STARTED for a run they have: a resume with
+    Last-Event-ID is primed with what the client already had, and the text goes on where it
+    stopped, none of it twice."""
+    key = f"agui-{uuid.uuid4().hex[:8]}"
+
+    def finished(ev: SseEvent) -> bool:
+        return bool(ev.json().get("type") in ("RUN_FINISHED", "RUN_ERROR"))
+
+    def text_started(ev: SseEvent) -> bool:
+        return bool(ev.json().get("type") == "TEXT_MESSAGE_CONTENT")
+
+    async with gateway.http(token) as http:
+        await start(http, key, "count slowly to 40 then say done", client)
+        path = f"/v1/sessions/{key}/events?vocabulary=agui"
+        first = await read_sse(http, f"{path}&from=0", text_started)
+        rest = await read_sse(http, path, finished, headers={"Last-Event-ID": first.last_id or ""})
+        types = [ev.json()["type"] for part in (first, rest) for ev in part.events if ev.id]
+        assert types.count("RUN_STARTED") == 1, types
+        assert types[-1] == "RUN_FINISHED"
+        text = "".join(
+            ev.json().get("delta", "")
+            for part in (first, rest)
+            for ev in part.events
+            if ev.id and ev.json()["type"] == "TEXT_MESSAGE_CONTENT"
+        )
+        assert text.count(" 40") == 1 and text.count("1 2 3") == 1, text
