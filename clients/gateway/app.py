@@ -673,6 +673,15 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             ],
         )
 
+    @app.api_route(
+        "/v1/{rest:path}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        include_in_schema=False,
+    )
+    async def no_such_route(rest: str) -> None:
+        # Before the page's static mount, which would answer 405 to a POST anywhere.
+        raise Problem(404, "not-found", "Not Found", f"no such route: /v1/{rest}")
+
     if STATIC_DIR.is_dir():
         from fastapi.staticfiles import StaticFiles
 
