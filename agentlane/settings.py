@@ -52,6 +52,11 @@ class Settings(BaseModel):
     # Per-token token bucket: sustained requests per second, and the burst it allows.
     gateway_rate_per_second: float = 5.0
     gateway_rate_burst: int = 30
+    # One upstream subscription per session shared by its SSE followers (clients/gateway/
+    # fanout.py); off: each connection polls the stream itself. A follower more than
+    # `gateway_fanout_queue` events behind is cut off (`lagging`) and reconnects.
+    gateway_fanout: bool = True
+    gateway_fanout_queue: int = 1000
 
     def encryption_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -112,4 +117,6 @@ class Settings(BaseModel):
             gateway_max_body_bytes=int(_env("GATEWAY_MAX_BODY_BYTES", str(1024 * 1024))),
             gateway_rate_per_second=float(_env("GATEWAY_RATE_PER_S", "5")),
             gateway_rate_burst=int(_env("GATEWAY_RATE_BURST", "30")),
+            gateway_fanout=_env("GATEWAY_FANOUT", "1").lower() not in ("0", "false", "no", "off"),
+            gateway_fanout_queue=int(_env("GATEWAY_FANOUT_QUEUE", "1000")),
         )

@@ -117,6 +117,8 @@ WORKER_WAIT_SECONDS = 4.0
 NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
 # With workers polling, how much longer a call waits for a busy session before giving up.
 BUSY_WAIT_SECONDS = 60.0
+# How long `read_events` keeps retrying an unreachable server.
+READ_RETRY_SECONDS = 60.0
 # A live worker renews its long poll at least this often (the server ends polls after a minute).
 POLLER_FRESH_SECONDS = 75.0
 
@@ -725,6 +727,52 @@ class AgentlaneClient:
                 await asyncio.sleep(1.0)  # the server is unreachable: reconnect and resume
             except (ConnectionError, OSError):
                 await asyncio.sleep(1.0)
+
+    async def read_events(
+        self, session_key: str, from_offset: int, until: int | None = None
+    ) -> AsyncIterator[StreamItem]:
+        """The retained events from `from_offset` (up to `until`, exclusive), read with the
+        stream's poll *query*: no history on any workflow, unlike `watch`'s long-poll updates.
+        Stops at the stream's current end. An offset the stream no longer holds is clamped to
+        its oldest item (the caller sees the jump). Retries while the server is unreachable
+        (up to `READ_RETRY_SECONDS`)."""
+        import base64
+
+        from temporalio.api.common.v1 import Payload
+        from temporalio.contrib.workflow_streams import PollInput, PollResult
+
+        from activities.event_publishing import POLL_QUERY
+
+        handle = self.client.get_workflow_handle(events_workflow_id(session_key))
+        converter = self.client.data_converter.payload_converter
+        offset = from_offset
+        failing_since: float | None = None
+        while until is None or offset < until:
+            try:
+                result = await handle.query(
+                    POLL_QUERY,
+                    PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
+                    result_type=PollResult,
+                )
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    return  # no stream (yet): nothing to read
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if now - failing_since > READ_RETRY_SECONDS:
+                    raise
+                await asyncio.sleep(1.0)
+                continue
+            failing_since = None
+            for wire in result.items:
+                if until is not None and wire.offset >= until:
+                    return
+                payload = Payload()
+                payload.ParseFromString(base64.b64decode(wire.data))
+                yield StreamItem(wire.offset, converter.from_payload(payload, AgentEvent))
+            if not result.more_ready or result.next_offset <= offset:
+                return
+            offset = result.next_offset
 
     async def list_sessions(self) -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []

@@ -41,6 +41,7 @@ from clients.api import (
     SessionNotFound,
 )
 from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
+from clients.gateway.fanout import Fanout
 from clients.gateway.sse import session_events
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,25 @@ class Gateway:
         self._client = client
         self._lock = asyncio.Lock()
         self._config = ConfigWatcher(settings.data_dir)
+        self._fanout: Fanout | None = None
+
+    async def fanout(self) -> Fanout | None:
+        """The shared session feeds (None when `gateway_fanout` is off)."""
+        if not self.settings.gateway_fanout:
+            return None
+        if self._fanout is None:
+            client = await self.client()
+            self._fanout = Fanout(
+                watch=client.watch,
+                read=client.read_events,
+                end_offset=lambda key: _live_end(client, key),
+                queue_limit=self.settings.gateway_fanout_queue,
+            )
+        return self._fanout
+
+    async def aclose(self) -> None:
+        if self._fanout is not None:
+            await self._fanout.close()
 
     async def client(self) -> AgentlaneClient:
         if self._client is not None:
@@ -402,6 +422,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> Any:
         yield
+        await gw.aclose()
         gw.tokens.flush_used()
 
     app = FastAPI(
@@ -587,7 +608,9 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             "Vocabulary `agentlane` (default): `event:` is the kind, `data:` the AgentEvent "
             "JSON. `agui`: AG-UI events. An event `gap` says events were missed because the "
             "stream no longer holds them (re-read the transcript); `closed` that the session "
-            "was closed. Comment lines keep an idle stream open."
+            "was closed; `lagging` that this client fell too far behind the live events and "
+            "was cut off (reconnect with Last-Event-ID to go on). Comment lines keep an idle "
+            "stream open. All followers of a session share one subscription in the gateway."
         ),
         tags=["sessions"],
         responses={
@@ -625,7 +648,8 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         if translator is not None:
             await _primed(translator, client, key, start)
             translate = translator.translate
-        items = client.watch(key, start)
+        fanout = await gw.fanout()
+        items = fanout.follow(key, start) if fanout is not None else client.watch(key, start)
         return EventSourceResponse(
             session_events(key, items, start, translate),
             ping=gw.settings.gateway_keepalive.total_seconds(),
@@ -719,12 +743,9 @@ async def _primed(translator: Any, client: AgentlaneClient, key: str, start: int
         return
     try:
         async with asyncio.timeout(AGUI_PRIME_SECONDS):
-            async for item in client.watch(key, max(0, start - AGUI_PRIME_EVENTS)):
-                if item.offset >= start:
-                    return
+            # Read by query: no long-poll updates in the stream's history.
+            async for item in client.read_events(key, max(0, start - AGUI_PRIME_EVENTS), start):
                 translator.prime(item.offset, item.event)
-                if item.offset >= start - 1:
-                    return
     except TimeoutError:
         log.warning("could not prime the AG-UI stream of %s before offset %d", key, start)
 
