@@ -160,3 +160,17 @@ async def test_the_feed_ends_with_the_stream_and_stops_after_its_last_follower()
 async def _take(it: AsyncIterator[StreamItem], n: int) -> AsyncIterator[StreamItem]:
     for _ in range(n):
         yield await anext(it)
+
+
+async def test_a_cut_off_follower_gets_a_lagging_event_with_its_resume_point() -> None:
+    from clients.gateway.sse import session_events
+
+    async def items() -> AsyncIterator[StreamItem]:
+        yield StreamItem(7, event(7))
+        yield StreamItem(8, event(8))
+        raise Lagging()
+
+    out = [ev async for ev in session_events("s", items(), 7)]
+    assert [ev.id for ev in out[:2]] == ["7", "8"]
+    assert out[-1].event == "lagging" and len(out) == 3
+    assert '"next_offset": 9' in str(out[-1].data) and "Last-Event-ID: 8" in str(out[-1].data)
