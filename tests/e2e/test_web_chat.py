@@ -1,7 +1,8 @@
 """The web chat page, in a real browser (Debian's Chromium driven by Playwright), against the
 real gateway app (uvicorn in a thread), a real dev server and a worker, with the offline model:
 enter a token, create a session, watch a tool call and the streamed reply, abort a long reply.
-A screenshot of the page goes to docs/web-chat.png.
+A screenshot of the page goes to the test's temporary folder, or to docs/web-chat.png (the README's)
+with AGENTLANE_UPDATE_SCREENSHOT=1, so a test run leaves the repository as it was.
 
 Skipped, saying why, when the gateway app (clients/gateway/app.py) or Chromium is missing
 (`./dev test` installs Chromium where it can)."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import threading
@@ -85,11 +87,12 @@ def gateway(shared: Deployment) -> Iterator[tuple[str, str]]:
 
 
 def test_web_chat_streams_a_tool_call_and_aborts_a_long_reply(
-    gateway: tuple[str, str], shared: Deployment
+    gateway: tuple[str, str], shared: Deployment, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base, token = gateway
+    tmp_shot = tmp_path / "web-chat.png"
     key = f"web-{uuid.uuid4().hex[:8]}"
     # The session's workspace (created by its first message) with a file for the model to read.
     workspace = settings_for(shared).workspaces_dir / storage_name(key)
@@ -156,7 +159,8 @@ def test_web_chat_streams_a_tool_call_and_aborts_a_long_reply(
             assert not errors, errors
 
             SCREENSHOT.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT))
+            shot = SCREENSHOT if os.environ.get("AGENTLANE_UPDATE_SCREENSHOT") else tmp_shot
+            page.screenshot(path=str(shot))
         finally:
             browser.close()
     check_agui_replay(base, token, key)
