@@ -148,6 +148,7 @@ def run_demo(session: str = "demo", serve: bool = False) -> int:
             print(f"The gateway did not start (port taken?); see {gateway_log}")
         else:
             print(f"Talk to it over HTTP: the gateway at {settings.gateway_address}")
+            print(f"  web chat:      {settings.gateway_address}/")
             print(f"  API reference: {settings.gateway_address}/openapi.json")
             print("  a token:       .venv/bin/agentlane gateway token create --name me")
         if serve:
