@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agentlane.run import ExecutionStatus
@@ -9,11 +10,18 @@ from clients.api import AgentlaneClient
 from tests.e2e.support import assert_transcript_valid, collect, lifecycle_ok, wait_idle
 
 
-async def chain_length(client: AgentlaneClient, workflow_id: str) -> int:
-    count = 0
-    async for _ in client.client.list_workflows(f"WorkflowId = '{workflow_id}'"):
-        count += 1
-    return count
+async def chain_length(client: AgentlaneClient, workflow_id: str, at_least: int = 1) -> int:
+    """Runs in the workflow's chain, as visibility lists them. Visibility is eventually
+    consistent: a continue-as-new just before the check may not be listed yet, so wait (up to
+    10 s) for `at_least` before answering."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        count = 0
+        async for _ in client.client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+            count += 1
+        if count >= at_least or asyncio.get_running_loop().time() > deadline:
+            return count
+        await asyncio.sleep(0.2)
 
 
 async def test_run_session_and_stream_continue_as_new(
@@ -22,7 +30,7 @@ async def test_run_session_and_stream_continue_as_new(
     overrides: dict[str, object] = {
         "run_continue_as_new_after_events": 25,
         "continue_as_new_after_events": 20,
-        "events_continue_as_new_after_events": 40,
+        "events_continue_as_new_after_events": 25,
     }
     steps = " then ".join(f"write f{i}.txt with {i}" for i in range(8))
     receipt = await client.send_and_start(
@@ -40,8 +48,8 @@ async def test_run_session_and_stream_continue_as_new(
     lifecycle_ok(got.events, receipt.run_id)
     assert got.visible == result.reply
     assert_transcript_valid(client.transcript(session_key))
-    assert await chain_length(client, receipt.run_id) >= 3
-    assert await chain_length(client, f"session:{session_key}:events") >= 2
+    assert await chain_length(client, receipt.run_id, 3) >= 3
+    assert await chain_length(client, f"session:{session_key}:events", 2) >= 2
     for i in range(3):
         more = await client.send_and_start(session_key, f"say again {i}")
         await wait_idle(client, session_key, runs=2 + i)
