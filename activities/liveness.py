@@ -9,7 +9,41 @@ small RPC per 250 ms per running call, and no history events.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import activity
+
+T = TypeVar("T")
 
 HEARTBEAT_EVERY_SECONDS = 0.25
 HEARTBEAT_THROTTLE = timedelta(seconds=HEARTBEAT_EVERY_SECONDS)
+
+
+async def heartbeat_forever() -> None:
+    """Heartbeat at that rate until cancelled: a task beside a long call (model, summariser)."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+        activity.heartbeat()
+
+
+class IdleTimeout(Exception):
+    pass
+
+
+async def with_idle_limit(events: AsyncIterator[T], idle_seconds: float) -> AsyncIterator[T]:
+    """Yield events, failing if the model is silent for longer than `idle_seconds`."""
+    iterator = aiter(events)
+    while True:
+        try:
+            async with asyncio.timeout(idle_seconds):
+                event = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as err:
+            raise IdleTimeout(
+                f"LLM idle timeout ({int(idle_seconds)}s): no response from model"
+            ) from err
+        yield event

@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -37,7 +37,7 @@ from activities.event_publishing import (
     published_so_far,
     text_delta_template,
 )
-from activities.liveness import HEARTBEAT_EVERY_SECONDS
+from activities.liveness import IdleTimeout, heartbeat_forever, with_idle_limit
 from activities.model_output.pipeline import Emission, OutputPipeline
 from activities.model_output.think_tags import ReasoningMode
 from activities.profile_listing import SharedCooldowns
@@ -46,7 +46,6 @@ from activities.providers.base import (
     ModelRequest,
     ProviderError,
     ReasoningDelta,
-    StreamEvent,
     TextDelta,
     ToolCallComplete,
 )
@@ -85,28 +84,6 @@ from agentlane.usage import Usage
 from workflows.policy.preemptive_check import PRECHECK_OVERFLOW_TEXT
 
 log = logging.getLogger(__name__)
-
-
-class IdleTimeout(Exception):
-    pass
-
-
-async def with_idle_limit(
-    events: AsyncIterator[StreamEvent], idle_seconds: float
-) -> AsyncIterator[StreamEvent]:
-    """Yield events, failing if the model is silent for longer than `idle_seconds`."""
-    iterator = aiter(events)
-    while True:
-        try:
-            async with asyncio.timeout(idle_seconds):
-                event = await anext(iterator)
-        except StopAsyncIteration:
-            return
-        except TimeoutError as err:
-            raise IdleTimeout(
-                f"LLM idle timeout ({int(idle_seconds)}s): no response from model"
-            ) from err
-        yield event
 
 
 def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
@@ -524,12 +501,7 @@ class ModelCallActivity:
                 )
                 blocks += 1
 
-        async def heartbeat_loop() -> None:
-            while True:
-                await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
-                activity.heartbeat()
-
-        beats = asyncio.create_task(heartbeat_loop())
+        beats = asyncio.create_task(heartbeat_forever())
         try:
             stream = resolved.provider.stream(request, resolved.credentials)
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):

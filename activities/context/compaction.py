@@ -64,8 +64,7 @@ from activities.context.token_estimate import (
     request_overhead_tokens,
 )
 from activities.context.transcript_repair import ErroredTurnResults, repair_tool_result_pairing
-from activities.liveness import HEARTBEAT_EVERY_SECONDS
-from activities.model_call import IdleTimeout, with_idle_limit
+from activities.liveness import IdleTimeout, heartbeat_forever, with_idle_limit
 from activities.providers.base import (
     Finish,
     ModelRequest,
@@ -403,12 +402,7 @@ class CompactionActivity:
         )
         parts: list[str] = []
 
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
-                activity.heartbeat()
-
-        beats = asyncio.create_task(beat())
+        beats = asyncio.create_task(heartbeat_forever())
         try:
             stream = summariser.provider.stream(request, summariser.credentials)
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):

@@ -11,7 +11,8 @@ from datetime import timedelta
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from activities.model_call import IdleTimeout, tool_call_summary, typed_failure, with_idle_limit
+from activities.liveness import IdleTimeout, with_idle_limit
+from activities.model_call import tool_call_summary, typed_failure
 from activities.providers.base import (
     Credentials,
     Finish,
