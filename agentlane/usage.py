@@ -6,11 +6,35 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 
+class Cost(BaseModel):
+    """What calls cost in US dollars, priced with the catalogue's model prices when each call
+    ended (issue 12). Calls of a model without prices are counted, never priced at 0: a sum that
+    covers only some calls says so."""
+
+    usd: float = 0.0
+    priced_calls: int = 0
+    unpriced_calls: int = 0
+
+    def plus(self, other: Cost) -> Cost:
+        return Cost(
+            usd=self.usd + other.usd,
+            priced_calls=self.priced_calls + other.priced_calls,
+            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+        )
+
+    @property
+    def known(self) -> float | None:
+        """The dollars, when at least one call was priced; None: unpriced."""
+        return self.usd if self.priced_calls else None
+
+
 class Usage(BaseModel):
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    # Set on a call's usage by the model-call activity; summed with the tokens.
+    cost: Cost = Cost()
 
     @property
     def total(self) -> int:
@@ -27,6 +51,7 @@ class Usage(BaseModel):
             output=self.output + other.output,
             cache_read=self.cache_read + other.cache_read,
             cache_write=self.cache_write + other.cache_write,
+            cost=self.cost.plus(other.cost),
         )
 
 

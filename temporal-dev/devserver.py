@@ -55,6 +55,14 @@ def sqlite_pragmas() -> list[str]:
     return ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
 
 
+def search_attribute_flags() -> list[str]:
+    """The custom search attributes (agentlane/search_attributes.py), registered at every start:
+    the server keeps them in its database, and registering again is a no-op."""
+    from agentlane.search_attributes import dev_server_flags
+
+    return dev_server_flags()
+
+
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.2)
@@ -100,8 +108,7 @@ class DevServer:
             str(self.port),
             "--log-level",
             "warn",
-            "--search-attribute",
-            "AgentSessionKey=Keyword",
+            *search_attribute_flags(),
             *sqlite_pragmas(),
         ]
         if self.ui_port is None:
