@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from agentlane import search_attributes as sa
     from agentlane.errors import (
         CONFIG_ERROR,
         MODEL_IDLE_TIMEOUT,
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_options as opts
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
+    from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.loop_detection import (
         NOT_STUCK,
@@ -61,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.run_limits import turn_limit_reached
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
+    from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
 
 
 # Runs recorded before the context window guard started without it.
@@ -165,6 +168,14 @@ class AgentRunWorkflow(LegacyFailover):
         # Whether context overflows are recovered from (every run recorded since); None until
         # first asked, as above.
         self.recovers_context: bool | None = None
+        # Whether this run upserts its search attributes (every run recorded since); None until
+        # first asked, as above.
+        self.upserts_attributes: bool | None = None
+        # The counters are upserted at most once a minute while the run works; a new segment
+        # (continue-as-new) waits its minute too.
+        self.counters_at = workflow.time()
+        # The reason of the latest failed model call: AgentLastError while the run deals with it.
+        self.failure_reason: str | None = None
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -225,6 +236,33 @@ class AgentRunWorkflow(LegacyFailover):
         workflow.set_current_details(
             f"run **{self.req.run_id}** on {self.failover.model().label()}; {text}"
         )
+        # Failover and context recovery say here what they changed (waiting, compacting, a new
+        # profile or model): what the run's page shows and what the UI's list finds change
+        # together.
+        self._upsert_attributes()
+
+    def _upsert_attributes(self, end: ExecutionResult | None = None) -> None:
+        """Search attributes that changed (workflows/policy/search_attributes.py): phase,
+        model, profile, error as they change; counters at the end or at most once a minute."""
+        if self.upserts_attributes is None:
+            self.upserts_attributes = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+        if not self.upserts_attributes:
+            return
+        now = workflow.time()
+        with_counters = end is not None or attributes.counters_due(self.counters_at, now)
+        values = {
+            sa.PHASE.name: attributes.ENDED if end else attributes.run_phase(self.phase),
+            sa.MODEL.name: self.failover.model().label(),
+            sa.AUTH_PROFILE.name: self.c.profile_id,
+            sa.LAST_ERROR.name: (
+                attributes.run_end_error(end.status, end.error) if end else self.failure_reason
+            ),
+            **attributes.counters(self.c.turn_index, self.c.usage.accumulated),
+        }
+        changed = attributes.changes(current(), values, with_counters=with_counters)
+        if with_counters and attributes.COUNTERS & changed.keys():
+            self.counters_at = now
+        upsert(changed)
 
     def _v2(self) -> bool:
         if self.failover_v2 is None:
@@ -380,6 +418,8 @@ class AgentRunWorkflow(LegacyFailover):
         append = self.c.pending_user + self.c.steer
         self.phase = RunPhase.STREAMING
         announce = self._take_announce()
+        # Nothing changed in most steps, and then nothing is upserted.
+        self._upsert_attributes()
         # The turn boundary every step has (previous turn's end, this turn's start) travels
         # as two flags rather than two announcements: it is in every step's input.
         close_turn: bool | None = None
@@ -426,6 +466,7 @@ class AgentRunWorkflow(LegacyFailover):
             failure = model_failure(err, self.req.model.label())
             if failure is None:
                 return _failure(err)
+            self.failure_reason = failure.reason
             handled, ended = await self._recover_context(failure)
             if handled:
                 if ended is None:
@@ -736,4 +777,5 @@ class AgentRunWorkflow(LegacyFailover):
             workflow.logger.warning("finish_run failed: %s", err)
         # Steering that arrived after the last model call goes back to the session's queue.
         result.unconsumed = list(self.c.steer)
+        self._upsert_attributes(end=result)
         return result

@@ -22,6 +22,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import TypedSearchAttributes
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import (
     ActivityError,
@@ -32,6 +33,7 @@ from temporalio.exceptions import (
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from agentlane import search_attributes as sa
     from agentlane.branches import (
         COPY_BRANCH,
         MEMO_BRANCH_POINT,
@@ -83,6 +85,7 @@ with workflow.unsafe.imports_passed_through():
         TerminationReason,
         UserTurn,
     )
+    from agentlane.search_attribute_values import Values, typed
     from agentlane.session import (
         BranchSource,
         InFlight,
@@ -101,6 +104,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
+    from workflows.policy import search_attributes as attributes
     from workflows.policy.queue import (
         Action,
         Batch,
@@ -117,6 +121,7 @@ with workflow.unsafe.imports_passed_through():
         resolve_settings,
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
+    from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.session_events import SessionEventsWorkflow
     from workflows.webhook_queue import WEBHOOK_PATCH, WebhookQueue, run_end_of, target_of
 
@@ -165,6 +170,9 @@ class SessionWorkflow:
         self.hooks: WebhookQueue | None = (
             WebhookQueue(self.s.key, self.s.webhook) if self.s.webhook is not None else None
         )
+        # Whether runs start with search attributes and the session upserts its own (every
+        # session recorded since); None until the first run of this workflow run asks.
+        self.upserts_attributes: bool | None = None
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -815,6 +823,7 @@ class SessionWorkflow:
         self.current_run_id = run_id
         preview = " ".join(batch.turns[0].text.split())[:80]
         held = self.s.in_flight
+        run_attributes = self._attributes_at_run_start(request, batch)
         try:
             self.child = await workflow.start_child_workflow(
                 AgentRunWorkflow.run,
@@ -823,6 +832,7 @@ class SessionWorkflow:
                 execution_timeout=timedelta(seconds=settings.run_budget_seconds + 3600),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=f"run {run_number} of {self.s.key}: {preview}",
+                search_attributes=run_attributes,
             )
         except WorkflowAlreadyStartedError as err:
             # The id is taken (a run of an earlier incarnation of this key): the next attempt
@@ -830,6 +840,7 @@ class SessionWorkflow:
             self.current_run_id = None
             self.s.in_flight = None
             self._requeue(held, f"could not start {run_id}: {err}")
+            self._attributes_at_run_end(None)
             return
         for seq in batch.seqs:
             self.started[seq] = run_id
@@ -861,6 +872,7 @@ class SessionWorkflow:
         if self.hooks is not None:
             self.hooks.run_ended(run_id, run_end_of(result))
         self.s.last_result = self._compact(result)
+        self._attributes_at_run_end(result)
         details = (
             f"idle; last run **{run_id}**: "
             f"{result.status.value} ({result.termination_reason.value})"
@@ -868,6 +880,54 @@ class SessionWorkflow:
         if self.hooks is not None:
             details += f"\n\n{self.hooks.summary()}"
         workflow.set_current_details(details)
+
+    # -- search attributes (issue 12; what changes: workflows/policy/search_attributes.py) ------
+
+    def _attributes_at_run_start(
+        self, request: ExecutionRequest, batch: Batch
+    ) -> TypedSearchAttributes | None:
+        """The session's own (one upsert: phase running, and who and what if they changed),
+        and the run's, which it starts with (no history event for those)."""
+        if self.upserts_attributes is None:
+            self.upserts_attributes = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+        if not self.upserts_attributes:
+            return None
+        who = attributes.identity(
+            self.s.key,
+            request.agent_id,
+            request.model.label(),
+            batch.turns[-1].routing.channel,
+        )
+        upsert(
+            attributes.changes(
+                current(), {**who, sa.PHASE.name: attributes.RUNNING}, with_counters=False
+            )
+        )
+        pin = request.profile_pin
+        return typed(
+            {
+                **who,
+                sa.PHASE.name: attributes.RUNNING,
+                sa.SOURCE.name: request.source.value,
+                sa.AUTH_PROFILE.name: pin.profile_id if pin is not None else None,
+            }
+        )
+
+    def _attributes_at_run_end(self, result: ExecutionResult | None) -> None:
+        """One upsert: idle, the session's totals, the error of the run that just ended (none
+        when it succeeded), and the model that answered (a fallback's, if it fell back). None:
+        the run did not start, only the phase goes back."""
+        if not self.upserts_attributes:
+            return
+        values: Values = {sa.PHASE.name: attributes.IDLE}
+        if result is None:
+            upsert(attributes.changes(current(), values, with_counters=False))
+            return
+        values[sa.LAST_ERROR.name] = attributes.run_end_error(result.status, result.error)
+        values.update(attributes.counters(self.s.turns, self.s.usage))
+        if result.fallback_model:
+            values[sa.MODEL.name] = result.fallback_model
+        upsert(attributes.changes(current(), values, with_counters=True))
 
     def _requeue(self, held: InFlight, why: str) -> None:
         """A run that ended abnormally handled nothing: put its messages back at the head of the
