@@ -40,6 +40,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.branch_history import UnknownEntry, branch_path, resets_of
 from activities.transcript_store import TranscriptStore
+from agentlane import search_attributes as sa
 from agentlane.branches import (
     MEMO_BRANCH_POINT,
     MEMO_PARENT,
@@ -76,6 +77,8 @@ from agentlane.queue_settings import (
     parse_queue_directive,
 )
 from agentlane.run import ExecutionResult, ModelRef
+from agentlane.search_attribute_values import read as read_attributes
+from agentlane.search_attribute_values import typed as typed_attributes
 from agentlane.session import (
     BranchSource,
     RunProgress,
@@ -85,6 +88,7 @@ from agentlane.session import (
     SessionState,
     SessionStatus,
 )
+from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from agentlane.transcript import TranscriptEntry
@@ -125,6 +129,13 @@ POLLER_FRESH_SECONDS = 75.0
 
 class _NoAnswer(Exception):
     pass
+
+
+@dataclass
+class SessionListing:
+    rows: list[dict[str, object]] = field(default_factory=list)
+    # The visibility queries that found them, in order (the runs' first when a filter needs it).
+    queries: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -276,7 +287,9 @@ class AgentlaneClient:
             answer: SendReceipt = await self.client.execute_update_with_start_workflow(
                 SessionWorkflow.send,
                 message,
-                start_workflow_operation=self._start_operation(key, state, explicit),
+                start_workflow_operation=self._start_operation(
+                    key, state, explicit, message.routing.channel
+                ),
             )
             return answer
 
@@ -293,7 +306,7 @@ class AgentlaneClient:
         await self.client.start_workflow(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
-            **self._session_start_options(key),
+            **self._session_start_options(key, state, message.routing.channel),
             start_signal="enqueue",
             start_signal_args=[message],
         )
@@ -304,22 +317,37 @@ class AgentlaneClient:
         )
 
     def _start_operation(
-        self, key: str, state: SessionState, explicit: list[str]
+        self, key: str, state: SessionState, explicit: list[str], channel: str | None
     ) -> WithStartWorkflowOperation[SessionWorkflow, None]:
         # One operation per call: the SDK fills in its result and it cannot be reused.
         return WithStartWorkflowOperation(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
-            **self._session_start_options(key),
+            **self._session_start_options(key, state, channel),
         )
 
-    def _session_start_options(self, key: str) -> dict[str, Any]:
-        return {
+    def _session_start_options(
+        self, key: str, state: SessionState | None = None, channel: str | None = None
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {
             "id": session_workflow_id(key),
             "task_queue": self.settings.workflow_task_queue,
             "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
             "static_summary": f"chat session **{key}**",
         }
+        if state is not None:
+            # Findable from its start (no history event for these); the session upserts what
+            # changes later. Ignored when the session already runs (USE_EXISTING).
+            options["search_attributes"] = typed_attributes(
+                {
+                    sa.SESSION_KEY.name: key,
+                    sa.AGENT.name: state.settings.agent_id,
+                    sa.MODEL.name: state.settings.model.label(),
+                    sa.CHANNEL.name: channel,
+                    sa.PHASE.name: "idle",
+                }
+            )
+        return options
 
     async def _answer_or_no_worker(self, call: asyncio.Future[T], worker_wait: float) -> T:
         """The call's answer; `_NoAnswer` (the call cancelled) when no worker polls the task
@@ -774,19 +802,50 @@ class AgentlaneClient:
                 return
             offset = result.next_offset
 
-    async def list_sessions(self) -> list[dict[str, object]]:
-        rows: list[dict[str, object]] = []
-        query = "WorkflowType = 'SessionWorkflow' AND ExecutionStatus = 'Running'"
+    async def list_sessions(self, filters: SessionFilter | None = None) -> list[dict[str, object]]:
+        """Running sessions (`filters`: those its search attributes match; see
+        agentlane/session_query.py), with their phase, model, totals and last error."""
+        return (await self.find_sessions(filters or SessionFilter())).rows
+
+    async def find_sessions(self, filters: SessionFilter) -> SessionListing:
+        """`list_sessions`, and the visibility queries it ran (what the UI's search box takes)."""
+        listing = SessionListing()
+        keys: set[str] | None = None
+        runs = filters.runs_query()
+        if runs is not None:
+            listing.queries.append(runs)
+            keys = set()
+            async for wf in self.client.list_workflows(runs):
+                key = wf.typed_search_attributes.get(sa.SESSION_KEY_KEY)
+                if key is not None:
+                    keys.add(key)
+        query = filters.sessions_query(keys)
+        if query is None:
+            return listing
+        listing.queries.append(query)
+        seen: set[str] = set()
         async for wf in self.client.list_workflows(query):
-            rows.append(
+            if wf.id in seen:
+                continue
+            seen.add(wf.id)
+            values = read_attributes(wf.typed_search_attributes)
+            listing.rows.append(
                 {
                     "key": session_key_from_workflow_id(wf.id),
                     "workflow_id": wf.id,
                     "started": wf.start_time.isoformat() if wf.start_time else "",
                     "status": wf.status.name if wf.status else "",
+                    "phase": values[sa.PHASE.name],
+                    "model": values[sa.MODEL.name],
+                    "agent": values[sa.AGENT.name],
+                    "channel": values[sa.CHANNEL.name],
+                    "turns": values[sa.TURNS.name],
+                    "tokens": values[sa.TOKENS.name],
+                    "cost_usd": values[sa.COST.name],
+                    "last_error": values[sa.LAST_ERROR.name],
                 }
             )
-        return rows
+        return listing
 
     async def session_ever_existed(self, session_key: str) -> bool:
         """Whether a session with this key was ever started (it may be closed now)."""

@@ -280,9 +280,39 @@ async def _sessions(args: argparse.Namespace) -> int:
         for line in tree_lines(await client.session_tree()):
             print(line)
         return EXIT_OK
-    for row in await client.list_sessions():
-        print(f"{row['key']}\t{row['status']}\t{row['started']}")
-    return 0
+    from clients.session_listing import list_sessions
+
+    return await list_sessions(client, args)
+
+
+async def _setup_namespace(args: argparse.Namespace) -> int:
+    from agentlane.temporal_client import connect
+    from clients.namespace_setup import AttributeTypeConflict, commands_text, register
+
+    settings = Settings.from_env()
+    settings = settings.model_copy(
+        update={
+            "namespace": args.namespace or settings.namespace,
+            "temporal_address": args.address or settings.temporal_address,
+        }
+    )
+    lines = commands_text(settings.namespace, settings.temporal_address)
+    if args.print:
+        print("\n".join(lines))
+        return EXIT_OK
+    try:
+        report = await register(await connect(settings), settings.namespace)
+    except AttributeTypeConflict as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    print(
+        f"namespace {settings.namespace} at {settings.temporal_address}: "
+        f"added {', '.join(report.added) or 'none'}; already there: "
+        f"{', '.join(report.present) or 'none'}"
+    )
+    print("the same with the temporal CLI:")
+    print("\n".join(lines))
+    return EXIT_OK
 
 
 async def _transcript(args: argparse.Namespace) -> int:
@@ -638,11 +668,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "sessions",
-        help="list running sessions; `sessions tree`: every session, branches under their "
-        "parent, resets within each",
+        help="list running sessions (filtered by search attributes: --phase waiting, "
+        "--model ..., --error rate_limit); `sessions tree`: every session, branches under "
+        "their parent, resets within each",
     )
     p.add_argument("view", nargs="?", choices=["list", "tree"], default="list")
+    from clients.session_listing import add_filter_arguments
+
+    add_filter_arguments(p)
     p.set_defaults(func=_sessions)
+
+    p = sub.add_parser(
+        "setup-namespace",
+        help="register agentlane's search attributes on a Temporal cluster's namespace "
+        "(the dev server does it at start)",
+    )
+    p.add_argument("--namespace", help="default AGENTLANE_NAMESPACE (default)")
+    p.add_argument("--address", help="default AGENTLANE_TEMPORAL_ADDRESS (localhost:7233)")
+    p.add_argument(
+        "--print",
+        action="store_true",
+        help="only print the equivalent `temporal operator search-attribute create` commands",
+    )
+    p.set_defaults(func=_setup_namespace)
 
     p = sub.add_parser(
         "transcript",

@@ -37,10 +37,6 @@ RUNNING = "running"
 WAITING = "waiting"
 COMPACTING = "compacting"
 ENDED = "ended"
-SESSION_PHASES = (IDLE, RUNNING)
-RUN_PHASES = (RUNNING, WAITING, COMPACTING, ENDED)
-# What `agentlane sessions --phase` accepts: waiting and compacting name a session's running run.
-PHASES = (IDLE, RUNNING, WAITING, COMPACTING)
 
 
 def run_phase(phase: RunPhase) -> str:
