@@ -38,6 +38,7 @@ def test_histories_are_present() -> None:
         "context_recovery",
         "reset_branch",
         "webhooks",
+        "search_attributes",
     } <= scenarios
 
 

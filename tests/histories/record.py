@@ -392,6 +392,80 @@ async def webhooks(client: AgentlaneClient, ws: Path) -> None:
         receiver.stop()
 
 
+async def search_attributes(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 12, the upserts of search attributes: a run that falls back to another model after
+    a tool call (its model upserted), one that waits for its cooling profile (waiting, then
+    running), one that ends with rate_limit (the session's last error), a success that clears
+    it, and a session that continues as new between runs (the attributes go along)."""
+    import secrets
+
+    from activities.auth_store import AuthStore
+    from tests.fakes.provider_server import FakeProviderServer, Fault, Reply
+    from tests.fakes.scripts import ScriptedToolCall
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    key_a = "sk-ant-api03-" + secrets.token_hex(24)
+    key_b = "sk-ant-api03-" + secrets.token_hex(24)
+    key_o = "sk-proj-" + secrets.token_hex(24)
+    with FakeProviderServer(anthropic_keys=[key_a, key_b], openai_keys=[key_o]) as fake:
+        (dep.data_dir / "config.toml").write_text(
+            "[[models]]\nprovider = 'anthropic'\nid = 'fake-claude'\napi = 'anthropic'\n"
+            f"base_url = '{fake.anthropic_base_url}'\n"
+            "[[models]]\nprovider = 'openai'\nid = 'fake-gpt'\napi = 'openai-chat'\n"
+            f"base_url = '{fake.openai_base_url}'\n"
+            "[agents.main]\nmodel = 'anthropic/fake-claude'\nfallbacks = ['openai/fake-gpt']\n"
+            "[agents.solo]\nmodel = 'anthropic/fake-claude'\n"
+        )
+        store = AuthStore.for_data_dir(dep.data_dir)
+        store.set_key("anthropic:a", "anthropic", key_a)
+        store.set_key("anthropic:b", "anthropic", key_b)
+        store.set_key("openai:o", "openai", key_o)
+        claude = "anthropic/fake-claude"
+        tg = Routing(channel="telegram")
+        fake.script(
+            Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})]),
+            Reply.error(Fault.http(429), key=key_a),
+            Reply.error(Fault.http(429), key=key_b),
+            Reply(text="GPT took over.", api="openai-chat"),
+        )
+        r = await client.send_and_start(
+            "fallback", "read my notes", workspace=str(ws), model=claude, routing=tg
+        )
+        await client.wait_for_run(r.run_id or "")
+        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        fake.reset()
+        fake.script(Reply.error(Fault.http(429, retry_after=1)), Reply(text="waited"))
+        solo: dict[str, object] = {
+            "agent_id": "solo",
+            "auth_profile": "anthropic:b",
+            "continue_as_new_after_events": 20,
+        }
+        r = await client.send_and_start(
+            "wait", "hello", workspace=str(ws), model=claude, session_overrides=solo
+        )
+        await client.wait_for_run(r.run_id or "")
+        fake.script(Reply(text="fine again"))
+        r = await client.send_and_start("wait", "and now?")
+        await client.wait_for_run(r.run_id or "")
+        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        fake.reset()
+        fake.script(Reply.error(Fault.http(429)))
+        r = await client.send_and_start(
+            "error",
+            "hello",
+            workspace=str(ws),
+            model=claude,
+            session_overrides={**solo, "max_wait_seconds": 0},
+        )
+        await client.wait_for_run(r.run_id or "")
+        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        fake.reset()
+        fake.script(Reply(text="fine"))
+        r = await client.send_and_start("error", "and now?")
+        await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -409,6 +483,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "context_recovery": context_recovery,
     "reset_branch": reset_branch,
     "webhooks": webhooks,
+    "search_attributes": search_attributes,
 }
 
 
