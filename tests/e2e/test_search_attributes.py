@@ -226,6 +226,51 @@ async def test_a_waiting_run_and_a_rate_limited_session_are_found(
     assert failed in listed and key not in listed
 
 
+async def test_a_compacting_run_is_found_while_it_compacts(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    client = await connect(deployment)
+    t = client.client
+    key = f"sk-{uuid.uuid4().hex[:8]}"
+    filler = " ".join(f"word{i}" for i in range(250))
+    for n in range(10):
+        receipt = await client.send_and_start(
+            key, f"message {n}: {filler}", workspace=str(ws), model=CLAUDE
+        )
+        assert receipt.run_id
+        await client.wait_for_run(receipt.run_id)
+    fake.reset()
+    summary = "## Decisions\n- numbers were remembered\n## Open TODOs\nNone."
+    fake.script(
+        Reply.error(Fault.named("context_overflow")),
+        # The summariser takes its time: long enough to be seen compacting.
+        Reply(text=summary, purpose="summary", fault=Fault.stall(4, after_deltas=0)),
+        Reply(text="Fits now."),
+    )
+    receipt = await client.send_and_start(key, "and now?")
+    assert receipt.run_id
+    await found(
+        t,
+        f"WorkflowType = 'AgentRunWorkflow' AND AgentSessionKey = '{key}' "
+        "AND AgentPhase = 'compacting'",
+        receipt.run_id,
+    )
+    out = await cli_until(deployment, key, "sessions", "--phase", "compacting")
+    assert key in out
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    phases = [
+        keys for keys in await upserts(t, receipt.run_id) if keys and keys[0].startswith("Agent")
+    ]
+    # Compacting (with the overflow, the error met), back to running, ended (the error cleared,
+    # the counters).
+    assert phases == [
+        ["AgentLastError", "AgentPhase"],
+        ["AgentPhase"],
+        ["AgentLastError", "AgentPhase", "AgentTokens", "AgentTurns"],
+    ], phases
+
+
 async def test_upserts_cost_the_same_events_whatever_the_number_of_steps(
     deployment: Deployment, ws: Path
 ) -> None:
