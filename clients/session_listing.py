@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from agentlane import search_attributes as sa
 from agentlane.session_query import PHASES, BadFilter, SessionFilter
-from clients.api import AgentlaneClient
+
+if TYPE_CHECKING:  # the parser is built for every command: no Temporal client import for it
+    from clients.api import AgentlaneClient
 
 HEADER = "key\tstatus\tphase\tmodel\tturns\ttokens\tcost\tlast error\tstarted"
 

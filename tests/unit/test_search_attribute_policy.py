@@ -129,3 +129,21 @@ def test_unknown_phase_is_refused_clearly() -> None:
         SessionFilter(phase="stuck")
     with pytest.raises(BadFilter):
         SessionFilter(phase="idle", include_closed=True)
+
+
+def test_listing_lines_say_unpriced_rather_than_zero() -> None:
+    from clients.session_listing import line
+
+    row: dict[str, object] = {
+        "key": "alice",
+        "status": "RUNNING",
+        "phase": "idle",
+        "model": "m/x",
+        "turns": 3,
+        "tokens": 120,
+        "cost_usd": None,
+        "last_error": None,
+        "started": "t",
+    }
+    assert line(row) == "alice\tRUNNING\tidle\tm/x\t3\t120\tunpriced\t-\tt"
+    assert "\t$0.0123\t" in line({**row, "cost_usd": 0.0123})
