@@ -312,6 +312,26 @@ def _ours(keys: list[str]) -> bool:
     return any(k.startswith("Agent") for k in keys)
 
 
+async def test_counters_are_upserted_at_most_once_a_minute_while_a_run_works(
+    deployment: Deployment, ws: Path
+) -> None:
+    """Three model calls: at 0 s, after a 61 s tool call (counters due: one upsert, visible while
+    the run works), and 1 s later (not due). Slow on purpose: a minute of workflow time."""
+    client = await connect(deployment)
+    t = client.client
+    key = f"sm-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        key, "run `sleep 61` then run `sleep 3` then say done", workspace=str(ws)
+    )
+    assert receipt.run_id
+    run = f"WorkflowType = 'AgentRunWorkflow' AND AgentSessionKey = '{key}'"
+    await found(t, f"{run} AND AgentPhase = 'running' AND AgentTurns = 1", receipt.run_id, 90)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS and result.turns == 3, result.error
+    ours = [keys for keys in await upserts(t, receipt.run_id) if _ours(keys)]
+    assert ours == [["AgentTokens", "AgentTurns"], ["AgentPhase", "AgentTokens", "AgentTurns"]]
+
+
 async def test_continue_as_new_keeps_the_attributes(deployment: Deployment, ws: Path) -> None:
     client = await connect(deployment)
     t = client.client
