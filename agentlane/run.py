@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentlane.context_state import RunContextState
+from agentlane.entry_source import EntrySource as EntrySource
 from agentlane.errors import ExecutionErrorKind, ModelFailure
 from agentlane.events import Announcement
 from agentlane.failover_state import RunFailover
@@ -20,13 +21,6 @@ from agentlane.usage import RunUsage
 
 RUN_BUDGET_SECONDS = 48 * 3600
 MODEL_IDLE_TIMEOUT_SECONDS = 120
-
-
-class EntrySource(StrEnum):
-    CHAT = "chat"
-    CLI = "cli"
-    CRON = "cron"
-    SUBAGENT = "subagent"
 
 
 class TerminationReason(StrEnum):
@@ -122,6 +116,8 @@ class ExecutionResult(BaseModel):
     fallback_model: str | None = None
     # The auth profile the run ended on, for the session to prefer next time (never a key).
     profile_pin: ProfilePin | None = None
+    # What started the run (a chat message, a schedule's firing...), for whoever reads the result.
+    source: EntrySource = EntrySource.CHAT
 
     @property
     def duration_ms(self) -> int:

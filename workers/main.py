@@ -27,6 +27,7 @@ from activities.model_call import ModelCallActivity
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import AnnouncementPublisher, RunFinishActivity
+from activities.scheduled_delivery import ScheduledDelivery
 from activities.session_records import SessionRecords
 from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
@@ -35,17 +36,25 @@ from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.encryption import EncryptionConfigError
 from agentlane.private_files import make_private_dir
+from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
+from clients.api import AgentlaneClient, SendRejected
 from workflows.agent_run import AgentRunWorkflow
+from workflows.scheduled_message import ScheduledMessageWorkflow
 from workflows.session import SessionWorkflow
 from workflows.session_events import SessionEventsWorkflow
 
 log = logging.getLogger("agentlane.worker")
 
-WORKFLOWS: Sequence[type] = (SessionWorkflow, AgentRunWorkflow, SessionEventsWorkflow)
+WORKFLOWS: Sequence[type] = (
+    SessionWorkflow,
+    AgentRunWorkflow,
+    SessionEventsWorkflow,
+    ScheduledMessageWorkflow,
+)
 
 
 # How long a stopping worker may spend sending the events its activities left behind.
@@ -68,6 +77,8 @@ def build_workers(
     tree = SessionTreeActivities(store, records, publishers)
     listing = ProfileListing(settings)
     webhooks = WebhookDelivery(store, WebhookSecretStore(settings.data_dir))
+    # A schedule's firing reaches its session the way a chat adapter does: through the client.
+    scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
@@ -115,6 +126,14 @@ def build_workers(
             task_queue=webhook_task_queue(settings.workflow_task_queue),
             activities=[webhooks.deliver_webhooks],
             max_concurrent_activities=MAX_CONCURRENT_DELIVERIES,
+            **common,  # type: ignore[arg-type]
+        ),
+        # Scheduled firings send their message, then wait for its run (clients/schedules.py).
+        Worker(
+            client,
+            task_queue=schedules_task_queue(settings.workflow_task_queue),
+            activities=[scheduled.deliver_scheduled_message, scheduled.await_scheduled_run],
+            max_concurrent_activities=MAX_CONCURRENT_SCHEDULED_WAITS,
             **common,  # type: ignore[arg-type]
         ),
     ]

@@ -705,6 +705,7 @@ class AgentRunWorkflow(LegacyFailover):
             last_entry_id=self.c.last_entry_id,
             fallback_model=self.failover.fallback_model(),
             profile_pin=self.failover.result_pin() if keyed and self._v2() else None,
+            source=self.req.source,
         )
         finish = FinishRunInput(
             result=result,

@@ -101,6 +101,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
+    from workflows.policy.idle_limit import idle_limit_seconds
     from workflows.policy.queue import (
         Action,
         Batch,
@@ -224,6 +225,7 @@ class SessionWorkflow:
             enqueued_at=workflow.time(),
             message_id=msg.message_id,
             debounce_ms=qs.debounce_ms,
+            source=msg.source,
         )
         now = workflow.time()
         if check_duplicate(self.s.queue, self.s.recent_ids, item, self.s.key, qs.dedupe, now):
@@ -779,12 +781,18 @@ class SessionWorkflow:
         run_number = self.s.run_count
         run_id = run_workflow_id(self.s.key, run_number)
         settings = self.s.settings
+        # The batch's first message says what started the run (a cron firing runs alone: it is
+        # sent as a follow-up). Histories from before sources existed only hold chat messages,
+        # so the child's start command is unchanged for them and needs no patch.
+        taken = set(batch.seqs)
+        held_items = [q for q in self.s.queue if q.seq in taken]
+        source = held_items[0].source if held_items else EntrySource.CHAT
         request = ExecutionRequest(
             session_key=self.s.key,
             run_id=run_id,
             run_number=run_number,
             agent_id=settings.agent_id,
-            source=EntrySource.CHAT,
+            source=source,
             prompt=batch.turns,
             workspace=settings.workspace,
             create_workspace=settings.create_workspace,
@@ -792,7 +800,7 @@ class SessionWorkflow:
             thinking=settings.thinking,
             reasoning_mode=settings.reasoning_mode,
             budget_seconds=settings.run_budget_seconds,
-            idle_timeout_seconds=settings.idle_timeout_seconds,
+            idle_timeout_seconds=idle_limit_seconds(source, settings.idle_timeout_seconds),
             parent_entry_id=self.s.last_entry_id,
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
             loop_detection=settings.loop_detection,
@@ -807,10 +815,7 @@ class SessionWorkflow:
             ),
         )
         # The batch stays in the session's hands (in_flight) until its run ends normally.
-        taken = set(batch.seqs)
-        self.s.in_flight = InFlight(
-            run_id=run_id, items=[q for q in self.s.queue if q.seq in taken]
-        )
+        self.s.in_flight = InFlight(run_id=run_id, items=held_items)
         self.s.queue = remove(self.s.queue, batch.seqs)
         self.current_run_id = run_id
         preview = " ".join(batch.turns[0].text.split())[:80]
