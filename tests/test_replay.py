@@ -14,6 +14,7 @@ from temporalio.worker import Replayer
 
 from agentlane.data_converter import make_data_converter
 from workflows.agent_run import AgentRunWorkflow
+from workflows.scheduled_message import ScheduledMessageWorkflow
 from workflows.session import SessionWorkflow
 from workflows.session_events import SessionEventsWorkflow
 
@@ -38,6 +39,7 @@ def test_histories_are_present() -> None:
         "context_recovery",
         "reset_branch",
         "webhooks",
+        "scheduled",
     } <= scenarios
 
 
@@ -46,7 +48,12 @@ async def test_history_replays(path: Path, tmp_path: Path) -> None:
     workflow_id = path.stem.split("__")[0]
     history = WorkflowHistory.from_json(workflow_id, path.read_text())
     replayer = Replayer(
-        workflows=[SessionWorkflow, AgentRunWorkflow, SessionEventsWorkflow],
+        workflows=[
+            SessionWorkflow,
+            AgentRunWorkflow,
+            SessionEventsWorkflow,
+            ScheduledMessageWorkflow,
+        ],
         data_converter=make_data_converter(tmp_path),
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
