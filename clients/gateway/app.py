@@ -57,6 +57,8 @@ _SEND_PARAMS = frozenset(inspect.signature(AgentlaneClient.send).parameters) - {
     "text",
     "session_overrides",
     "worker_wait",
+    # A chat adapter's messages are chat; only the worker's scheduled firings send `cron`.
+    "source",
 }
 
 
