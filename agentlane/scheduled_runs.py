@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 SCHEDULED_MESSAGE_WORKFLOW = "ScheduledMessageWorkflow"
 DELIVER_SCHEDULED_MESSAGE = "deliver_scheduled_message"
@@ -48,9 +48,9 @@ def schedules_task_queue(workflow_task_queue: str) -> str:
 
 
 class ScheduledMessage(BaseModel):
-    """The schedule's action argument: the same for every firing."""
-
-    model_config = ConfigDict(extra="forbid")
+    """The schedule's action argument: the same for every firing. Stored in the schedule for
+    as long as it lives, so unknown fields are ignored (a worker older than the client that made
+    the schedule still fires it)."""
 
     schedule_id: str
     session_key: str
