@@ -39,6 +39,7 @@ from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
+from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
 from workflows.session import SessionWorkflow
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         status = asyncio.run(run_worker(Settings.from_env()))
-    except EncryptionConfigError as err:
+    except (EncryptionConfigError, TelemetryConfigError) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     sys.stdout.flush()

@@ -36,6 +36,10 @@ SERVICE_NAME = "agentlane-worker"
 DEFAULT_BATCH_DELAY_MS = "1000"
 
 
+class TelemetryConfigError(ValueError):
+    """A telemetry setting the worker cannot start with."""
+
+
 @dataclass
 class Telemetry:
     """What a process connects with, and what it must flush before exiting."""
@@ -138,9 +142,17 @@ def setup(metrics_address: str | None, service_name: str = SERVICE_NAME) -> Tele
         telemetry.tracing = True
         log.info("tracing to %s over %s", _endpoint(), trace_protocol())
     if telemetry.metrics_address:
-        telemetry.runtime = Runtime(
-            telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=metrics_address or ""))
-        )
+        try:
+            telemetry.runtime = Runtime(
+                telemetry=TelemetryConfig(
+                    metrics=PrometheusConfig(bind_address=telemetry.metrics_address)
+                )
+            )
+        except ValueError as err:
+            raise TelemetryConfigError(
+                f"AGENTLANE_METRICS_ADDRESS={telemetry.metrics_address!r} is not usable ({err}): "
+                "give host:port, e.g. 0.0.0.0:9464"
+            ) from None
         log.info("metrics on http://%s/metrics", telemetry.metrics_address)
     return telemetry
 
