@@ -332,3 +332,81 @@ async def test_the_same_tree_after_a_worker_is_killed_mid_run(
         assert_nothing_secret(spans)
     finally:
         dep.stop_workers()
+
+
+async def test_an_adapters_trace_continues_through_the_gateway_into_the_session(
+    traced: tuple[Deployment, str], fake: FakeProviderServer, receiver: OtlpReceiver
+) -> None:
+    """`agentlane gateway` with tracing on: the adapter's `traceparent` is the parent of the
+    gateway's span, which is the parent of the session's message span; the run links to it."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from clients.gateway.auth import TokenStore
+    from tests.harness import REPO
+
+    dep, _ = traced
+    fake.reset()
+    fake.script(Reply(text="Hello from the gateway."))
+    port = devserver.free_port()
+    token = TokenStore(dep.data_dir).create(name="otel")[1]
+    env = {**dep.env(), **receiver.env("http/protobuf"), "OTEL_SERVICE_NAME": "gw-under-test"}
+    log = (dep.data_dir / "gateway-otel.log").open("wb")
+    proc = subprocess.Popen(  # noqa: ASYNC220 - started once, waited for over HTTP
+        [sys.executable, "-m", "clients.cli", "gateway", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if (await http.get("/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, "the gateway did not start"
+                await asyncio.sleep(0.2)
+            adapter_trace, adapter_span = secrets.token_hex(16), secrets.token_hex(8)
+            key = f"gw-otel-{uuid.uuid4().hex[:6]}"
+            reply = await http.post(
+                f"/v1/sessions/{key}/messages",
+                json={"text": f"hello ({SECRET_WORDS})", "model": MODEL},
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "traceparent": f"00-{adapter_trace}-{adapter_span}-01",
+                },
+            )
+            assert reply.status_code == 200, reply.text
+        client = await AgentlaneClient.connect(settings_for(dep))
+        fate = await client.wait_started(key, reply.json()["message_seq"])
+        run_id = fate.run_id
+        assert run_id
+        result = await asyncio.wait_for(client.wait_for_run(run_id), 60)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+
+        def arrived(spans: list[ReceivedSpan]) -> bool:
+            return bool(trace_of(spans, run_id)) and any(
+                s.trace_id == adapter_trace and s.name == "agentlane.message" for s in spans
+            )
+
+        spans = await asyncio.to_thread(receiver.wait_for, arrived)
+        adapter = [s for s in spans if s.trace_id == adapter_trace]
+        gateway = next(s for s in adapter if s.name == "POST /v1/sessions/{key}/messages")
+        assert gateway.parent_span_id == adapter_span
+        assert gateway.resource.get("service.name") == "gw-under-test"
+        message = next(s for s in adapter if s.name == "agentlane.message")
+        assert message.parent_span_id == gateway.span_id
+        root = next(s for s in trace_of(spans, run_id) if s.name.startswith("invoke_agent"))
+        assert root.links == [(adapter_trace, message.span_id)]
+        assert_nothing_secret(spans)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
