@@ -54,6 +54,9 @@ class UserTurn(BaseModel):
     text: str
     routing: Routing = Routing()
     sender: str | None = None
+    # The W3C traceparent of the span that accepted the message (tracing on), which the run's
+    # trace links to; never anything else.
+    traceparent: str | None = None
 
 
 class ExecutionRequest(BaseModel):
@@ -165,6 +168,8 @@ class RunCarry(BaseModel):
     warnings: int = 0
     # Context recovery (issue 10): compactions and truncations of this run (None: none yet).
     context: RunContextState | None = None
+    # The traceparent of the run's first span (tracing on): later segments continue its trace.
+    trace: str | None = None
 
 
 class RunInput(BaseModel):

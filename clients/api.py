@@ -17,7 +17,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +27,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
+    Plugin,
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -176,9 +177,13 @@ class AgentlaneClient:
         self._config_watcher = ConfigWatcher(settings.data_dir)
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None) -> AgentlaneClient:
+    async def connect(
+        cls, settings: Settings | None = None, plugins: Sequence[Plugin] = ()
+    ) -> AgentlaneClient:
+        """`plugins`: e.g. the SDK's OpenTelemetryPlugin, which carries the caller's trace
+        context into the session (the gateway does this with tracing on)."""
         settings = settings or Settings.from_env()
-        return cls(await connect(settings), settings)
+        return cls(await connect(settings, plugins=plugins), settings)
 
     # -- sending ----------------------------------------------------------------------------
 

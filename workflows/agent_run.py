@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.run_limits import turn_limit_reached
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
+    from workflows.telemetry import RunTelemetry
 
 
 # Runs recorded before the context window guard started without it.
@@ -165,6 +166,7 @@ class AgentRunWorkflow(LegacyFailover):
         # Whether context overflows are recovered from (every run recorded since); None until
         # first asked, as above.
         self.recovers_context: bool | None = None
+        self.telemetry = RunTelemetry(self.req)
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -174,6 +176,7 @@ class AgentRunWorkflow(LegacyFailover):
             return
         self.c.seen_steer.append(turn.entry_id)
         self.c.steer.append(turn)
+        self.telemetry.steered(turn)
 
     @workflow.signal
     def abort(self, reason: str) -> None:
@@ -244,6 +247,8 @@ class AgentRunWorkflow(LegacyFailover):
 
     @workflow.run
     async def run(self, inp: RunInput) -> ExecutionResult:
+        self.c.trace = self.telemetry.open(self.c.trace, self.c.segments)
+        self.telemetry.attach()
         if inp.carry is None:
             self._emit(
                 EventKind.AGENT_START,
@@ -292,6 +297,7 @@ class AgentRunWorkflow(LegacyFailover):
         if end.continue_as_new and self.abort_reason is None:
             await workflow.wait_condition(workflow.all_handlers_finished)
             self.c.segments += 1
+            self.telemetry.handed_over()
             workflow.continue_as_new(RunInput(request=self.req, carry=self._carry_for_next()))
         return await self._finish(end)
 
@@ -737,4 +743,5 @@ class AgentRunWorkflow(LegacyFailover):
             workflow.logger.warning("finish_run failed: %s", err)
         # Steering that arrived after the last model call goes back to the session's queue.
         result.unconsumed = list(self.c.steer)
+        self.telemetry.ended(result)
         return result

@@ -119,6 +119,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
     from workflows.session_events import SessionEventsWorkflow
+    from workflows.telemetry import WorkflowMetrics, message_span, since, traceparent
     from workflows.webhook_queue import WEBHOOK_PATCH, WebhookQueue, run_end_of, target_of
 
 RECENT_MESSAGE_IDS = 500
@@ -166,6 +167,10 @@ class SessionWorkflow:
         self.hooks: WebhookQueue | None = (
             WebhookQueue(self.s.key, self.s.webhook) if self.s.webhook is not None else None
         )
+        self.metrics = WorkflowMetrics()
+        # When the abort of the run in flight was accepted (workflow time): its latency is
+        # measured to the run's end.
+        self.abort_since: float | None = None
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -182,7 +187,7 @@ class SessionWorkflow:
 
     @workflow.update
     async def send(self, msg: InboundMessage) -> SendReceipt:
-        return await self._accept(msg)
+        return await self._traced_accept(msg)
 
     @workflow.signal
     async def enqueue(self, msg: InboundMessage) -> None:
@@ -194,11 +199,21 @@ class SessionWorkflow:
             workflow.logger.warning("message not accepted: %s", err)
             return
         try:
-            await self._accept(msg)
+            await self._traced_accept(msg)
         except ApplicationError as err:  # a branch that could not be made takes no messages
             workflow.logger.warning("message not accepted: %s", err)
 
-    async def _accept(self, msg: InboundMessage) -> SendReceipt:
+    async def _traced_accept(self, msg: InboundMessage) -> SendReceipt:
+        """Accept a message inside its own span (tracing on): the run that answers it links to
+        it. Counted by mode and disposition."""
+        with message_span(self.s.key, msg.mode or "") as span:
+            receipt = await self._accept(msg, traceparent(span))
+            span.set_attribute("agentlane.message.seq", receipt.message_seq)
+            span.set_attribute("agentlane.message.disposition", receipt.disposition.value)
+        self.metrics.m.message(receipt.mode.value, receipt.disposition.value)
+        return receipt
+
+    async def _accept(self, msg: InboundMessage, trace: str | None = None) -> SendReceipt:
         if not self.ready:
             # Only while a reopened session restores its settings. Never yield otherwise: the
             # message must be in the queue before the main loop looks at it again.
@@ -217,6 +232,7 @@ class SessionWorkflow:
             text=msg.text,
             routing=msg.routing,
             sender=msg.sender,
+            traceparent=trace,
         )
         item = QueuedMessage(
             seq=seq,
@@ -348,6 +364,7 @@ class SessionWorkflow:
             )
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         self._set_fate(item.seq, FateState.PENDING, message_id=item.message_id)
+        self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         if item.debounce:
             self.s.last_enqueued_at = workflow.time()
 
@@ -380,6 +397,8 @@ class SessionWorkflow:
         child is still being started is held and delivered as soon as it has started."""
         if not self._busy():
             return None
+        if self.abort_since is None:
+            self.abort_since = workflow.time()
         if self.child is None:
             self.abort_pending = reason
             return self.current_run_id
@@ -817,6 +836,7 @@ class SessionWorkflow:
         # The batch stays in the session's hands (in_flight) until its run ends normally.
         self.s.in_flight = InFlight(run_id=run_id, items=held_items)
         self.s.queue = remove(self.s.queue, batch.seqs)
+        self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         self.current_run_id = run_id
         preview = " ".join(batch.turns[0].text.split())[:80]
         held = self.s.in_flight
@@ -863,6 +883,9 @@ class SessionWorkflow:
             self.current_run_id = None
             self.s.in_flight = None
             self.abort_pending = None
+            if self.abort_since is not None:
+                self.metrics.m.abort_latency(since(self.abort_since))
+                self.abort_since = None
         if self.hooks is not None:
             self.hooks.run_ended(run_id, run_end_of(result))
         self.s.last_result = self._compact(result)

@@ -43,6 +43,7 @@ from clients.api import (
 from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
 from clients.gateway.sse import session_events
+from clients.gateway.tracing import traced_request
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +205,8 @@ class Gateway:
         self._lock = asyncio.Lock()
         self._config = ConfigWatcher(settings.data_dir)
         self._fanout: Fanout | None = None
+        # With tracing on (`serve`), the client carries the trace context into the session.
+        self.plugins: list[Any] = []
 
     async def fanout(self) -> Fanout | None:
         """The shared session feeds (None when `gateway_fanout` is off)."""
@@ -229,7 +232,9 @@ class Gateway:
         async with self._lock:
             if self._client is None:
                 try:
-                    self._client = await AgentlaneClient.connect(self.settings)
+                    self._client = await AgentlaneClient.connect(
+                        self.settings, plugins=self.plugins
+                    )
                 except Exception as err:
                     raise Problem(
                         503,
@@ -489,7 +494,12 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         tags=["sessions"],
         responses=errors,
     )
-    async def send_message(key: SessionKey, body: MessageBody) -> SendReceipt:
+    async def send_message(key: SessionKey, body: MessageBody, request: Request) -> SendReceipt:
+        # The message's trace starts here, under the adapter's own `traceparent` if it sent one.
+        with traced_request(request, "POST /v1/sessions/{key}/messages", key):
+            return await _send_message(key, body)
+
+    async def _send_message(key: str, body: MessageBody) -> SendReceipt:
         given = body.model_dump(exclude_unset=True, exclude={"text"})
         unsupported = sorted(
             name
@@ -773,9 +783,14 @@ def serve(
     """Run the gateway with uvicorn until interrupted."""
     import uvicorn
 
+    from workers.telemetry import setup as setup_telemetry
+
     settings = settings or Settings.from_env()
+    telemetry = setup_telemetry(None, service_name="agentlane-gateway")
+    app = create_app(settings)
+    app.state.gateway.plugins = telemetry.plugins
     uvicorn.run(
-        create_app(settings),
+        app,
         host=host or settings.gateway_host,
         port=port or settings.gateway_port,
         log_level="info",
