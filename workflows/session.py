@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         check_inbound,
         parse_queue_mode,
     )
+    from agentlane.pricing import cost_label
     from agentlane.profile_state import ProfilePin
     from agentlane.queue_settings import (
         DropPolicy,
@@ -473,6 +474,7 @@ class SessionWorkflow:
             turns=self.s.turns,
             runs=self.s.run_count,
             usage=self.s.usage,
+            cost=cost_label(self.s.usage.cost),
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
             last_result=self.s.last_result,
@@ -863,7 +865,9 @@ class SessionWorkflow:
         self.s.last_result = self._compact(result)
         details = (
             f"idle; last run **{run_id}**: "
-            f"{result.status.value} ({result.termination_reason.value})"
+            f"{result.status.value} ({result.termination_reason.value})\n\n"
+            f"session: {self.s.turns} turns, {self.s.usage.total} tokens, "
+            f"cost {cost_label(self.s.usage.cost)}"
         )
         if self.hooks is not None:
             details += f"\n\n{self.hooks.summary()}"

@@ -84,8 +84,10 @@ from agentlane.context_ops import (
 )
 from agentlane.errors import CONFIG_ERROR
 from agentlane.events import Announcement, EventKind
+from agentlane.pricing import priced
 from agentlane.run import ModelRef
 from agentlane.transcript import Role, TranscriptEntry
+from agentlane.usage import Usage
 from workflows.policy.preemptive_check import prompt_budget_tokens
 
 log = logging.getLogger(__name__)
@@ -116,6 +118,9 @@ class CompactionActivity:
         self.store = store
         self.resolver = resolver
         self.publishers = publishers
+        # What each compaction in progress (by marker id) has spent on summariser calls: they
+        # cost money and count toward the run, whatever the compaction's outcome.
+        self._spent: dict[str, Usage] = {}
 
     @activity.defn(name=COMPACT_CONTEXT)
     async def compact_context(self, inp: CompactionInput) -> CompactionResult:
@@ -131,7 +136,13 @@ class CompactionActivity:
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             for announcement in announce:
                 publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
-            result = await self._compact(inp, started)
+            self._spent[inp.entry_id] = Usage()
+            try:
+                result = await self._compact(inp, started)
+            finally:
+                spent = self._spent.pop(inp.entry_id, Usage())
+            # A result read back from the marker carries the usage it recorded, and spent none.
+            result.usage = result.usage.plus(spent)
             result.duration_ms = int((time.monotonic() - started) * 1000)
             end = Announcement(
                 kind=EventKind.COMPACTION_END,
@@ -266,6 +277,7 @@ class CompactionActivity:
                 message="the summary would not make the context smaller",
             )
         first_kept = split.kept[0].id if split.kept else None
+        spent = self._spent.get(inp.entry_id, Usage())
         marker = TranscriptEntry(
             id=inp.entry_id,
             role=Role.COMPACTION,
@@ -284,6 +296,8 @@ class CompactionActivity:
                 "kept": len(split.kept),
                 "progress": record.model_dump(mode="json"),
                 "duration_ms": int((time.monotonic() - started) * 1000),
+                # A retry that finds this marker reports what its summary cost.
+                "usage": spent.model_dump(mode="json", exclude_defaults=True),
             },
         )
         await asyncio.to_thread(self.store.append, key, [marker])
@@ -408,8 +422,13 @@ class CompactionActivity:
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
-                elif isinstance(event, Finish) and event.stop_reason == "error":
-                    raise SummaryFailed("the summariser stopped with an error")
+                elif isinstance(event, Finish):
+                    # A call that answered is paid for, even if its answer is of no use.
+                    call = priced(event.usage, summariser.entry.prices)
+                    spent = self._spent.get(inp.entry_id, Usage())
+                    self._spent[inp.entry_id] = spent.plus(call)
+                    if event.stop_reason == "error":
+                        raise SummaryFailed("the summariser stopped with an error")
         except IdleTimeout as err:
             raise SummaryFailed(str(err)) from err
         except ProviderError as err:
@@ -456,4 +475,5 @@ def _recorded(marker: TranscriptEntry) -> CompactionResult:
         summarized=int(meta.get("summarized") or 0),
         kept=int(meta.get("kept") or 0),
         summariser=marker.model or "",
+        usage=Usage.model_validate(meta.get("usage") or {}),
     )
