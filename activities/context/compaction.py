@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -100,6 +101,18 @@ CHARS_PER_TOKEN = 4
 MERGE_FAN_IN = 4
 
 
+# The summariser calls of the compaction in progress (one per activity task): they cost money and
+# count toward the run whatever the compaction's outcome.
+_SPENT: ContextVar[list[Usage]] = ContextVar("summariser_calls")
+
+
+def _spent_so_far() -> Usage:
+    total = Usage()
+    for call in _SPENT.get([]):
+        total = total.plus(call)
+    return total
+
+
 class SummaryFailed(Exception):
     """The summariser failed, timed out or answered nothing."""
 
@@ -118,9 +131,6 @@ class CompactionActivity:
         self.store = store
         self.resolver = resolver
         self.publishers = publishers
-        # What each compaction in progress (by marker id) has spent on summariser calls: they
-        # cost money and count toward the run, whatever the compaction's outcome.
-        self._spent: dict[str, Usage] = {}
 
     @activity.defn(name=COMPACT_CONTEXT)
     async def compact_context(self, inp: CompactionInput) -> CompactionResult:
@@ -136,13 +146,14 @@ class CompactionActivity:
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             for announcement in announce:
                 publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
-            self._spent[inp.entry_id] = Usage()
+            spent = _SPENT.set([])
             try:
                 result = await self._compact(inp, started)
+                # A result read back from the marker carries the usage it recorded, and spent
+                # nothing this time.
+                result.usage = result.usage.plus(_spent_so_far())
             finally:
-                spent = self._spent.pop(inp.entry_id, Usage())
-            # A result read back from the marker carries the usage it recorded, and spent none.
-            result.usage = result.usage.plus(spent)
+                _SPENT.reset(spent)
             result.duration_ms = int((time.monotonic() - started) * 1000)
             end = Announcement(
                 kind=EventKind.COMPACTION_END,
@@ -277,7 +288,7 @@ class CompactionActivity:
                 message="the summary would not make the context smaller",
             )
         first_kept = split.kept[0].id if split.kept else None
-        spent = self._spent.get(inp.entry_id, Usage())
+        spent = _spent_so_far()
         marker = TranscriptEntry(
             id=inp.entry_id,
             role=Role.COMPACTION,
@@ -425,8 +436,7 @@ class CompactionActivity:
                 elif isinstance(event, Finish):
                     # A call that answered is paid for, even if its answer is of no use.
                     call = priced(event.usage, summariser.entry.prices)
-                    spent = self._spent.get(inp.entry_id, Usage())
-                    self._spent[inp.entry_id] = spent.plus(call)
+                    _SPENT.get([]).append(call)
                     if event.stop_reason == "error":
                         raise SummaryFailed("the summariser stopped with an error")
         except IdleTimeout as err:

@@ -137,3 +137,23 @@ def test_a_price_list_without_an_output_price_is_an_error() -> None:
     }
     with pytest.raises(ConfigError, match=r"models\[0\]\.prices\.output"):
         build_config(raw, {})
+
+
+def test_a_compaction_found_done_reports_the_cost_its_marker_recorded() -> None:
+    """A retried compaction activity whose first attempt wrote the marker makes no summariser
+    call: it reports what the marker recorded, so the run counts the summary once."""
+    from activities.context.compaction import _recorded
+    from agentlane.transcript import Role, TranscriptEntry
+
+    spent = priced(Usage(input=5_000, output=400), ModelPrices(input=1, output=5))
+    marker = TranscriptEntry(
+        id="run:1:c:compaction1",
+        role=Role.COMPACTION,
+        ts=0.0,
+        text="summary",
+        meta={"usage": spent.model_dump(mode="json", exclude_defaults=True)},
+    )
+    assert _recorded(marker).usage == spent
+    assert _recorded(marker).usage.cost == Cost(usd=0.007, priced_calls=1)
+    # Markers written before costs were recorded read as no usage.
+    assert _recorded(marker.model_copy(update={"meta": {}})).usage == Usage()
