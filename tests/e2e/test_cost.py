@@ -136,6 +136,16 @@ async def send(
     return Finished(client, key, got, await client.wait_for_run(receipt.run_id))
 
 
+async def current_details(client: AgentlaneClient, workflow_id: str) -> str:
+    """What the Temporal UI shows as the workflow's current details (the latest run of its
+    chain)."""
+    from temporalio.api.sdk.v1 import WorkflowMetadata
+
+    handle = client.client.get_workflow_handle(workflow_id)
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return str(meta.current_details)
+
+
 def agent_end_cost(done: Finished) -> object:
     end = [e for e in done.got.events if e.kind == EventKind.AGENT_END]
     return end[-1].data.get("cost")
@@ -255,6 +265,12 @@ async def test_continue_as_new_of_run_and_session_keeps_the_sum(
     assert status.runs == 4
     assert status.usage.cost == Cost(usd=0.048, priced_calls=10)
     assert status.cost == "$0.0480"
+    # The Temporal UI shows each workflow's current details: the session's totals, and the
+    # run's own figures.
+    session = await current_details(client, f"session:{key}")
+    assert "session: 10 turns, 13200 tokens, cost $0.0480" in session, session
+    run = await current_details(client, result.run_id)
+    assert "7 turns" in run and "cost $0.0345" in run, run
 
 
 async def test_the_summariser_calls_of_a_compaction_count_toward_the_run(
