@@ -48,7 +48,8 @@ class Usage(BaseModel):
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
-    # Set on a call's usage by the model-call activity; summed with the tokens.
+    # Set on a call's usage by the activity that made the call (agentlane/pricing.py); summed
+    # with the tokens.
     cost: Cost = Cost()
 
     @property
