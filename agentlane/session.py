@@ -155,6 +155,8 @@ class SessionStatus(BaseModel):
     turns: int = 0
     runs: int = 0
     usage: Usage = Usage()
+    # `usage.cost` for people (agentlane.pricing.cost_label): "$0.0123", or "unpriced".
+    cost: str = ""
     workspace: str = ""
     model: str = ""
     last_result: ExecutionResult | None = None

@@ -16,6 +16,7 @@ from agentlane.branches import RESET_HELP
 from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import Routing
+from agentlane.pricing import cost_label, prices_text
 from agentlane.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,7 +129,8 @@ async def _send(args: argparse.Namespace) -> int:
     print(
         f"\nrun {result.run_id}: {result.status.value} "
         f"({result.termination_reason.value}), {result.turns} turns, "
-        f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
+        f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens, "
+        f"cost {cost_label(result.usage.accumulated.cost)}",
         file=sys.stderr,
     )
     if result.status == ExecutionStatus.ABORTED:
@@ -471,7 +473,8 @@ def _models(_: argparse.Namespace) -> int:
         marker = "*" if ref == config.default_model else " "
         print(
             f"{marker} {ref}\t{entry.api.value}\tcontext {entry.context_window}\t"
-            f"thinking {','.join(entry.capabilities.thinking_levels)}"
+            f"thinking {','.join(entry.capabilities.thinking_levels)}\t"
+            f"{prices_text(entry.prices)}"
         )
     return 0
 

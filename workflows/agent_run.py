@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.events import Announcement, EventKind, turn_boundary
     from agentlane.ids import assistant_entry_id, chain_token_of
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
+    from agentlane.pricing import cost_label
     from agentlane.run import (
         ExecutionError,
         ExecutionResult,
@@ -692,6 +693,7 @@ class AgentRunWorkflow(LegacyFailover):
             data={
                 "total_turns": self.c.turn_index,
                 "total_tokens": self.c.usage.accumulated.total,
+                "cost": cost_label(self.c.usage.accumulated.cost),
                 "duration_ms": int((workflow.now() - self.c.started_at).total_seconds() * 1000),
                 "status": status.value,
             },
@@ -712,6 +714,11 @@ class AgentRunWorkflow(LegacyFailover):
             fallback_model=self.failover.fallback_model(),
             profile_pin=self.failover.result_pin() if keyed and self._v2() else None,
             source=self.req.source,
+        )
+        workflow.set_current_details(
+            f"run **{self.req.run_id}** {status.value} ({reason.value}): {self.c.turn_index} "
+            f"turns, {self.c.usage.accumulated.total} tokens, cost "
+            f"{cost_label(self.c.usage.accumulated.cost)}"
         )
         finish = FinishRunInput(
             result=result,

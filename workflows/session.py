@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         check_inbound,
         parse_queue_mode,
     )
+    from agentlane.pricing import cost_label
     from agentlane.profile_state import ProfilePin
     from agentlane.queue_settings import (
         DropPolicy,
@@ -494,6 +495,7 @@ class SessionWorkflow:
             turns=self.s.turns,
             runs=self.s.run_count,
             usage=self.s.usage,
+            cost=cost_label(self.s.usage.cost),
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
             last_result=self.s.last_result,
@@ -740,6 +742,9 @@ class SessionWorkflow:
         await self._ensure_event_stream(await self._restore(inp))
         if self.hooks is not None:
             self.hooks.start()
+        if self.s.run_count:
+            # A new incarnation (continue-as-new) shows the totals it carries until its first run.
+            workflow.set_current_details(f"idle\n\n{self._totals()}")
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.
             self._requeue(self.s.in_flight, "the session continued before the run ended")
@@ -891,7 +896,7 @@ class SessionWorkflow:
         self.s.last_result = self._compact(result)
         details = (
             f"idle; last run **{run_id}**: "
-            f"{result.status.value} ({result.termination_reason.value})"
+            f"{result.status.value} ({result.termination_reason.value})\n\n{self._totals()}"
         )
         if self.hooks is not None:
             details += f"\n\n{self.hooks.summary()}"
@@ -932,6 +937,11 @@ class SessionWorkflow:
                 kind=ExecutionErrorKind.RUNTIME_ERROR, message=f"run ended abnormally: {err.cause}"
             ),
         )
+
+    def _totals(self) -> str:
+        """The session's figures for the Temporal UI."""
+        usage = self.s.usage
+        return f"session: {self.s.turns} turns, {usage.total} tokens, cost {cost_label(usage.cost)}"
 
     def _record(self, result: ExecutionResult) -> None:
         self.s.turns += result.turns

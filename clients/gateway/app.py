@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentlane.branches import ResetReceipt
-from agentlane.config import ConfigError, ConfigWatcher
+from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import AbortReceipt, InboundMessage, SendReceipt
 from agentlane.session import SessionStatus
@@ -183,6 +183,8 @@ class ModelRow(BaseModel):
     thinking_levels: list[str]
     images: bool
     default: bool
+    # US dollars per million tokens; None: unpriced (its calls are counted, not priced at 0).
+    prices: ModelPrices | None = None
 
 
 class ModelList(BaseModel):
@@ -704,6 +706,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
                     thinking_levels=list(entry.capabilities.thinking_levels),
                     images=entry.capabilities.images,
                     default=ref == config.default_model,
+                    prices=entry.prices,
                 )
                 for ref, entry in sorted(config.models.items())
             ],
