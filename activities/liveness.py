@@ -34,11 +34,13 @@ class IdleTimeout(Exception):
 
 
 async def with_idle_limit(events: AsyncIterator[T], idle_seconds: float) -> AsyncIterator[T]:
-    """Yield events, failing if the model is silent for longer than `idle_seconds`."""
+    """Yield events, failing if the model is silent for longer than `idle_seconds` (0 or less:
+    no idle limit, SPEC §4.6.2; the heartbeat timeout still notices a dead worker)."""
     iterator = aiter(events)
+    limit = idle_seconds if idle_seconds > 0 else None
     while True:
         try:
-            async with asyncio.timeout(idle_seconds):
+            async with asyncio.timeout(limit):
                 event = await anext(iterator)
         except StopAsyncIteration:
             return

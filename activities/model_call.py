@@ -77,6 +77,7 @@ from agentlane.model_calls import (
     ModelCallResult,
     ToolCallRef,
 )
+from agentlane.pricing import priced
 from agentlane.settings import Settings
 from agentlane.tool_signatures import call_signature, is_known_poll
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
@@ -399,6 +400,9 @@ class ModelCallActivity:
                 oversized=lambda window: reducible_tool_result_chars(entries, window) > 0,
                 prompt_tokens=checked.prompt_tokens,
             )
+            # Priced here, by the model that answered, and stored with the entry: the cost lands
+            # in history once, and a retry that finds the entry reports the same figure.
+            acc.usage = priced(acc.usage, resolved.entry.prices)
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(

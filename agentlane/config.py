@@ -103,14 +103,15 @@ class ApiKind(StrEnum):
 
 
 class ModelPrices(BaseModel):
-    """US dollars per million tokens."""
+    """US dollars per million tokens. Input and output are required: a price left out would
+    silently be 0. Cache prices left out are the input price (a cache read is never dearer)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    input: float = Field(default=0.0, ge=0)
-    output: float = Field(default=0.0, ge=0)
-    cache_read: float = Field(default=0.0, ge=0)
-    cache_write: float = Field(default=0.0, ge=0)
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
 
 
 class ModelCapabilities(BaseModel):
@@ -133,7 +134,9 @@ class ModelEntry(BaseModel):
     context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, gt=0)
     max_output_tokens: int = Field(default=DEFAULT_MAX_OUTPUT_TOKENS, gt=0)
     capabilities: ModelCapabilities = ModelCapabilities()
-    prices: ModelPrices = ModelPrices()
+    # None: unpriced (its calls are counted, never priced at 0); the catalogue's models have
+    # their list prices, a model of the config file has the prices it states.
+    prices: ModelPrices | None = None
     # A lighter model of the same provider that writes this model's compaction summaries
     # ("provider/model"); None: the model summarises its own context.
     summariser: str | None = None

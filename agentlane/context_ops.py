@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from agentlane.events import Announcement
 from agentlane.run import ModelRef
+from agentlane.usage import Usage
 from agentlane.wire import CompactModel
 
 COMPACT_CONTEXT = "compact_context"
@@ -69,6 +70,8 @@ class CompactionResult(CompactModel):
     duration_ms: int = 0
     # What a user is told when compaction could not help (BASELINE_TOO_LARGE, SUMMARY_FAILED).
     message: str = ""
+    # The summariser calls' usage and cost (priced by the activity), for the run's totals.
+    usage: Usage = Usage()
 
     @property
     def compacted(self) -> bool:

@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Re-exported: callers have always found the modes here.
+from agentlane.entry_source import EntrySource
 from agentlane.queue_modes import QueueMode, UnknownQueueMode, parse_queue_mode
 from agentlane.queue_settings import QueueOptions
 from agentlane.webhooks import check_callback_url, check_secret_ref
@@ -57,6 +58,8 @@ class InboundMessage(BaseModel):
     agent_id: str = "main"
     # Queue settings for this message alone (SPEC §17.2 "inline"); `mode` above is its mode.
     queue: QueueOptions | None = None
+    # What sent it: the run it starts carries this (a schedule's firing sends `cron`).
+    source: EntrySource = EntrySource.CHAT
 
 
 def check_inbound(msg: InboundMessage) -> None:

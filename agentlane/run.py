@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agentlane.context_state import RunContextState
+from agentlane.entry_source import EntrySource as EntrySource
 from agentlane.errors import ExecutionErrorKind, ModelFailure
 from agentlane.events import Announcement
 from agentlane.failover_state import RunFailover
@@ -20,13 +21,6 @@ from agentlane.usage import RunUsage
 
 RUN_BUDGET_SECONDS = 48 * 3600
 MODEL_IDLE_TIMEOUT_SECONDS = 120
-
-
-class EntrySource(StrEnum):
-    CHAT = "chat"
-    CLI = "cli"
-    CRON = "cron"
-    SUBAGENT = "subagent"
 
 
 class TerminationReason(StrEnum):
@@ -60,6 +54,9 @@ class UserTurn(BaseModel):
     text: str
     routing: Routing = Routing()
     sender: str | None = None
+    # The W3C traceparent of the span that accepted the message (tracing on), which the run's
+    # trace links to; never anything else.
+    traceparent: str | None = None
 
 
 class ExecutionRequest(BaseModel):
@@ -122,6 +119,8 @@ class ExecutionResult(BaseModel):
     fallback_model: str | None = None
     # The auth profile the run ended on, for the session to prefer next time (never a key).
     profile_pin: ProfilePin | None = None
+    # What started the run (a chat message, a schedule's firing...), for whoever reads the result.
+    source: EntrySource = EntrySource.CHAT
 
     @property
     def duration_ms(self) -> int:
@@ -169,6 +168,8 @@ class RunCarry(BaseModel):
     warnings: int = 0
     # Context recovery (issue 10): compactions and truncations of this run (None: none yet).
     context: RunContextState | None = None
+    # The traceparent of the run's first span (tracing on): later segments continue its trace.
+    trace: str | None = None
 
 
 class RunInput(BaseModel):

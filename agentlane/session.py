@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentlane.entry_source import EntrySource
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import MessageFate, QueueMode, Routing
 from agentlane.profile_state import ProfilePin
@@ -36,6 +37,8 @@ class QueuedMessage(BaseModel):
     # The debounce in force when this message was accepted (SPEC §17.2 re-applies settings on
     # every enqueue); None means the session's default.
     debounce_ms: int | None = None
+    # What sent it (InboundMessage.source): the run that takes it as its first message says so.
+    source: EntrySource = EntrySource.CHAT
 
 
 class SessionSettings(BaseModel):
@@ -60,7 +63,9 @@ class SessionSettings(BaseModel):
     # from it (SPEC §7.4-7.5). None: the session picks and keeps one by itself.
     auth_profile: str | None = None
     run_budget_seconds: int = 48 * 3600
-    idle_timeout_seconds: int = 120
+    # The LLM idle limit the session was given; None: the default for each run's source
+    # (`workflows/policy/idle_limit.py`, SPEC §4.6.2).
+    idle_timeout_seconds: int | None = None
     continue_as_new_after_events: int | None = None
     run_continue_as_new_after_events: int | None = None
     events_continue_as_new_after_events: int | None = None
@@ -150,6 +155,8 @@ class SessionStatus(BaseModel):
     turns: int = 0
     runs: int = 0
     usage: Usage = Usage()
+    # `usage.cost` for people (agentlane.pricing.cost_label): "$0.0123", or "unpriced".
+    cost: str = ""
     workspace: str = ""
     model: str = ""
     last_result: ExecutionResult | None = None

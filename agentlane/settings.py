@@ -57,6 +57,8 @@ class Settings(BaseModel):
     # `gateway_fanout_queue` events behind is cut off (`lagging`) and reconnects.
     gateway_fanout: bool = True
     gateway_fanout_queue: int = 1000
+    # host:port of each worker's Prometheus endpoint (workers/telemetry.py); None: no metrics.
+    metrics_address: str | None = None
 
     def encryption_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -119,4 +121,5 @@ class Settings(BaseModel):
             gateway_rate_burst=int(_env("GATEWAY_RATE_BURST", "30")),
             gateway_fanout=_env("GATEWAY_FANOUT", "1").lower() not in ("0", "false", "no", "off"),
             gateway_fanout_queue=int(_env("GATEWAY_FANOUT_QUEUE", "1000")),
+            metrics_address=os.environ.get("AGENTLANE_METRICS_ADDRESS") or None,
         )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
-from temporalio.client import Client
+from temporalio.client import Client, Plugin
+from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
 from agentlane.data_converter import make_data_converter
@@ -12,7 +14,11 @@ from agentlane.encryption import codec_from_env
 from agentlane.settings import Settings
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(
+    settings: Settings, plugins: Sequence[Plugin] = (), runtime: Runtime | None = None
+) -> Client:
+    """`plugins` and `runtime` carry a worker's telemetry (workers/telemetry.py); workers built
+    on this client inherit the plugins."""
     api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     tls: bool | TLSConfig = settings.tls or api_key is not None
     return await Client.connect(
@@ -25,4 +31,6 @@ async def connect(settings: Settings) -> Client:
             settings.payload_offload_threshold,
             codec_from_env(settings.encryption_env()),
         ),
+        plugins=plugins,
+        runtime=runtime,
     )

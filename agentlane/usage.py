@@ -11,13 +11,14 @@ class Cost(BaseModel):
     ended (issue 12). Calls of a model without prices are counted, never priced at 0: a sum that
     covers only some calls says so."""
 
-    usd: float = 0.0
+    # None until a call is priced: an unpriced call has no price, not a price of 0.
+    usd: float | None = None
     priced_calls: int = 0
     unpriced_calls: int = 0
 
     def plus(self, other: Cost) -> Cost:
         return Cost(
-            usd=self.usd + other.usd,
+            usd=_dollars_sum(self.usd, other.usd),
             priced_calls=self.priced_calls + other.priced_calls,
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
         )
@@ -28,12 +29,27 @@ class Cost(BaseModel):
         return self.usd if self.priced_calls else None
 
 
+# Sums are rounded to 1e-10 dollars (far below any displayed digit): the decimal figure then has
+# one float, so a run's total is the same whatever the grouping of its calls (continue-as-new,
+# compaction calls, a session's runs) and a test can compare it with ==.
+USD_DECIMALS = 10
+
+
+def _dollars_sum(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return round(a + b, USD_DECIMALS)
+
+
 class Usage(BaseModel):
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
-    # Set on a call's usage by the model-call activity; summed with the tokens.
+    # Set on a call's usage by the activity that made the call (agentlane/pricing.py); summed
+    # with the tokens.
     cost: Cost = Cost()
 
     @property
@@ -66,3 +82,8 @@ class RunUsage(BaseModel):
             accumulated=self.accumulated.plus(call),
             model_calls=self.model_calls + 1,
         )
+
+    def spend(self, side: Usage) -> RunUsage:
+        """Calls made for the run but not in its conversation (a compaction's summariser): they
+        count toward what the run used and cost, not toward its context or its model calls."""
+        return self.model_copy(update={"accumulated": self.accumulated.plus(side)})

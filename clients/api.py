@@ -17,7 +17,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +27,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
+    Plugin,
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -76,7 +77,7 @@ from agentlane.queue_settings import (
     QueueSettings,
     parse_queue_directive,
 )
-from agentlane.run import ExecutionResult, ModelRef
+from agentlane.run import EntrySource, ExecutionResult, ModelRef
 from agentlane.search_attribute_values import read as read_attributes
 from agentlane.search_attribute_values import typed as typed_attributes
 from agentlane.session import (
@@ -93,6 +94,8 @@ from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from agentlane.transcript import TranscriptEntry
 from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
+from clients import schedules
+from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
 from workflows.agent_run import AgentRunWorkflow
 from workflows.session import SessionWorkflow
 
@@ -185,9 +188,13 @@ class AgentlaneClient:
         self._config_watcher = ConfigWatcher(settings.data_dir)
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None) -> AgentlaneClient:
+    async def connect(
+        cls, settings: Settings | None = None, plugins: Sequence[Plugin] = ()
+    ) -> AgentlaneClient:
+        """`plugins`: e.g. the SDK's OpenTelemetryPlugin, which carries the caller's trace
+        context into the session (the gateway does this with tracing on)."""
         settings = settings or Settings.from_env()
-        return cls(await connect(settings), settings)
+        return cls(await connect(settings, plugins=plugins), settings)
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -245,6 +252,7 @@ class AgentlaneClient:
         session_overrides: dict[str, object] | None = None,
         queue: QueueOptions | str | None = None,
         worker_wait: float = WORKER_WAIT_SECONDS,
+        source: EntrySource = EntrySource.CHAT,
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet.
 
@@ -268,6 +276,7 @@ class AgentlaneClient:
                 routing=routing or Routing(),
                 sender=sender,
                 workspace=workspace,
+                source=source,
             )
             check_inbound(message)
         except ValueError as err:
@@ -869,6 +878,68 @@ class AgentlaneClient:
     def transcript(self, session_key: str) -> list[TranscriptEntry]:
         """Read the transcript from the store (local or shared storage)."""
         return TranscriptStore(self.settings.transcripts_dir).read(check_session_key(session_key))
+
+    # -- scheduled runs (issue 12; clients/schedules.py) ---------------------------------------
+
+    async def create_schedule(
+        self,
+        schedule_id: str,
+        session_key: str,
+        text: str,
+        *,
+        cron: str | None = None,
+        every: str | None = None,
+        overlap: str = "skip",
+        catchup_window: str | None = None,
+        paused: bool = False,
+        note: str | None = None,
+        workspace: str | None = None,
+        model: str | None = None,
+    ) -> ScheduleView:
+        """Send `text` to `session_key` on a cron string or every interval (`30s`, `1h`...);
+        each firing's run has source `cron`. See `clients/schedules.py` for the rules."""
+        if workspace is not None:
+            if not await asyncio.to_thread(Path(workspace).is_dir):
+                raise ScheduleRejected(f"workspace {workspace} does not exist or is not a folder")
+            workspace = str(await asyncio.to_thread(Path(workspace).resolve))
+        if model is not None:
+            try:
+                self._config().model(model)
+            except ConfigError as err:
+                raise ScheduleRejected(str(err)) from err
+        return await schedules.create_schedule(
+            self.client,
+            self.settings.workflow_task_queue,
+            schedule_id,
+            session_key,
+            text,
+            cron=cron,
+            every=every,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            paused=paused,
+            note=note,
+            workspace=workspace,
+            model=model,
+        )
+
+    async def list_schedules(self) -> list[ScheduleSummary]:
+        return await schedules.list_schedules(self.client, self.settings.workflow_task_queue)
+
+    async def describe_schedule(self, schedule_id: str, *, outcomes: bool = True) -> ScheduleView:
+        return await schedules.describe_schedule(self.client, schedule_id, outcomes=outcomes)
+
+    async def pause_schedule(self, schedule_id: str, note: str | None = None) -> None:
+        await schedules.pause_schedule(self.client, schedule_id, note)
+
+    async def unpause_schedule(self, schedule_id: str, note: str | None = None) -> None:
+        await schedules.unpause_schedule(self.client, schedule_id, note)
+
+    async def trigger_schedule(self, schedule_id: str) -> None:
+        await schedules.trigger_schedule(self.client, schedule_id)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await schedules.delete_schedule(self.client, schedule_id)
 
 
 def _retryable(err: RPCError) -> bool:

@@ -16,6 +16,7 @@ from agentlane.branches import RESET_HELP
 from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import Routing
+from agentlane.pricing import cost_label, prices_text
 from agentlane.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,7 +129,8 @@ async def _send(args: argparse.Namespace) -> int:
     print(
         f"\nrun {result.run_id}: {result.status.value} "
         f"({result.termination_reason.value}), {result.turns} turns, "
-        f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens",
+        f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens, "
+        f"cost {cost_label(result.usage.accumulated.cost)}",
         file=sys.stderr,
     )
     if result.status == ExecutionStatus.ABORTED:
@@ -337,6 +339,63 @@ async def _transcript(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _schedule(args: argparse.Namespace) -> int:
+    """`agentlane schedule create|list|describe|pause|unpause|trigger|delete`."""
+    from clients.api import AgentlaneClient
+    from clients.schedule_text import schedule_lines, summary_lines
+    from clients.schedules import ScheduleNotFound, ScheduleRejected
+
+    client = await AgentlaneClient.connect()
+    action, sid = args.schedule_command, str(getattr(args, "schedule_id", ""))
+    try:
+        if action == "create":
+            view = await client.create_schedule(
+                sid,
+                args.session,
+                args.message,
+                cron=args.cron,
+                every=args.every,
+                overlap=args.overlap,
+                catchup_window=args.catchup_window,
+                paused=args.paused,
+                note=args.note,
+                workspace=args.workspace,
+                model=args.model,
+            )
+            print(f"schedule {view.id} created")
+            for line in schedule_lines(view):
+                print(line)
+        elif action == "list":
+            for line in summary_lines(await client.list_schedules()):
+                print(line)
+        elif action == "describe":
+            view = await client.describe_schedule(sid)
+            if args.json:
+                print(view.model_dump_json(indent=2))
+            else:
+                for line in schedule_lines(view):
+                    print(line)
+        elif action == "pause":
+            await client.pause_schedule(sid, args.note)
+            print(f"schedule {sid} paused; `agentlane schedule unpause {sid}` resumes it")
+        elif action == "unpause":
+            await client.unpause_schedule(sid, args.note)
+            print(f"schedule {sid} resumed")
+        elif action == "trigger":
+            await client.trigger_schedule(sid)
+            print(f"schedule {sid} fires now (skipped if its last firing's run is still going)")
+        else:
+            await client.delete_schedule(sid)
+            print(f"schedule {sid} deleted (a run already started finishes)")
+    except ScheduleRejected as err:
+        print(f"rejected: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    except ScheduleNotFound as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    return EXIT_OK
+
+
 def _read_secret(prompt: str) -> str:
     """One line of stdin when it is not a terminal (a pipe), else a prompt that does not echo."""
     import getpass
@@ -444,7 +503,8 @@ def _models(_: argparse.Namespace) -> int:
         marker = "*" if ref == config.default_model else " "
         print(
             f"{marker} {ref}\t{entry.api.value}\tcontext {entry.context_window}\t"
-            f"thinking {','.join(entry.capabilities.thinking_levels)}"
+            f"thinking {','.join(entry.capabilities.thinking_levels)}\t"
+            f"{prices_text(entry.prices)}"
         )
     return 0
 
@@ -705,6 +765,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_transcript)
 
+    _schedule_parser(sub)
+
     p = sub.add_parser("auth", help="provider keys in the auth store (never in history)")
     p.add_argument("action", choices=["set", "list", "remove"])
     p.add_argument("profile", nargs="?", help="profile id, e.g. anthropic:work")
@@ -791,6 +853,55 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_demo, sync=True)
     return parser
+
+
+def _schedule_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "schedule",
+        help="send a message to a session at set times (Temporal Schedules; runs have source cron)",
+        description="Each firing sends the message to the session like a chat message (creating "
+        "the session if needed); its run has source `cron`, no LLM idle limit unless the session "
+        "sets one, and the usual 48 h budget. With --overlap skip (the default) a firing due while "
+        "the last one's run is still going is skipped and counted. A firing missed while the "
+        "server was down runs when it is back if that is within --catchup-window (default 10m).",
+    )
+    sched = p.add_subparsers(dest="schedule_command", required=True)
+    c = sched.add_parser("create", help="create a schedule")
+    c.add_argument("schedule_id")
+    c.add_argument("--session", required=True, help="the session key the message goes to")
+    c.add_argument("--message", required=True, help="the message text")
+    when = c.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help="a cron string, e.g. '0 9 * * 1-5' or @hourly (UTC)")
+    when.add_argument("--every", help="an interval: 30s, 15m, 1h, 1d, 1h30m")
+    c.add_argument(
+        "--overlap",
+        default="skip",
+        help="when the last firing's run is still going: skip (default), buffer_one, "
+        "buffer_all, allow_all",
+    )
+    c.add_argument(
+        "--catchup-window",
+        help="how late a firing missed during a server outage may still run (default 10m)",
+    )
+    c.add_argument("--paused", action="store_true", help="create it paused")
+    c.add_argument("--note", help="a note shown with the schedule (no secrets)")
+    c.add_argument("--workspace", help="workspace folder (used if the firing creates the session)")
+    c.add_argument("--model", help="provider/model (used if the firing creates the session)")
+    sched.add_parser("list", help="this deployment's schedules")
+    for name, text in (
+        ("describe", "timing, next firings, recent firings and their runs, skip counts"),
+        ("pause", "stop firing until unpaused"),
+        ("unpause", "resume firing"),
+        ("trigger", "fire once now"),
+        ("delete", "delete the schedule"),
+    ):
+        a = sched.add_parser(name, help=text)
+        a.add_argument("schedule_id")
+        if name in ("pause", "unpause"):
+            a.add_argument("--note", help="why (shown by describe)")
+        if name == "describe":
+            a.add_argument("--json", action="store_true")
+    p.set_defaults(func=_schedule)
 
 
 def main(argv: list[str] | None = None) -> None:

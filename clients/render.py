@@ -68,7 +68,9 @@ class TerminalRenderer:
                 self._line(
                     f"■ {event.run_id} ended: {event.termination_reason} "
                     f"({event.data.get('total_turns', 0)} turns, "
-                    f"{event.data.get('duration_ms', 0)} ms)"
+                    f"{event.data.get('duration_ms', 0)} ms"
+                    + (f", cost {event.data['cost']}" if event.data.get("cost") else "")
+                    + ")"
                 )
         elif kind == EventKind.SESSION_RESET and event.event_id not in self.view.seen_ids:
             self.view.apply(event)

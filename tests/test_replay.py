@@ -14,6 +14,7 @@ from temporalio.worker import Replayer
 
 from agentlane.data_converter import make_data_converter
 from workflows.agent_run import AgentRunWorkflow
+from workflows.scheduled_message import ScheduledMessageWorkflow
 from workflows.session import SessionWorkflow
 from workflows.session_events import SessionEventsWorkflow
 
@@ -39,6 +40,7 @@ def test_histories_are_present() -> None:
         "reset_branch",
         "webhooks",
         "search_attributes",
+        "scheduled",
     } <= scenarios
 
 
@@ -47,8 +49,62 @@ async def test_history_replays(path: Path, tmp_path: Path) -> None:
     workflow_id = path.stem.split("__")[0]
     history = WorkflowHistory.from_json(workflow_id, path.read_text())
     replayer = Replayer(
-        workflows=[SessionWorkflow, AgentRunWorkflow, SessionEventsWorkflow],
+        workflows=[
+            SessionWorkflow,
+            AgentRunWorkflow,
+            SessionEventsWorkflow,
+            ScheduledMessageWorkflow,
+        ],
         data_converter=make_data_converter(tmp_path),
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+
+
+@pytest.fixture(scope="module")
+def spans() -> object:
+    """Tracing on in this process, as on a worker with OTEL_EXPORTER_OTLP_ENDPOINT set: the SDK's
+    replay-safe provider, spans kept in memory."""
+    import opentelemetry.trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from temporalio.contrib.opentelemetry import (
+        ReplaySafeTracerProvider,
+        create_tracer_provider,
+    )
+
+    current = opentelemetry.trace.get_tracer_provider()
+    exporter = InMemorySpanExporter()
+    if not isinstance(current, ReplaySafeTracerProvider):
+        provider = create_tracer_provider()
+        opentelemetry.trace.set_tracer_provider(provider)
+        current = opentelemetry.trace.get_tracer_provider()
+    assert isinstance(current, ReplaySafeTracerProvider), "another provider was set first"
+    current.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_history_replays_with_tracing_on(path: Path, tmp_path: Path, spans: object) -> None:
+    """The telemetry in workflow code (spans, metrics) issues no command, and a replay exports
+    nothing: the worker that first ran these steps exported their spans already."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
+
+    assert isinstance(spans, InMemorySpanExporter)
+    spans.clear()
+    workflow_id = path.stem.split("__")[0]
+    history = WorkflowHistory.from_json(workflow_id, path.read_text())
+    replayer = Replayer(
+        workflows=[
+            SessionWorkflow,
+            AgentRunWorkflow,
+            SessionEventsWorkflow,
+            ScheduledMessageWorkflow,
+        ],
+        data_converter=make_data_converter(tmp_path),
+        plugins=[OpenTelemetryPlugin()],
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+    assert [s.name for s in spans.get_finished_spans()] == []

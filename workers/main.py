@@ -18,7 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 
 from activities.context.compaction import CompactionActivity
 from activities.context.truncation import TruncationActivity
@@ -27,6 +27,7 @@ from activities.model_call import ModelCallActivity
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.run_finish import AnnouncementPublisher, RunFinishActivity
+from activities.scheduled_delivery import ScheduledDelivery
 from activities.session_records import SessionRecords
 from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
@@ -35,17 +36,27 @@ from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.encryption import EncryptionConfigError
 from agentlane.private_files import make_private_dir
+from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
+from clients.api import AgentlaneClient, SendRejected
+from workers.telemetry import TelemetryConfigError
+from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
+from workflows.scheduled_message import ScheduledMessageWorkflow
 from workflows.session import SessionWorkflow
 from workflows.session_events import SessionEventsWorkflow
 
 log = logging.getLogger("agentlane.worker")
 
-WORKFLOWS: Sequence[type] = (SessionWorkflow, AgentRunWorkflow, SessionEventsWorkflow)
+WORKFLOWS: Sequence[type] = (
+    SessionWorkflow,
+    AgentRunWorkflow,
+    SessionEventsWorkflow,
+    ScheduledMessageWorkflow,
+)
 
 
 # How long a stopping worker may spend sending the events its activities left behind.
@@ -53,7 +64,10 @@ PUBLISHERS_CLOSE_TIMEOUT_SECONDS = 10.0
 
 
 def build_workers(
-    client: Client, settings: Settings, publishers: SessionPublishers
+    client: Client,
+    settings: Settings,
+    publishers: SessionPublishers,
+    interceptors: Sequence[Interceptor] = (),
 ) -> list[Worker]:
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order."""
@@ -68,12 +82,15 @@ def build_workers(
     tree = SessionTreeActivities(store, records, publishers)
     listing = ProfileListing(settings)
     webhooks = WebhookDelivery(store, WebhookSecretStore(settings.data_dir))
+    # A schedule's firing reaches its session the way a chat adapter does: through the client.
+    scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         graceful_shutdown_timeout=timedelta(seconds=5),
+        interceptors=list(interceptors),
     )
     return [
         # Tool activities share the workflows' task queue so the server can hand them to this
@@ -117,6 +134,14 @@ def build_workers(
             max_concurrent_activities=MAX_CONCURRENT_DELIVERIES,
             **common,  # type: ignore[arg-type]
         ),
+        # Scheduled firings send their message, then wait for its run (clients/schedules.py).
+        Worker(
+            client,
+            task_queue=schedules_task_queue(settings.workflow_task_queue),
+            activities=[scheduled.deliver_scheduled_message, scheduled.await_scheduled_run],
+            max_concurrent_activities=MAX_CONCURRENT_SCHEDULED_WAITS,
+            **common,  # type: ignore[arg-type]
+        ),
     ]
 
 
@@ -124,9 +149,10 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
     make_private_dir(settings.data_dir)
-    client = await connect(settings)
+    telemetry = setup_telemetry(settings.metrics_address)
+    client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
     publishers = SessionPublishers(settings.stream_batch_interval)
-    workers = build_workers(client, settings, publishers)
+    workers = build_workers(client, settings, publishers, telemetry.interceptors)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -169,6 +195,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             await publishers.close()
     except TimeoutError:
         log.warning("stopped with events not sent to the stream")
+    telemetry.shutdown()
     return status
 
 
@@ -179,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         status = asyncio.run(run_worker(Settings.from_env()))
-    except EncryptionConfigError as err:
+    except (EncryptionConfigError, TelemetryConfigError) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     sys.stdout.flush()

@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.events import Announcement, EventKind, turn_boundary
     from agentlane.ids import assistant_entry_id, chain_token_of
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
+    from agentlane.pricing import cost_label
     from agentlane.run import (
         ExecutionError,
         ExecutionResult,
@@ -64,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
+    from workflows.telemetry import RunTelemetry
 
 
 # Runs recorded before the context window guard started without it.
@@ -176,6 +178,7 @@ class AgentRunWorkflow(LegacyFailover):
         self.counters_at = workflow.time()
         # The reason of the latest failed model call: AgentLastError while the run deals with it.
         self.failure_reason: str | None = None
+        self.telemetry = RunTelemetry(self.req)
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -185,6 +188,7 @@ class AgentRunWorkflow(LegacyFailover):
             return
         self.c.seen_steer.append(turn.entry_id)
         self.c.steer.append(turn)
+        self.telemetry.steered(turn)
 
     @workflow.signal
     def abort(self, reason: str) -> None:
@@ -282,6 +286,8 @@ class AgentRunWorkflow(LegacyFailover):
 
     @workflow.run
     async def run(self, inp: RunInput) -> ExecutionResult:
+        self.c.trace = self.telemetry.open(self.c.trace, self.c.segments)
+        self.telemetry.attach()
         if inp.carry is None:
             self._emit(
                 EventKind.AGENT_START,
@@ -330,6 +336,7 @@ class AgentRunWorkflow(LegacyFailover):
         if end.continue_as_new and self.abort_reason is None:
             await workflow.wait_condition(workflow.all_handlers_finished)
             self.c.segments += 1
+            self.telemetry.handed_over()
             workflow.continue_as_new(RunInput(request=self.req, carry=self._carry_for_next()))
         return await self._finish(end)
 
@@ -727,6 +734,7 @@ class AgentRunWorkflow(LegacyFailover):
             data={
                 "total_turns": self.c.turn_index,
                 "total_tokens": self.c.usage.accumulated.total,
+                "cost": cost_label(self.c.usage.accumulated.cost),
                 "duration_ms": int((workflow.now() - self.c.started_at).total_seconds() * 1000),
                 "status": status.value,
             },
@@ -746,6 +754,12 @@ class AgentRunWorkflow(LegacyFailover):
             last_entry_id=self.c.last_entry_id,
             fallback_model=self.failover.fallback_model(),
             profile_pin=self.failover.result_pin() if keyed and self._v2() else None,
+            source=self.req.source,
+        )
+        workflow.set_current_details(
+            f"run **{self.req.run_id}** {status.value} ({reason.value}): {self.c.turn_index} "
+            f"turns, {self.c.usage.accumulated.total} tokens, cost "
+            f"{cost_label(self.c.usage.accumulated.cost)}"
         )
         finish = FinishRunInput(
             result=result,
@@ -778,4 +792,5 @@ class AgentRunWorkflow(LegacyFailover):
         # Steering that arrived after the last model call goes back to the session's queue.
         result.unconsumed = list(self.c.steer)
         self._upsert_attributes(end=result)
+        self.telemetry.ended(result)
         return result

@@ -270,6 +270,8 @@ class ContextRecovery:
             )
         finally:
             self.h.phase = phase
+        # The summariser's calls, priced by the activity: what the run spent, not its context.
+        self.h.c.usage = self.h.c.usage.spend(result.usage)
         self.h.show(result.line())
         return result
 

@@ -100,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
         start_chain,
     )
     from workflows.policy.model_fallback import ModelRef as ChainRef
+    from workflows.telemetry import RunTelemetry
 
 R = FailoverReason
 # Patch of runs recorded before this driver (they rotate profiles only; see legacy_failover).
@@ -124,6 +125,7 @@ class RunHost(Protocol):
     phase: RunPhase
     waiting_until: float | None
     waiting_reason: str | None
+    telemetry: RunTelemetry
 
     def _emit(self, kind: EventKind, turn_index: int | None = None, **fields: object) -> None: ...
 
@@ -357,6 +359,7 @@ class Failover:
         failed = failure.profile_id or self.h.c.profile_id
         reason = profile_mark(failure)
         if failed and reason is not None:
+            self.h.telemetry.cooled(model.provider, reason.value)
             cooldowns = self.f.config.cooldowns
             await self._update_shared(
                 model.provider,
@@ -400,6 +403,7 @@ class Failover:
         chosen = self._candidates()[index]
         failed = failure.profile_id or c.profile_id
         c.profile_id = chosen
+        self.h.telemetry.rotated(failure.provider, failure.reason)
         # SPEC §6: a new profile starts its thinking afresh.
         c.thinking, c.attempted_thinking = None, []
         why = "timed out" if failure.idle_timed_out or failure.reason == "timeout" else None
@@ -755,12 +759,14 @@ class Failover:
             start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
             summary="announce the wait",
         )
+        model = self.model()
         try:
-            await workflow.wait_condition(
-                lambda: h.abort_reason is not None,
-                timeout=until - now,
-                timeout_summary=f"wait for {self.model().provider} ({reason.value}, {seconds} s)",
-            )
+            with h.telemetry.waiting(model.provider, model.model, reason.value, until - now):
+                await workflow.wait_condition(
+                    lambda: h.abort_reason is not None,
+                    timeout=until - now,
+                    timeout_summary=f"wait for {model.provider} ({reason.value}, {seconds} s)",
+                )
         except TimeoutError:
             pass
         finally:

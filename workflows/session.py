@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         check_inbound,
         parse_queue_mode,
     )
+    from agentlane.pricing import cost_label
     from agentlane.profile_state import ProfilePin
     from agentlane.queue_settings import (
         DropPolicy,
@@ -105,6 +106,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy import search_attributes as attributes
+    from workflows.policy.idle_limit import idle_limit_seconds
     from workflows.policy.queue import (
         Action,
         Batch,
@@ -123,6 +125,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.session_events import SessionEventsWorkflow
+    from workflows.telemetry import WorkflowMetrics, message_span, since, traceparent
     from workflows.webhook_queue import WEBHOOK_PATCH, WebhookQueue, run_end_of, target_of
 
 RECENT_MESSAGE_IDS = 500
@@ -173,6 +176,10 @@ class SessionWorkflow:
         # Whether runs start with search attributes and the session upserts its own (every
         # session recorded since); None until the first run of this workflow run asks.
         self.upserts_attributes: bool | None = None
+        self.metrics = WorkflowMetrics()
+        # When the abort of the run in flight was accepted (workflow time): its latency is
+        # measured to the run's end.
+        self.abort_since: float | None = None
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -189,7 +196,7 @@ class SessionWorkflow:
 
     @workflow.update
     async def send(self, msg: InboundMessage) -> SendReceipt:
-        return await self._accept(msg)
+        return await self._traced_accept(msg)
 
     @workflow.signal
     async def enqueue(self, msg: InboundMessage) -> None:
@@ -201,11 +208,21 @@ class SessionWorkflow:
             workflow.logger.warning("message not accepted: %s", err)
             return
         try:
-            await self._accept(msg)
+            await self._traced_accept(msg)
         except ApplicationError as err:  # a branch that could not be made takes no messages
             workflow.logger.warning("message not accepted: %s", err)
 
-    async def _accept(self, msg: InboundMessage) -> SendReceipt:
+    async def _traced_accept(self, msg: InboundMessage) -> SendReceipt:
+        """Accept a message inside its own span (tracing on): the run that answers it links to
+        it. Counted by mode and disposition."""
+        with message_span(self.s.key, msg.mode or "") as span:
+            receipt = await self._accept(msg, traceparent(span))
+            span.set_attribute("agentlane.message.seq", receipt.message_seq)
+            span.set_attribute("agentlane.message.disposition", receipt.disposition.value)
+        self.metrics.m.message(receipt.mode.value, receipt.disposition.value)
+        return receipt
+
+    async def _accept(self, msg: InboundMessage, trace: str | None = None) -> SendReceipt:
         if not self.ready:
             # Only while a reopened session restores its settings. Never yield otherwise: the
             # message must be in the queue before the main loop looks at it again.
@@ -224,6 +241,7 @@ class SessionWorkflow:
             text=msg.text,
             routing=msg.routing,
             sender=msg.sender,
+            traceparent=trace,
         )
         item = QueuedMessage(
             seq=seq,
@@ -232,6 +250,7 @@ class SessionWorkflow:
             enqueued_at=workflow.time(),
             message_id=msg.message_id,
             debounce_ms=qs.debounce_ms,
+            source=msg.source,
         )
         now = workflow.time()
         if check_duplicate(self.s.queue, self.s.recent_ids, item, self.s.key, qs.dedupe, now):
@@ -354,6 +373,7 @@ class SessionWorkflow:
             )
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         self._set_fate(item.seq, FateState.PENDING, message_id=item.message_id)
+        self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         if item.debounce:
             self.s.last_enqueued_at = workflow.time()
 
@@ -386,6 +406,8 @@ class SessionWorkflow:
         child is still being started is held and delivered as soon as it has started."""
         if not self._busy():
             return None
+        if self.abort_since is None:
+            self.abort_since = workflow.time()
         if self.child is None:
             self.abort_pending = reason
             return self.current_run_id
@@ -481,6 +503,7 @@ class SessionWorkflow:
             turns=self.s.turns,
             runs=self.s.run_count,
             usage=self.s.usage,
+            cost=cost_label(self.s.usage.cost),
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
             last_result=self.s.last_result,
@@ -727,6 +750,9 @@ class SessionWorkflow:
         await self._ensure_event_stream(await self._restore(inp))
         if self.hooks is not None:
             self.hooks.start()
+        if self.s.run_count:
+            # A new incarnation (continue-as-new) shows the totals it carries until its first run.
+            workflow.set_current_details(f"idle\n\n{self._totals()}")
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.
             self._requeue(self.s.in_flight, "the session continued before the run ended")
@@ -787,12 +813,18 @@ class SessionWorkflow:
         run_number = self.s.run_count
         run_id = run_workflow_id(self.s.key, run_number)
         settings = self.s.settings
+        # The batch's first message says what started the run (a cron firing runs alone: it is
+        # sent as a follow-up). Histories from before sources existed only hold chat messages,
+        # so the child's start command is unchanged for them and needs no patch.
+        taken = set(batch.seqs)
+        held_items = [q for q in self.s.queue if q.seq in taken]
+        source = held_items[0].source if held_items else EntrySource.CHAT
         request = ExecutionRequest(
             session_key=self.s.key,
             run_id=run_id,
             run_number=run_number,
             agent_id=settings.agent_id,
-            source=EntrySource.CHAT,
+            source=source,
             prompt=batch.turns,
             workspace=settings.workspace,
             create_workspace=settings.create_workspace,
@@ -800,7 +832,7 @@ class SessionWorkflow:
             thinking=settings.thinking,
             reasoning_mode=settings.reasoning_mode,
             budget_seconds=settings.run_budget_seconds,
-            idle_timeout_seconds=settings.idle_timeout_seconds,
+            idle_timeout_seconds=idle_limit_seconds(source, settings.idle_timeout_seconds),
             parent_entry_id=self.s.last_entry_id,
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
             loop_detection=settings.loop_detection,
@@ -815,11 +847,9 @@ class SessionWorkflow:
             ),
         )
         # The batch stays in the session's hands (in_flight) until its run ends normally.
-        taken = set(batch.seqs)
-        self.s.in_flight = InFlight(
-            run_id=run_id, items=[q for q in self.s.queue if q.seq in taken]
-        )
+        self.s.in_flight = InFlight(run_id=run_id, items=held_items)
         self.s.queue = remove(self.s.queue, batch.seqs)
+        self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         self.current_run_id = run_id
         preview = " ".join(batch.turns[0].text.split())[:80]
         held = self.s.in_flight
@@ -869,13 +899,16 @@ class SessionWorkflow:
             self.current_run_id = None
             self.s.in_flight = None
             self.abort_pending = None
+            if self.abort_since is not None:
+                self.metrics.m.abort_latency(since(self.abort_since))
+                self.abort_since = None
         if self.hooks is not None:
             self.hooks.run_ended(run_id, run_end_of(result))
         self.s.last_result = self._compact(result)
         self._attributes_at_run_end(result)
         details = (
             f"idle; last run **{run_id}**: "
-            f"{result.status.value} ({result.termination_reason.value})"
+            f"{result.status.value} ({result.termination_reason.value})\n\n{self._totals()}"
         )
         if self.hooks is not None:
             details += f"\n\n{self.hooks.summary()}"
@@ -964,6 +997,11 @@ class SessionWorkflow:
                 kind=ExecutionErrorKind.RUNTIME_ERROR, message=f"run ended abnormally: {err.cause}"
             ),
         )
+
+    def _totals(self) -> str:
+        """The session's figures for the Temporal UI."""
+        usage = self.s.usage
+        return f"session: {self.s.turns} turns, {usage.total} tokens, cost {cost_label(usage.cost)}"
 
     def _record(self, result: ExecutionResult) -> None:
         self.s.turns += result.turns

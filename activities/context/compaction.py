@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -84,8 +85,10 @@ from agentlane.context_ops import (
 )
 from agentlane.errors import CONFIG_ERROR
 from agentlane.events import Announcement, EventKind
+from agentlane.pricing import priced
 from agentlane.run import ModelRef
 from agentlane.transcript import Role, TranscriptEntry
+from agentlane.usage import Usage
 from workflows.policy.preemptive_check import prompt_budget_tokens
 
 log = logging.getLogger(__name__)
@@ -96,6 +99,18 @@ SUMMARY_BUDGET_SHARE = 0.3
 CHARS_PER_TOKEN = 4
 # A merge that would not fit the summariser is split into groups of this many summaries.
 MERGE_FAN_IN = 4
+
+
+# The summariser calls of the compaction in progress (one per activity task): they cost money and
+# count toward the run whatever the compaction's outcome.
+_SPENT: ContextVar[list[Usage]] = ContextVar("summariser_calls")
+
+
+def _spent_so_far() -> Usage:
+    total = Usage()
+    for call in _SPENT.get([]):
+        total = total.plus(call)
+    return total
 
 
 class SummaryFailed(Exception):
@@ -131,7 +146,14 @@ class CompactionActivity:
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             for announcement in announce:
                 publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
-            result = await self._compact(inp, started)
+            spent = _SPENT.set([])
+            try:
+                result = await self._compact(inp, started)
+                # A result read back from the marker carries the usage it recorded, and spent
+                # nothing this time.
+                result.usage = result.usage.plus(_spent_so_far())
+            finally:
+                _SPENT.reset(spent)
             result.duration_ms = int((time.monotonic() - started) * 1000)
             end = Announcement(
                 kind=EventKind.COMPACTION_END,
@@ -266,6 +288,7 @@ class CompactionActivity:
                 message="the summary would not make the context smaller",
             )
         first_kept = split.kept[0].id if split.kept else None
+        spent = _spent_so_far()
         marker = TranscriptEntry(
             id=inp.entry_id,
             role=Role.COMPACTION,
@@ -284,6 +307,8 @@ class CompactionActivity:
                 "kept": len(split.kept),
                 "progress": record.model_dump(mode="json"),
                 "duration_ms": int((time.monotonic() - started) * 1000),
+                # A retry that finds this marker reports what its summary cost.
+                "usage": spent.model_dump(mode="json", exclude_defaults=True),
             },
         )
         await asyncio.to_thread(self.store.append, key, [marker])
@@ -408,8 +433,12 @@ class CompactionActivity:
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):
                 if isinstance(event, TextDelta):
                     parts.append(event.text)
-                elif isinstance(event, Finish) and event.stop_reason == "error":
-                    raise SummaryFailed("the summariser stopped with an error")
+                elif isinstance(event, Finish):
+                    # A call that answered is paid for, even if its answer is of no use.
+                    call = priced(event.usage, summariser.entry.prices)
+                    _SPENT.get([]).append(call)
+                    if event.stop_reason == "error":
+                        raise SummaryFailed("the summariser stopped with an error")
         except IdleTimeout as err:
             raise SummaryFailed(str(err)) from err
         except ProviderError as err:
@@ -456,4 +485,5 @@ def _recorded(marker: TranscriptEntry) -> CompactionResult:
         summarized=int(meta.get("summarized") or 0),
         kept=int(meta.get("kept") or 0),
         summariser=marker.model or "",
+        usage=Usage.model_validate(meta.get("usage") or {}),
     )

@@ -263,6 +263,7 @@ class AguiTranslator:
             "terminationReason": reason,
             "totalTurns": data.get("total_turns"),
             "totalTokens": data.get("total_tokens"),
+            "cost": data.get("cost"),
             "durationMs": data.get("duration_ms"),
         }
         meta = {k: v for k, v in figures.items() if v is not None}

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentlane.branches import ResetReceipt
-from agentlane.config import ConfigError, ConfigWatcher
+from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import AbortReceipt, InboundMessage, SendReceipt
 from agentlane.session import SessionStatus
@@ -43,6 +43,7 @@ from clients.api import (
 from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
 from clients.gateway.sse import session_events
+from clients.gateway.tracing import traced_request
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ _SEND_PARAMS = frozenset(inspect.signature(AgentlaneClient.send).parameters) - {
     "text",
     "session_overrides",
     "worker_wait",
+    # A chat adapter's messages are chat; only the worker's scheduled firings send `cron`.
+    "source",
 }
 
 
@@ -180,6 +183,8 @@ class ModelRow(BaseModel):
     thinking_levels: list[str]
     images: bool
     default: bool
+    # US dollars per million tokens; None: unpriced (its calls are counted, not priced at 0).
+    prices: ModelPrices | None = None
 
 
 class ModelList(BaseModel):
@@ -202,6 +207,8 @@ class Gateway:
         self._lock = asyncio.Lock()
         self._config = ConfigWatcher(settings.data_dir)
         self._fanout: Fanout | None = None
+        # With tracing on (`serve`), the client carries the trace context into the session.
+        self.plugins: list[Any] = []
 
     async def fanout(self) -> Fanout | None:
         """The shared session feeds (None when `gateway_fanout` is off)."""
@@ -227,7 +234,9 @@ class Gateway:
         async with self._lock:
             if self._client is None:
                 try:
-                    self._client = await AgentlaneClient.connect(self.settings)
+                    self._client = await AgentlaneClient.connect(
+                        self.settings, plugins=self.plugins
+                    )
                 except Exception as err:
                     raise Problem(
                         503,
@@ -487,7 +496,12 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         tags=["sessions"],
         responses=errors,
     )
-    async def send_message(key: SessionKey, body: MessageBody) -> SendReceipt:
+    async def send_message(key: SessionKey, body: MessageBody, request: Request) -> SendReceipt:
+        # The message's trace starts here, under the adapter's own `traceparent` if it sent one.
+        with traced_request(request, "POST /v1/sessions/{key}/messages", key):
+            return await _send_message(key, body)
+
+    async def _send_message(key: str, body: MessageBody) -> SendReceipt:
         given = body.model_dump(exclude_unset=True, exclude={"text"})
         unsupported = sorted(
             name
@@ -692,6 +706,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
                     thinking_levels=list(entry.capabilities.thinking_levels),
                     images=entry.capabilities.images,
                     default=ref == config.default_model,
+                    prices=entry.prices,
                 )
                 for ref, entry in sorted(config.models.items())
             ],
@@ -771,9 +786,14 @@ def serve(
     """Run the gateway with uvicorn until interrupted."""
     import uvicorn
 
+    from workers.telemetry import setup as setup_telemetry
+
     settings = settings or Settings.from_env()
+    telemetry = setup_telemetry(None, service_name="agentlane-gateway")
+    app = create_app(settings)
+    app.state.gateway.plugins = telemetry.plugins
     uvicorn.run(
-        create_app(settings),
+        app,
         host=host or settings.gateway_host,
         port=port or settings.gateway_port,
         log_level="info",

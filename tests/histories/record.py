@@ -466,6 +466,21 @@ async def search_attributes(client: AgentlaneClient, ws: Path) -> None:
         await client.wait_for_run(r.run_id or "")
 
 
+async def scheduled(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 12: one firing of a schedule (paused, then triggered): the firing workflow sends a
+    cron message, the session runs it, the firing waits for the run's end."""
+    await client.create_schedule(
+        "every-2s", "scheduled", "sleep 1 then say tick", every="2s", workspace=str(ws), paused=True
+    )
+    await client.trigger_schedule("every-2s")
+    while True:
+        view = await client.describe_schedule("every-2s")
+        if any(f.outcome is not None and f.outcome.status for f in view.recent):
+            break
+        await asyncio.sleep(0.2)
+    await client.delete_schedule("every-2s")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -484,12 +499,15 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "reset_branch": reset_branch,
     "webhooks": webhooks,
     "search_attributes": search_attributes,
+    "scheduled": scheduled,
 }
 
 
 async def export_all(client: AgentlaneClient, target: Path) -> int:
     count = 0
     async for wf in client.client.list_workflows(""):
+        if wf.id.startswith("temporal-sys-"):
+            continue  # the server's own (a schedule's scheduler): not our code to replay
         handle = client.client.get_workflow_handle(wf.id, run_id=wf.run_id)
         history = await handle.fetch_history()
         name = f"{wf.id.replace(':', '_')}__{wf.run_id}.json"

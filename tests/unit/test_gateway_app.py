@@ -59,3 +59,10 @@ async def test_agui_vocabulary_is_501_until_its_module_exists(tmp_path: Path) ->
     async with http_for(tmp_path, token) as http:
         r = await http.get("/v1/sessions/a/events?vocabulary=agui")
     assert r.status_code == 501 and "agui" in r.json()["detail"]
+
+
+async def test_a_chat_adapter_cannot_claim_to_be_cron(tmp_path: Path) -> None:
+    token = TokenStore(tmp_path).create()[1]
+    async with http_for(tmp_path, token) as http:
+        r = await http.post("/v1/sessions/a/messages", json={"text": "hi", "source": "cron"})
+        assert r.status_code == 422 and "source: not accepted" in r.json()["detail"]

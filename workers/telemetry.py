@@ -1,0 +1,165 @@
+"""Telemetry for a worker process (issue 12): OpenTelemetry traces exported over OTLP, and the
+Temporal runtime's Prometheus endpoint carrying the SDK's metrics and ours.
+
+Both are off unless configured, and then cost nothing: no plugin, no span processor, no runtime
+of our own.
+
+- Traces: on when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` or
+  `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_SDK_DISABLED` / `OTEL_TRACES_EXPORTER=none`
+  do not turn them off). The protocol follows `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` /
+  `OTEL_EXPORTER_OTLP_PROTOCOL`: `http/protobuf` (the default, port 4318) or `grpc` (4317).
+  Spans go through the SDK's replay-safe tracer provider and its `OpenTelemetryPlugin`, so a
+  workflow replayed on another worker after a crash makes the same span ids and does not export
+  twice what the first worker ended.
+- Metrics: on when `AGENTLANE_METRICS_ADDRESS` (host:port) is set; Prometheus scrapes
+  `http://<address>/metrics`. Names are in `agentlane/metric_names.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+
+from temporalio.plugin import SimplePlugin
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import Interceptor
+
+from workers.telemetry_interceptor import TelemetryInterceptor
+
+log = logging.getLogger("agentlane.telemetry")
+
+SERVICE_NAME = "agentlane-worker"
+# A short export delay: a worker killed with -9 loses only the spans that ended this recently
+# (the batch processor's default is 5 s). Overridden by OTEL_BSP_SCHEDULE_DELAY.
+DEFAULT_BATCH_DELAY_MS = "1000"
+
+
+class TelemetryConfigError(ValueError):
+    """A telemetry setting the worker cannot start with."""
+
+
+@dataclass
+class Telemetry:
+    """What a process connects with, and what it must flush before exiting."""
+
+    plugins: list[SimplePlugin] = field(default_factory=list)
+    runtime: Runtime | None = None
+    tracing: bool = False
+    metrics_address: str | None = None
+    _provider: object | None = None
+
+    @property
+    def interceptors(self) -> list[Interceptor]:
+        """Spans and metrics around model calls, tool calls and compactions (none when both
+        are off)."""
+        if not self.tracing and not self.metrics_address:
+            return []
+        return [TelemetryInterceptor(self.tracing, bool(self.metrics_address))]
+
+    def shutdown(self) -> None:
+        """Export the spans still buffered (called on a clean stop; a kill -9 loses at most the
+        last batch delay's worth)."""
+        shutdown = getattr(self._provider, "shutdown", None)
+        if callable(shutdown):
+            try:
+                shutdown()
+            except Exception as err:  # noqa: BLE001 - a broken collector must not hang a stop
+                log.warning("could not flush traces: %s", err)
+
+
+def _flag_off(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("true", "1", "yes")
+
+
+def tracing_configured() -> bool:
+    if _flag_off("OTEL_SDK_DISABLED"):
+        return False
+    if os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return False
+    return bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+
+def trace_protocol() -> str:
+    return (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+
+
+def _span_exporter() -> object:
+    protocol = trace_protocol()
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    if protocol in ("http/protobuf", "http"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpSpanExporter,
+        )
+
+        return HttpSpanExporter()
+    raise ValueError(
+        f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not supported: use grpc or http/protobuf"
+    )
+
+
+def _tracer_provider(service_name: str) -> object:
+    import opentelemetry.trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from temporalio.contrib.opentelemetry import create_tracer_provider
+
+    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", DEFAULT_BATCH_DELAY_MS)
+    # OTEL_SERVICE_NAME wins over the default name; OTEL_RESOURCE_ATTRIBUTES adds to these.
+    own: dict[str, str | int] = {
+        "service.instance.id": f"{socket.gethostname()}:{os.getpid()}",
+        "process.pid": os.getpid(),
+        "host.name": socket.gethostname(),
+    }
+    if not os.environ.get("OTEL_SERVICE_NAME"):
+        own["service.name"] = service_name
+    resource = Resource.create(own)
+    provider = create_tracer_provider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(_span_exporter()))  # type: ignore[arg-type]
+    opentelemetry.trace.set_tracer_provider(provider)
+    return provider
+
+
+def setup(metrics_address: str | None, service_name: str = SERVICE_NAME) -> Telemetry:
+    """Build the process's telemetry from its environment. Call once, before connecting."""
+    telemetry = Telemetry(metrics_address=metrics_address or None)
+    if tracing_configured():
+        from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
+
+        telemetry._provider = _tracer_provider(service_name)
+        telemetry.plugins.append(OpenTelemetryPlugin())
+        telemetry.tracing = True
+        log.info("tracing to %s over %s", _endpoint(), trace_protocol())
+    if telemetry.metrics_address:
+        try:
+            telemetry.runtime = Runtime(
+                telemetry=TelemetryConfig(
+                    metrics=PrometheusConfig(bind_address=telemetry.metrics_address)
+                )
+            )
+        except ValueError as err:
+            raise TelemetryConfigError(
+                f"AGENTLANE_METRICS_ADDRESS={telemetry.metrics_address!r} is not usable ({err}): "
+                "give host:port, e.g. 0.0.0.0:9464"
+            ) from None
+        log.info("metrics on http://%s/metrics", telemetry.metrics_address)
+    return telemetry
+
+
+def _endpoint() -> str:
+    return (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or ""
+    )
