@@ -55,6 +55,7 @@ provider = "anthropic"
 id = "fake-claude"
 api = "anthropic"
 base_url = "{fake.anthropic_base_url}"
+prices = {{ input = 3, output = 15 }}
 """
     )
     dep = make_deployment(server, root, ANTHROPIC_API_KEY=KEY)
@@ -259,15 +260,22 @@ async def test_a_compacting_run_is_found_while_it_compacts(
     assert key in out
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS, result.error
+    # A priced model: the session's dollars so far, as the session's status sums them.
+    usd = (await client.status(key)).usage.cost.known
+    assert usd is not None and usd > 0
+    session = f"WorkflowType = 'SessionWorkflow' AND AgentSessionKey = '{key}'"
+    await found(t, f"{session} AND AgentCostUsd > 0", session_workflow_id(key))
+    desc = await t.get_workflow_handle(session_workflow_id(key)).describe()
+    assert desc.typed_search_attributes.get(sa.COST_KEY) == round(usd, 6)
     phases = [
         keys for keys in await upserts(t, receipt.run_id) if keys and keys[0].startswith("Agent")
     ]
     # Compacting (with the overflow, the error met), back to running, ended (the error cleared,
-    # the counters).
+    # the counters and the cost).
     assert phases == [
         ["AgentLastError", "AgentPhase"],
         ["AgentPhase"],
-        ["AgentLastError", "AgentPhase", "AgentTokens", "AgentTurns"],
+        ["AgentCostUsd", "AgentLastError", "AgentPhase", "AgentTokens", "AgentTurns"],
     ], phases
 
 
