@@ -47,6 +47,7 @@ provider = "anthropic"
 id = "fake-claude"
 api = "anthropic"
 base_url = "{fake.anthropic_base_url}"
+prices = {{ input = 3, output = 15 }}
 """
 
 
@@ -217,6 +218,14 @@ async def test_a_run_with_two_tool_calls_is_one_trace_linked_to_its_message(
         assert attrs["gen_ai.usage.input_tokens"] > 0
         assert attrs["gen_ai.usage.output_tokens"] > 0
         assert attrs["agentlane.auth_profile"].startswith("anthropic:")
+        # $3 / $15 per million tokens, priced by the call that answered.
+        expected = (
+            attrs["gen_ai.usage.input_tokens"] * 3 + attrs["gen_ai.usage.output_tokens"] * 15
+        ) / 1e6
+        assert attrs["agentlane.cost_usd"] == pytest.approx(expected)
+    assert root.attributes["agentlane.cost_usd"] == pytest.approx(
+        sum(c.attributes["agentlane.cost_usd"] for c in chats)
+    )
     assert [c.attributes["gen_ai.response.finish_reasons"] for c in chats] == [
         ["tool_use"],
         ["tool_use"],
@@ -268,11 +277,13 @@ async def test_the_prometheus_endpoint_serves_sdk_and_agentlane_metrics(
         metrics.COOLDOWNS,
         metrics.MESSAGES,
         metrics.QUEUE_DEPTH,
+        metrics.COST,
     ):
         assert any(n == name or n.startswith(name + "_") for n in ours), (name, sorted(ours))
     assert any(n.startswith("temporal_") for n in names), "the SDK's own metrics are missing"
     assert re.search(r'agentlane_model_calls\{[^}]*outcome="rate_limit"', text), text[:3000]
     assert re.search(r'agentlane_tokens\{[^}]*kind="output"', text)
+    assert re.search(r'agentlane_cost_usd_sum\{[^}]*model="fake-claude"', text)
     assert re.search(r'agentlane_runs_ended\{[^}]*status="success"', text)
     assert ENV_KEY not in text and WORK_KEY not in text and SECRET_WORDS not in text
 
@@ -399,11 +410,19 @@ async def test_an_adapters_trace_continues_through_the_gateway_into_the_session(
 
         spans = await asyncio.to_thread(receiver.wait_for, arrived)
         adapter = [s for s in spans if s.trace_id == adapter_trace]
-        gateway = next(s for s in adapter if s.name == "POST /v1/sessions/{key}/messages")
-        assert gateway.parent_span_id == adapter_span
+        gateway = next(s for s in adapter if s.name == "agentlane.gateway.send")
         assert gateway.resource.get("service.name") == "gw-under-test"
-        message = next(s for s in adapter if s.name == "agentlane.message")
-        assert message.parent_span_id == gateway.span_id
+        assert gateway.attributes["gen_ai.conversation.id"] == key
+        messages = [s for s in adapter if s.name == "agentlane.message"]
+        assert [m.parent_span_id for m in messages] == [gateway.span_id]
+        message = messages[0]
+        # Up from the gateway's span (through FastAPI's own request spans, when it makes them)
+        # to the adapter's.
+        by_id = {s.span_id: s for s in adapter}
+        up = gateway
+        while up.parent_span_id in by_id:
+            up = by_id[up.parent_span_id]
+        assert up.parent_span_id == adapter_span
         root = next(s for s in trace_of(spans, run_id) if s.name.startswith("invoke_agent"))
         assert root.links == [(adapter_trace, message.span_id)]
         assert_nothing_secret(spans)
