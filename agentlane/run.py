@@ -89,6 +89,9 @@ class ExecutionRequest(BaseModel):
     # Test hook: continue-as-new after this many history events instead of waiting for the
     # server's suggestion (the suggestion needs thousands of events).
     continue_as_new_after_events: int | None = None
+    # Test hook: how often a working run may upsert its counters (search attributes); None:
+    # once a minute.
+    counters_upsert_seconds: float | None = None
 
 
 class ExecutionError(BaseModel):

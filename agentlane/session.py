@@ -68,6 +68,7 @@ class SessionSettings(BaseModel):
     idle_timeout_seconds: int | None = None
     continue_as_new_after_events: int | None = None
     run_continue_as_new_after_events: int | None = None
+    counters_upsert_seconds: float | None = None
     events_continue_as_new_after_events: int | None = None
 
 

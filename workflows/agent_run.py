@@ -253,7 +253,8 @@ class AgentRunWorkflow(LegacyFailover):
         if not self.upserts_attributes:
             return
         now = workflow.time()
-        with_counters = end is not None or attributes.counters_due(self.counters_at, now)
+        every = self.req.counters_upsert_seconds or attributes.COUNTER_INTERVAL_SECONDS
+        with_counters = end is not None or attributes.counters_due(self.counters_at, now, every)
         values = {
             sa.PHASE.name: attributes.ENDED if end else attributes.run_phase(self.phase),
             sa.MODEL.name: self.failover.model().label(),

@@ -835,6 +835,7 @@ class SessionWorkflow:
             idle_timeout_seconds=idle_limit_seconds(source, settings.idle_timeout_seconds),
             parent_entry_id=self.s.last_entry_id,
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
+            counters_upsert_seconds=settings.counters_upsert_seconds,
             loop_detection=settings.loop_detection,
             max_turns=settings.max_turns,
             context_window=settings.context_window,

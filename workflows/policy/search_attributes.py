@@ -106,6 +106,6 @@ def changes(
     return out
 
 
-def counters_due(last_at: float, now: float) -> bool:
+def counters_due(last_at: float, now: float, interval: float = COUNTER_INTERVAL_SECONDS) -> bool:
     """Whether the counters may be upserted while a run works (workflow time, seconds)."""
-    return now - last_at >= COUNTER_INTERVAL_SECONDS
+    return now - last_at >= interval
