@@ -134,6 +134,7 @@ class DevServer:
 
     def start(self, timeout: float = 60) -> int:
         if self.running():
+            self.register_search_attributes()
             return self.pid() or 0
         if port_open(self.port):
             raise SystemExit(
@@ -162,10 +163,44 @@ class DevServer:
                 )
             if port_open(self.port):
                 self._wait_for_namespace(deadline)
+                self.register_search_attributes()
                 return proc.pid
             time.sleep(0.1)
         self.stop()
         raise SystemExit(f"temporal dev server did not open port {self.port} in {timeout}s")
+
+    def register_search_attributes(self) -> None:
+        """The start flags register the attributes only in a new database: a server whose
+        database was made by an older version gets the ones it lacks here (workflows that set an
+        unknown attribute fail their tasks)."""
+        from agentlane.search_attributes import ALL
+
+        listed = subprocess.run(
+            [temporal_binary(), "operator", "search-attribute", "list", "-o", "json"]
+            + ["--address", self.address, "--namespace", "default"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        if listed.returncode != 0:
+            raise SystemExit(f"could not list search attributes: {listed.stderr.strip()}")
+        have = json.loads(listed.stdout).get("customAttributes", {})
+        for attr in ALL:
+            if attr.name in have:
+                continue
+            created = subprocess.run(
+                [temporal_binary(), "operator", "search-attribute", "create"]
+                + ["--name", attr.name, "--type", attr.type.value]
+                + ["--address", self.address, "--namespace", "default"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            if created.returncode != 0:
+                raise SystemExit(
+                    f"could not register the search attribute {attr.name}: "
+                    f"{created.stderr.strip()}"
+                )
 
     def _wait_for_namespace(self, deadline: float) -> None:
         # The port opens a little before the default namespace answers.

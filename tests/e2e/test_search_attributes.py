@@ -7,9 +7,11 @@ them; `agentlane setup-namespace` on a namespace that has none. Real dev server 
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +33,7 @@ from clients.namespace_setup import AttributeTypeConflict, register
 from tests.conftest import make_deployment, settings_for
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply
-from tests.harness import REPO, Deployment
+from tests.harness import REPO, Deployment, devserver
 
 KEY = "sk-ant-api03-" + secrets.token_hex(24)
 CLAUDE = "anthropic/fake-claude"
@@ -425,3 +427,44 @@ async def test_setup_namespace_registers_what_a_cluster_lacks(deployment: Deploy
             await asyncio.sleep(0.2)
     with pytest.raises(AttributeTypeConflict, match="AgentTurns is registered as Keyword"):
         await register(t, other)
+
+
+def test_a_dev_server_database_from_an_older_version_gets_the_attributes(tmp_path: Path) -> None:
+    """`temporal server start-dev --search-attribute` registers only into a new database; the
+    dev server script adds what an older database lacks, so upgraded sessions do not fail."""
+    port = devserver.free_port()
+    old = subprocess.Popen(
+        [devserver.temporal_binary(), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+        + ["--port", str(port), "--db-filename", str(tmp_path / "temporal.db")]
+        + ["--log-level", "error", "--search-attribute", "AgentSessionKey=Keyword"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    srv = devserver.DevServer(data_dir=tmp_path, port=port, ui_port=None)
+
+    def listed() -> dict[str, str]:
+        out = subprocess.run(
+            [devserver.temporal_binary(), "operator", "search-attribute", "list", "-o", "json"]
+            + ["--address", srv.address],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        return dict(json.loads(out.stdout)["customAttributes"]) if out.returncode == 0 else {}
+
+    try:
+        for _ in range(100):
+            if "AgentSessionKey" in listed():
+                break
+            time.sleep(0.2)
+        assert [k for k in listed() if k.startswith("Agent")] == ["AgentSessionKey"]
+    finally:
+        old.terminate()
+        old.wait(timeout=20)
+    srv.start()
+    try:
+        have = listed()
+        for attr in sa.ALL:
+            assert attr.name in have, attr.name
+    finally:
+        srv.stop()
