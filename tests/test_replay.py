@@ -6,11 +6,12 @@ A change that would break workflows already running fails here. Histories are re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
+from temporalio.worker import Plugin, Replayer, WorkflowReplayResult
 
 from agentlane.data_converter import make_data_converter
 from workflows.agent_run import AgentRunWorkflow
@@ -44,8 +45,9 @@ def test_histories_are_present() -> None:
     } <= scenarios
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-async def test_history_replays(path: Path, tmp_path: Path) -> None:
+async def replay(
+    path: Path, tmp_path: Path, plugins: Sequence[Plugin] = ()
+) -> WorkflowReplayResult:
     workflow_id = path.stem.split("__")[0]
     history = WorkflowHistory.from_json(workflow_id, path.read_text())
     replayer = Replayer(
@@ -56,8 +58,14 @@ async def test_history_replays(path: Path, tmp_path: Path) -> None:
             ScheduledMessageWorkflow,
         ],
         data_converter=make_data_converter(tmp_path),
+        plugins=plugins,
     )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    return await replayer.replay_workflow(history, raise_on_replay_failure=False)
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+async def test_history_replays(path: Path, tmp_path: Path) -> None:
+    result = await replay(path, tmp_path)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 
@@ -93,18 +101,6 @@ async def test_history_replays_with_tracing_on(path: Path, tmp_path: Path, spans
 
     assert isinstance(spans, InMemorySpanExporter)
     spans.clear()
-    workflow_id = path.stem.split("__")[0]
-    history = WorkflowHistory.from_json(workflow_id, path.read_text())
-    replayer = Replayer(
-        workflows=[
-            SessionWorkflow,
-            AgentRunWorkflow,
-            SessionEventsWorkflow,
-            ScheduledMessageWorkflow,
-        ],
-        data_converter=make_data_converter(tmp_path),
-        plugins=[OpenTelemetryPlugin()],
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    result = await replay(path, tmp_path, [OpenTelemetryPlugin()])
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
     assert [s.name for s in spans.get_finished_spans()] == []

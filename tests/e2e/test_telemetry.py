@@ -125,6 +125,18 @@ def shape(trace: list[ReceivedSpan]) -> list[tuple[str, str]]:
     )
 
 
+def tree_of_three_calls(*tools: str) -> list[tuple[str, str]]:
+    """A run of three model calls and a tool call after each of the first two."""
+    root = "invoke_agent main"
+    return sorted(
+        [
+            (root, ""),
+            *[("chat fake-claude", root)] * 3,
+            *[(f"execute_tool {t}", root) for t in tools],
+        ]
+    )
+
+
 def sdk_spans_under_calls(trace: list[ReceivedSpan]) -> None:
     by_id = {s.span_id: s for s in trace}
     sdk = [s for s in trace if s.name.startswith("anthropic.")]
@@ -179,16 +191,7 @@ async def test_a_run_with_two_tool_calls_is_one_trace_linked_to_its_message(
 
     spans = await asyncio.to_thread(receiver.wait_for, complete(run_id, 3))
     trace = trace_of(spans, run_id)
-    assert shape(trace) == sorted(
-        [
-            ("invoke_agent main", ""),
-            ("chat fake-claude", "invoke_agent main"),
-            ("chat fake-claude", "invoke_agent main"),
-            ("chat fake-claude", "invoke_agent main"),
-            ("execute_tool read", "invoke_agent main"),
-            ("execute_tool write", "invoke_agent main"),
-        ]
-    ), shape(trace)
+    assert shape(trace) == tree_of_three_calls("read", "write"), shape(trace)
     sdk_spans_under_calls(trace)
     root = next(s for s in trace if s.name == "invoke_agent main")
     assert root.parent_span_id == ""
@@ -322,16 +325,7 @@ async def test_the_same_tree_after_a_worker_is_killed_mid_run(
         spans = await asyncio.to_thread(receiver.wait_for, complete(run_id, 3))
         trace = trace_of(spans, run_id)
         # The killed attempt's tool span never ended (it is not exported); the retry's is.
-        assert shape(trace) == sorted(
-            [
-                ("invoke_agent main", ""),
-                ("chat fake-claude", "invoke_agent main"),
-                ("chat fake-claude", "invoke_agent main"),
-                ("chat fake-claude", "invoke_agent main"),
-                ("execute_tool read", "invoke_agent main"),
-                ("execute_tool exec", "invoke_agent main"),
-            ]
-        ), shape(trace)
+        assert shape(trace) == tree_of_three_calls("read", "exec"), shape(trace)
         ids = Counter(s.span_id for s in trace)
         assert max(ids.values()) == 1, "a span was exported twice"
         root = next(s for s in trace if s.name == "invoke_agent main")
