@@ -13,6 +13,7 @@ left out unless the operator sets `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CO
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -38,6 +39,12 @@ TRACER_NAME = "agentlane"
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 # Captured content is cut to this many characters per attribute.
 CONTENT_LIMIT = 2000
+
+
+@functools.cache
+def _tracer() -> opentelemetry.trace.Tracer:
+    """Made once: the global provider is set before any worker starts."""
+    return opentelemetry.trace.get_tracer(TRACER_NAME)
 
 
 def capture_content() -> bool:
@@ -86,8 +93,7 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
         return await self.next.execute_activity(input)
 
     def _span(self, name: str, attributes: dict[str, Any]) -> Any:
-        tracer = opentelemetry.trace.get_tracer(TRACER_NAME)
-        return tracer.start_as_current_span(
+        return _tracer().start_as_current_span(
             name,
             kind=SpanKind.CLIENT,
             attributes={k: v for k, v in attributes.items() if v is not None},
