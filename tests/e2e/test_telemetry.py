@@ -423,3 +423,34 @@ async def test_an_adapters_trace_continues_through_the_gateway_into_the_session(
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+async def test_content_capture_records_messages_only_when_turned_on(
+    server: object,
+    fake: FakeProviderServer,
+    receiver: OtlpReceiver,
+    tmp_path: Path,
+) -> None:
+    env = {
+        **receiver.env("http/protobuf"),
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+    }
+    dep = deployment_for(server, tmp_path, fake, env)
+    dep.start_worker()
+    try:
+        fake.reset()
+        fake.script(Reply(text="Captured reply."))
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        client, run_id = await send(dep, f"otel-content-{uuid.uuid4().hex[:6]}", ws)
+        result = await asyncio.wait_for(client.wait_for_run(run_id), 60)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        spans = await asyncio.to_thread(receiver.wait_for, complete(run_id, 1))
+        chat = next(s for s in trace_of(spans, run_id) if s.name.startswith("chat "))
+        assert SECRET_WORDS in chat.attributes["gen_ai.input.messages"]
+        assert "Captured reply." in chat.attributes["gen_ai.output.messages"]
+        # Keys never, even then.
+        for value in chat.attributes.values():
+            assert ENV_KEY not in str(value) and WORK_KEY not in str(value)
+    finally:
+        dep.stop_workers()
