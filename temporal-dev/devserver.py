@@ -198,8 +198,7 @@ class DevServer:
             )
             if created.returncode != 0:
                 raise SystemExit(
-                    f"could not register the search attribute {attr.name}: "
-                    f"{created.stderr.strip()}"
+                    f"could not register the search attribute {attr.name}: {created.stderr.strip()}"
                 )
 
     def _wait_for_namespace(self, deadline: float) -> None:
