@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from dataclasses import dataclass, field
 
 from temporalio.plugin import SimplePlugin
@@ -34,6 +35,8 @@ SERVICE_NAME = "agentlane-worker"
 # A short export delay: a worker killed with -9 loses only the spans that ended this recently
 # (the batch processor's default is 5 s). Overridden by OTEL_BSP_SCHEDULE_DELAY.
 DEFAULT_BATCH_DELAY_MS = "1000"
+# How long a stopping worker waits for its last spans to reach the collector.
+FLUSH_ON_STOP_SECONDS = 3.0
 
 
 class TelemetryConfigError(ValueError):
@@ -60,13 +63,26 @@ class Telemetry:
 
     def shutdown(self) -> None:
         """Export the spans still buffered (called on a clean stop; a kill -9 loses at most the
-        last batch delay's worth)."""
+        last batch delay's worth). A collector that does not answer holds the stop for at most
+        FLUSH_ON_STOP_SECONDS, not the exporter's own timeout and retries."""
         shutdown = getattr(self._provider, "shutdown", None)
-        if callable(shutdown):
+        if not callable(shutdown):
+            return
+
+        def flush() -> None:
             try:
                 shutdown()
-            except Exception as err:  # noqa: BLE001 - a broken collector must not hang a stop
+            except Exception as err:  # noqa: BLE001 - a broken collector must not fail a stop
                 log.warning("could not flush traces: %s", err)
+
+        flusher = threading.Thread(target=flush, name="agentlane-trace-flush", daemon=True)
+        flusher.start()
+        flusher.join(FLUSH_ON_STOP_SECONDS)
+        if flusher.is_alive():
+            log.warning(
+                "traces not all exported: the collector did not answer in %s s",
+                FLUSH_ON_STOP_SECONDS,
+            )
 
 
 def _flag_off(name: str) -> bool:

@@ -454,3 +454,28 @@ async def test_content_capture_records_messages_only_when_turned_on(
             assert ENV_KEY not in str(value) and WORK_KEY not in str(value)
     finally:
         dep.stop_workers()
+
+
+async def test_a_dead_collector_neither_slows_runs_nor_holds_a_stop(
+    server: object, fake: FakeProviderServer, tmp_path: Path
+) -> None:
+    import time
+
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{devserver.free_port()}"}
+    dep = deployment_for(server, tmp_path, fake, env)
+    worker = dep.start_worker()
+    try:
+        fake.reset()
+        fake.script(Reply(text="Nobody is collecting."))
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        client, run_id = await send(dep, f"otel-dead-{uuid.uuid4().hex[:6]}", ws)
+        result = await asyncio.wait_for(client.wait_for_run(run_id), 30)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        await asyncio.sleep(1.5)  # a failed export is being retried now
+    finally:
+        started = time.monotonic()
+        dep.stop_workers()
+        stopped_in = time.monotonic() - started
+    assert stopped_in < 8, f"the stop took {stopped_in:.1f} s"
+    assert "the collector did not answer" in worker.log.read_text()
