@@ -792,11 +792,15 @@ def serve(
     telemetry = setup_telemetry(None, service_name="agentlane-gateway")
     app = create_app(settings)
     app.state.gateway.plugins = telemetry.plugins
-    uvicorn.run(
-        app,
-        host=host or settings.gateway_host,
-        port=port or settings.gateway_port,
-        log_level="info",
-        # Uvicorn's access log has paths and status codes only: never the Authorization header.
-        access_log=True,
-    )
+    try:
+        uvicorn.run(
+            app,
+            host=host or settings.gateway_host,
+            port=port or settings.gateway_port,
+            log_level="info",
+            # Uvicorn's access log has paths and status codes only: never the Authorization
+            # header.
+            access_log=True,
+        )
+    finally:
+        telemetry.shutdown()  # the last spans, as a worker does
