@@ -22,10 +22,11 @@ HEARTBEAT_EVERY_SECONDS = 0.25
 HEARTBEAT_THROTTLE = timedelta(seconds=HEARTBEAT_EVERY_SECONDS)
 
 
-async def heartbeat_forever() -> None:
-    """Heartbeat at that rate until cancelled: a task beside a long call (model, summariser)."""
+async def heartbeat_forever(every: float = HEARTBEAT_EVERY_SECONDS) -> None:
+    """Heartbeat at that rate until cancelled: a task beside a long call (model, summariser), or
+    beside a long wait at a slower `every` (a scheduled firing waiting for its run)."""
     while True:
-        await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+        await asyncio.sleep(every)
         activity.heartbeat()
 
 

@@ -24,6 +24,7 @@ from temporalio import activity
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from activities.liveness import heartbeat_forever
 from agentlane.entry_source import EntrySource
 from agentlane.messages import FateState, MessageFate, SendDisposition, SendReceipt
 from agentlane.run import ExecutionResult
@@ -108,7 +109,8 @@ class ScheduledDelivery:
 
     @activity.defn(name=AWAIT_SCHEDULED_RUN)
     async def await_scheduled_run(self, inp: AwaitRunInput) -> ScheduledRunOutcome:
-        beats = asyncio.create_task(_heartbeat_every(AWAIT_HEARTBEAT_SECONDS))
+        activity.heartbeat()
+        beats = asyncio.create_task(heartbeat_forever(AWAIT_HEARTBEAT_SECONDS))
         try:
             return await self._await(inp)
         finally:
@@ -141,9 +143,3 @@ class ScheduledDelivery:
                 "reply": result.reply[:200],
             }
         )
-
-
-async def _heartbeat_every(seconds: float) -> None:
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(seconds)

@@ -34,6 +34,7 @@ from agentlane.context_ops import COMPACT_CONTEXT, CompactionInput, CompactionRe
 from agentlane.metrics import AgentMetrics
 from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult
 from agentlane.tool_calls import TOOL_ACTIVITY_PREFIX, ToolCallInput, ToolCallOutcome
+from agentlane.usage import Usage
 
 TRACER_NAME = "agentlane"
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -135,8 +136,7 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             try:
                 result = await self.next.execute_activity(input)
             except BaseException as err:
-                reason = _failure_reason(err)
-                span.set_attribute("error.type", reason)
+                reason = _mark_failed(span, err)
                 details = getattr(err, "details", None)
                 if details and isinstance(details[0], dict):
                     profile = details[0].get("profile_id")
@@ -145,7 +145,6 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
                     status = details[0].get("status")
                     if status:
                         span.set_attribute("http.response.status_code", int(status))
-                span.set_status(Status(StatusCode.ERROR, reason))
                 if self.metrics:
                     self._meter().model_call(provider, model, reason, _since(started))
                 raise
@@ -163,7 +162,7 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
                         "agentlane.tool_calls": len(result.tool_calls),
                     }
                 )
-                cost = usage.cost.known if usage.cost.priced_calls else None
+                cost = usage.cost.known
                 if cost is not None:
                     span.set_attribute("agentlane.cost_usd", cost)
                 if self.content and result.reply_preview:
@@ -181,15 +180,7 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
                 if self.metrics:
                     meter = self._meter()
                     meter.model_call(provider, model, "success", _since(started))
-                    for kind, count in (
-                        ("input", usage.input),
-                        ("output", usage.output),
-                        ("cache_read", usage.cache_read),
-                        ("cache_write", usage.cache_write),
-                    ):
-                        meter.tokens(provider, model, kind, count)
-                    if usage.cost.priced_calls or usage.cost.unpriced_calls:
-                        meter.cost(provider, model, cost)
+                    _spending(meter, provider, model, usage)
             return result
 
     async def _tool_call(self, input: ExecuteActivityInput, inp: ToolCallInput) -> Any:
@@ -210,10 +201,8 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             try:
                 outcome = await self.next.execute_activity(input)
             except BaseException as err:
-                reason = _failure_reason(err)
-                span.set_attribute("error.type", reason)
+                _mark_failed(span, err)
                 span.set_attribute("agentlane.tool.outcome", "failed")
-                span.set_status(Status(StatusCode.ERROR, reason))
                 if self.metrics:
                     self._meter().tool_call(inp.tool_name, "failed", _since(started))
                 raise
@@ -247,9 +236,7 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             try:
                 result = await self.next.execute_activity(input)
             except BaseException as err:
-                reason = _failure_reason(err)
-                span.set_attribute("error.type", reason)
-                span.set_status(Status(StatusCode.ERROR, reason))
+                _mark_failed(span, err)
                 if self.metrics:
                     self._meter().compaction(inp.trigger, "failed")
                 raise
@@ -262,9 +249,37 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
                         "agentlane.compaction.summariser": result.summariser,
                     }
                 )
+                cost = result.usage.cost.known
+                if cost is not None:
+                    span.set_attribute("agentlane.cost_usd", cost)
                 if self.metrics:
-                    self._meter().compaction(inp.trigger, result.outcome.value)
+                    meter = self._meter()
+                    meter.compaction(inp.trigger, result.outcome.value)
+                    # The summariser's calls cost money like any model call.
+                    provider, _, model = result.summariser.partition("/")
+                    _spending(meter, provider, model or provider, result.usage)
             return result
+
+
+def _mark_failed(span: Any, err: BaseException) -> str:
+    """An attempt that failed: its span says why. Returns the reason (a metric label)."""
+    reason = _failure_reason(err)
+    span.set_attribute("error.type", reason)
+    span.set_status(Status(StatusCode.ERROR, reason))
+    return reason
+
+
+def _spending(meter: AgentMetrics, provider: str, model: str, usage: Usage) -> None:
+    """Tokens by kind, and the calls' price (or that they were unpriced)."""
+    for kind, count in (
+        ("input", usage.input),
+        ("output", usage.output),
+        ("cache_read", usage.cache_read),
+        ("cache_write", usage.cache_write),
+    ):
+        meter.tokens(provider, model, kind, count)
+    if usage.cost.priced_calls or usage.cost.unpriced_calls:
+        meter.cost(provider, model, usage.cost.known)
 
 
 def _since(started: float) -> timedelta:
