@@ -479,3 +479,46 @@ async def test_a_dead_collector_neither_slows_runs_nor_holds_a_stop(
         stopped_in = time.monotonic() - started
     assert stopped_in < 8, f"the stop took {stopped_in:.1f} s"
     assert "the collector did not answer" in worker.log.read_text()
+
+
+async def test_a_compaction_is_a_span_of_its_run_and_a_counted_metric(
+    traced: tuple[Deployment, str], fake: FakeProviderServer, receiver: OtlpReceiver
+) -> None:
+    dep, address = traced
+    ws = dep.data_dir / "ws" / uuid.uuid4().hex[:6]
+    ws.mkdir(parents=True)
+    key = f"otel-compact-{uuid.uuid4().hex[:6]}"
+    client = await AgentlaneClient.connect(settings_for(dep))
+    fake.reset()
+    for n in range(6):  # something before the recent turns to summarise
+        filler = " ".join(f"word{i}" for i in range(250))
+        receipt = await client.send_and_start(
+            key, f"message {n}: {filler}", workspace=str(ws), model=MODEL
+        )
+        assert receipt.run_id
+        await client.wait_for_run(receipt.run_id)
+    fake.script(
+        Reply.error(Fault.named("context_overflow")),
+        Reply(text="## Decisions\n- kept short", purpose="summary"),
+        Reply(text="Fits now."),
+    )
+    receipt = await client.send_and_start(key, "and now?")
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+
+    run_id = receipt.run_id
+    spans = await asyncio.to_thread(receiver.wait_for, complete(run_id, 1))
+    trace = trace_of(spans, run_id)
+    compaction = next(s for s in trace if s.name == "agentlane.compaction")
+    root = next(s for s in trace if s.name.startswith("invoke_agent"))
+    assert compaction.parent_span_id == root.span_id
+    attrs = compaction.attributes
+    assert attrs["agentlane.compaction.outcome"] == "compacted"
+    assert attrs["agentlane.compaction.tokens_after"] < attrs["agentlane.compaction.tokens_before"]
+    assert attrs["agentlane.cost_usd"] > 0  # the summariser's call, at the model's prices
+    failed = [s for s in trace if s.name.startswith("chat ") and "error.type" in s.attributes]
+    assert [s.attributes["error.type"] for s in failed] == ["context_overflow"]
+    text = await asyncio.to_thread(scrape, address)
+    assert re.search(r'agentlane_compactions\{[^}]*outcome="compacted"', text), text[:2000]
+    assert_nothing_secret([compaction])
