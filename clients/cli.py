@@ -342,11 +342,26 @@ async def _transcript(args: argparse.Namespace) -> int:
 async def _schedule(args: argparse.Namespace) -> int:
     """`agentlane schedule create|list|describe|pause|unpause|trigger|delete`."""
     from clients.api import AgentlaneClient
+    from clients.schedule_spec import (
+        ScheduleSpecError,
+        parse_catchup_window,
+        parse_overlap,
+        parse_timing,
+    )
     from clients.schedule_text import schedule_lines, summary_lines
     from clients.schedules import ScheduleNotFound, ScheduleRejected
 
-    client = await AgentlaneClient.connect()
     action, sid = args.schedule_command, str(getattr(args, "schedule_id", ""))
+    if action == "create":
+        # A bad timing is refused before any round trip (the server need not be up to say so).
+        try:
+            parse_timing(args.cron, args.every)
+            parse_overlap(args.overlap)
+            parse_catchup_window(args.catchup_window)
+        except ScheduleSpecError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_REJECTED
+    client = await AgentlaneClient.connect()
     try:
         if action == "create":
             view = await client.create_schedule(
@@ -924,6 +939,17 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_UNREACHABLE
     except KeyboardInterrupt:
         code = 130
+    except RuntimeError as err:
+        if "Failed client connect" not in str(err):
+            raise
+        # The SDK says this for a server that is down or an address that is wrong.
+        settings = Settings.from_env()
+        print(
+            f"error: cannot reach the Temporal server at {settings.temporal_address}: start the "
+            "dev server with `agentlane server start`, or set AGENTLANE_TEMPORAL_ADDRESS",
+            file=sys.stderr,
+        )
+        code = EXIT_UNREACHABLE
     except Exception as err:  # a CLI prints a clear line, not a traceback
         if os.environ.get("AGENTLANE_DEBUG"):
             raise

@@ -1,0 +1,39 @@
+"""What the CLI says without a reachable server: a line naming the address and what to do, and
+a schedule's bad timing refused before any connection."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.harness import REPO, devserver
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AGENTLANE_TEMPORAL_ADDRESS": f"127.0.0.1:{devserver.free_port()}",
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "clients.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_an_unreachable_server_is_named_with_what_to_do() -> None:
+    got = cli("status", "alice")
+    assert got.returncode == 7, got.stderr
+    assert "cannot reach the Temporal server at 127.0.0.1:" in got.stderr
+    assert "agentlane server start" in got.stderr and "Traceback" not in got.stderr
+
+
+def test_a_bad_schedule_timing_is_refused_before_connecting() -> None:
+    got = cli("schedule", "create", "x", "--session", "s", "--message", "hi", "--every", "1wk")
+    assert got.returncode == 2, got.stderr
+    assert "invalid interval '1wk'" in got.stderr and "reach" not in got.stderr
