@@ -15,8 +15,10 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentlane.events import EventKind
 from agentlane.messages import Routing
@@ -24,6 +26,9 @@ from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import wait_idle
 from tests.harness import Deployment, devserver
+
+if TYPE_CHECKING:
+    from tests.fakes.provider_server import FakeProviderServer
 
 HERE = Path(__file__).resolve().parent
 
@@ -212,16 +217,16 @@ async def failover(client: AgentlaneClient, ws: Path) -> None:
         await client.wait_for_run(r.run_id or "")
 
 
-async def failover_v2(client: AgentlaneClient, ws: Path) -> None:
-    """The failover driver (issue 9): every profile of the primary rate-limited after a tool
-    call, so the run falls back to the next model; an idle timeout retried once; an overload
-    after shown text rotated; a run that waits for its only profile to cool down; a success
-    marking the profile used and good."""
+@contextmanager
+def fallback_providers() -> Iterator[tuple[FakeProviderServer, Deployment, str, str]]:
+    """The fake provider server with two Anthropic profiles (`anthropic:a`, `anthropic:b`) and
+    one OpenAI profile, and a config where `main` falls back from Claude to GPT and `solo` has no
+    fallback (the failover scenarios). Yields the server, the deployment and the two Anthropic
+    keys (scripts target one profile's key)."""
     import secrets
 
     from activities.auth_store import AuthStore
-    from tests.fakes.provider_server import FakeProviderServer, Fault, Reply
-    from tests.fakes.scripts import ScriptedToolCall
+    from tests.fakes.provider_server import FakeProviderServer
 
     dep = CURRENT["deployment"]
     assert isinstance(dep, Deployment)
@@ -241,6 +246,18 @@ async def failover_v2(client: AgentlaneClient, ws: Path) -> None:
         store.set_key("anthropic:a", "anthropic", key_a)
         store.set_key("anthropic:b", "anthropic", key_b)
         store.set_key("openai:o", "openai", key_o)
+        yield fake, dep, key_a, key_b
+
+
+async def failover_v2(client: AgentlaneClient, ws: Path) -> None:
+    """The failover driver (issue 9): every profile of the primary rate-limited after a tool
+    call, so the run falls back to the next model; an idle timeout retried once; an overload
+    after shown text rotated; a run that waits for its only profile to cool down; a success
+    marking the profile used and good."""
+    from tests.fakes.provider_server import Fault, Reply
+    from tests.fakes.scripts import ScriptedToolCall
+
+    with fallback_providers() as (fake, dep, key_a, key_b):
         claude = "anthropic/fake-claude"
         fake.script(
             Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})]),
@@ -397,30 +414,10 @@ async def search_attributes(client: AgentlaneClient, ws: Path) -> None:
     a tool call (its model upserted), one that waits for its cooling profile (waiting, then
     running), one that ends with rate_limit (the session's last error), a success that clears
     it, and a session that continues as new between runs (the attributes go along)."""
-    import secrets
-
-    from activities.auth_store import AuthStore
-    from tests.fakes.provider_server import FakeProviderServer, Fault, Reply
+    from tests.fakes.provider_server import Fault, Reply
     from tests.fakes.scripts import ScriptedToolCall
 
-    dep = CURRENT["deployment"]
-    assert isinstance(dep, Deployment)
-    key_a = "sk-ant-api03-" + secrets.token_hex(24)
-    key_b = "sk-ant-api03-" + secrets.token_hex(24)
-    key_o = "sk-proj-" + secrets.token_hex(24)
-    with FakeProviderServer(anthropic_keys=[key_a, key_b], openai_keys=[key_o]) as fake:
-        (dep.data_dir / "config.toml").write_text(
-            "[[models]]\nprovider = 'anthropic'\nid = 'fake-claude'\napi = 'anthropic'\n"
-            f"base_url = '{fake.anthropic_base_url}'\n"
-            "[[models]]\nprovider = 'openai'\nid = 'fake-gpt'\napi = 'openai-chat'\n"
-            f"base_url = '{fake.openai_base_url}'\n"
-            "[agents.main]\nmodel = 'anthropic/fake-claude'\nfallbacks = ['openai/fake-gpt']\n"
-            "[agents.solo]\nmodel = 'anthropic/fake-claude'\n"
-        )
-        store = AuthStore.for_data_dir(dep.data_dir)
-        store.set_key("anthropic:a", "anthropic", key_a)
-        store.set_key("anthropic:b", "anthropic", key_b)
-        store.set_key("openai:o", "openai", key_o)
+    with fallback_providers() as (fake, dep, key_a, key_b):
         claude = "anthropic/fake-claude"
         tg = Routing(channel="telegram")
         fake.script(
