@@ -49,6 +49,7 @@ import asyncio
 import base64
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -60,9 +61,16 @@ from temporalio.exceptions import ApplicationError
 
 from activities.model_output.normalization import normalize_text
 from activities.transcript_store import TranscriptStore
+from activities.webhook_connect import post_pinned
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import events_workflow_id, session_workflow_id
 from agentlane.webhook_secrets import SecretMissing, WebhookSecretStore
+from agentlane.webhook_targets import (
+    Resolver,
+    TargetRefused,
+    WebhookPolicy,
+    system_resolver,
+)
 from agentlane.webhooks import (
     DELIVER_WEBHOOKS,
     HEADER_ID,
@@ -91,6 +99,9 @@ POLL_INTERVAL_SECONDS = 0.25
 # ended anyway (a run terminated by an operator publishes none).
 END_CHECK_SECONDS = 2.0
 WEBHOOK_FAILED = "WebhookDeliveryFailed"
+# The callback's host is (or resolves to) an address the `[webhooks]` config does not allow:
+# not retried (the run's delivery is given up, and `last_error` says why).
+WEBHOOK_REFUSED = "WebhookTargetRefused"
 
 
 class WebhookDelivery:
@@ -99,10 +110,15 @@ class WebhookDelivery:
         store: TranscriptStore,
         secrets: WebhookSecretStore,
         http: httpx.AsyncClient | None = None,
+        policy: Callable[[], WebhookPolicy] = WebhookPolicy,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.store = store
         self.secrets = secrets
         self._http = http
+        # Read at each POST: an operator's change to `[webhooks]` counts without a restart.
+        self.policy = policy
+        self.resolver = resolver
         # Progress of attempts in this process, by activity: a retry that lands here resumes
         # from the newest point even if the failed attempt's last heartbeat was throttled.
         self._local: dict[tuple[str, str], DeliverProgress] = {}
@@ -329,19 +345,30 @@ class _RunDelivery:
         }
         url = self.inp.target.url
         try:
-            response = await self.owner.http().post(
-                url, content=data, headers=headers, timeout=POST_TIMEOUT_SECONDS
+            response = await post_pinned(
+                self.owner.http(),
+                url,
+                data,
+                headers,
+                self.owner.policy(),
+                post_timeout=POST_TIMEOUT_SECONDS,
+                resolver=self.owner.resolver,
             )
-        except httpx.HTTPError as err:
+        except TargetRefused as err:
+            raise ApplicationError(
+                f"POST {url} refused: {err}", type=WEBHOOK_REFUSED, non_retryable=True
+            ) from None
+        except (httpx.HTTPError, OSError) as err:
             self._beat()  # the retry resumes at this POST
             raise ApplicationError(
                 f"POST {url} ({body.id}) failed: {type(err).__name__}: {err}", type=WEBHOOK_FAILED
             ) from None
         if not 200 <= response.status_code < 300:
             self._beat()
+            # The status only: the receiver's body never reaches the session's status (it
+            # would be a way to read an internal service's replies through the gateway).
             raise ApplicationError(
-                f"POST {url} ({body.id}) answered HTTP {response.status_code}: "
-                f"{response.text[:200]}",
+                f"POST {url} ({body.id}) answered HTTP {response.status_code}",
                 type=WEBHOOK_FAILED,
             )
         self.progress.delivered += 1

@@ -58,6 +58,7 @@ from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
+from agentlane.webhook_targets import WebhookPolicy
 
 # SPEC §9: the window when nothing says otherwise, and the guard's thresholds.
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -209,6 +210,8 @@ class AgentlaneConfig(BaseModel):
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     # `[compaction]`: the summariser and the budgets of context compaction (issue 10).
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    # `[webhooks]`: which callback hosts inside the network are allowed (issue 19).
+    webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -248,6 +251,7 @@ TOP_LEVEL_KEYS = (
     "queue",
     "loop_detection",
     "compaction",
+    "webhooks",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
 
@@ -265,6 +269,7 @@ def _known_keys() -> set[str]:
         QueueConfig,
         LoopDetectionConfig,
         CompactionConfig,
+        WebhookPolicy,
     ):
         names |= set(model.model_fields)
     return names - {"id"}
@@ -348,6 +353,8 @@ def build_config(
         loops = LoopDetectionConfig.model_validate(dict(raw.get("loop_detection") or {}))
         where = "compaction."
         compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
+        where = "webhooks."
+        webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
     except ValidationError as err:
         raise ConfigError(_explain(err, where, source)) from err
     except (TypeError, ValueError) as err:
@@ -371,6 +378,7 @@ def build_config(
         queue=queue,
         loop_detection=loops,
         compaction=compaction,
+        webhooks=webhooks,
     )
     _check_refs(config)
     return config

@@ -55,9 +55,10 @@ class InvalidWebhook(ValueError):
 def check_callback_url(url: str) -> str:
     """The URL if a session may POST to it, else `InvalidWebhook` saying why.
 
-    http and https only; any host, loopback included (a local adapter is a normal receiver).
-    No user:password part (it would sit in workflow history: the signature is the credential)
-    and no fragment (never sent by HTTP anyway)."""
+    http and https only. Which hosts are allowed is the operator's `[webhooks]` config
+    (`agentlane/webhook_targets.py`: none inside the network by default). No user:password
+    part (it would sit in workflow history: the signature is the credential) and no fragment
+    (never sent by HTTP anyway)."""
     if len(url) > MAX_URL_CHARS:
         raise InvalidWebhook(f"callback URL is {len(url)} characters; the limit is {MAX_URL_CHARS}")
     if url != url.strip() or any(ch.isspace() for ch in url):

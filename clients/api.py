@@ -93,6 +93,7 @@ from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
 from agentlane.transcript import TranscriptEntry
+from agentlane.webhook_targets import check_callback_target
 from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from clients import schedules
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
@@ -279,6 +280,9 @@ class AgentlaneClient:
                 source=source,
             )
             check_inbound(message)
+            if message.routing.callback_url is not None:
+                # A literal address inside the network is refused here; names when connecting.
+                check_callback_target(message.routing.callback_url, self._config().webhooks)
         except ValueError as err:
             raise SendRejected(str(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})

@@ -34,6 +34,7 @@ from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
+from agentlane.config import ConfigWatcher
 from agentlane.encryption import EncryptionConfigError
 from agentlane.private_files import make_private_dir
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
@@ -81,7 +82,10 @@ def build_workers(
     records = SessionRecords(store)
     tree = SessionTreeActivities(store, records, publishers)
     listing = ProfileListing(settings)
-    webhooks = WebhookDelivery(store, WebhookSecretStore(settings.data_dir))
+    config = ConfigWatcher(settings.data_dir)
+    webhooks = WebhookDelivery(
+        store, WebhookSecretStore(settings.data_dir), policy=lambda: config.current().webhooks
+    )
     # A schedule's firing reaches its session the way a chat adapter does: through the client.
     scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
     common = dict(

@@ -6,6 +6,10 @@ The receiver is down for seconds here; the retry policy (1 s doubling to a 1-min
 unlimited attempts, a day's schedule-to-close: `workflows/webhook_queue.py`) is what makes the
 same hold for a callback down for an hour: ~65 attempts, the first after its return within a
 minute.
+
+Receivers listen on loopback, which a webhook may reach only when the operator allows it
+(`[webhooks] allow_private = true`): the delivery tests run on a deployment of their own with
+that config; the refusals run on the shared one, which has none. No traffic leaves the machine.
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from agentlane.events import EventKind
 from agentlane.messages import Routing
@@ -27,8 +31,11 @@ from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import HEADER_ID, HEADER_KIND, HEADER_SIGNATURE, default_secret_ref
 from clients.api import AgentlaneClient, SendRejected
 from clients.gateway.webhooks import verify_request
+from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import collect, wait_idle
 from tests.harness import Deployment, devserver
+
+RECEIVER_REPLY = b"internal-service-reply: do not leak"
 
 
 @dataclass
@@ -73,8 +80,10 @@ class Receiver:
                     )
                     go_down = failing and receiver.fail_first == 0 and receiver.down_after_failures
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                reply = RECEIVER_REPLY if failing else b""
+                self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
+                self.wfile.write(reply)
                 if go_down:
                     threading.Thread(target=receiver.outage, daemon=True).start()
 
@@ -105,6 +114,22 @@ class Receiver:
     def accepted(self) -> list[Received]:
         with self.lock:
             return [r for r in self.got if r.status == 200]
+
+
+@pytest.fixture(scope="module")
+def hooked(server: object, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A deployment whose config lets webhooks reach loopback receivers."""
+    root = tmp_path_factory.mktemp("hooked")
+    (root / "config.toml").write_text("[webhooks]\nallow_private = true\n")
+    dep = make_deployment(server, root)
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def hooked_client(hooked: Deployment) -> AgentlaneClient:
+    return await AgentlaneClient.connect(settings_for(hooked))
 
 
 @pytest.fixture
@@ -138,15 +163,17 @@ async def wait_delivered(client: AgentlaneClient, key: str, runs: int, timeout: 
 
 
 async def test_replies_survive_failures_and_an_outage_in_order_signed(
-    client: AgentlaneClient,
-    shared: Deployment,
+    hooked_client: AgentlaneClient,
+    hooked: Deployment,
     session_key: str,
-    workspace: Path,
     receiver: Receiver,
 ) -> None:
+    client = hooked_client
+    workspace = hooked.data_dir / "ws" / session_key
+    workspace.mkdir(parents=True)
     receiver.fail_first = 2
     receiver.down_after_failures = 3.0
-    secret = WebhookSecretStore(shared.data_dir).ensure(default_secret_ref(session_key))
+    secret = WebhookSecretStore(hooked.data_dir).ensure(default_secret_ref(session_key))
     routing = Routing(channel="test", to="room-1", callback_url=receiver.url)
 
     first = await client.send_and_start(
@@ -162,6 +189,9 @@ async def test_replies_survive_failures_and_an_outage_in_order_signed(
         assert hook is not None and hook.url == receiver.url
         if hook.attempt and hook.attempt > 1 and hook.last_error:
             saw_retrying = True
+            # The HTTP status only: the receiver's reply never reaches a status reader.
+            assert "HTTP 500" in hook.last_error
+            assert "internal-service-reply" not in hook.last_error
             break
         await asyncio.sleep(0.2)
     assert saw_retrying, "the status never showed a retrying delivery"
@@ -237,3 +267,35 @@ async def test_bad_callback_urls_are_refused_with_a_reason(
     ]:
         with pytest.raises((SendRejected, ValueError), match=words):
             await client.send(session_key, "hi", routing=Routing(callback_url=url))
+
+
+async def test_targets_inside_the_network_are_refused_by_default(
+    client: AgentlaneClient, session_key: str, receiver: Receiver
+) -> None:
+    # A literal address: refused when the message is sent, with what would allow it.
+    for url in [
+        "http://10.0.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:10.0.0.1]/",
+        receiver.url,
+    ]:
+        with pytest.raises(SendRejected, match="allow_private"):
+            await client.send(session_key, "hi", routing=Routing(callback_url=url))
+    assert not await client.session_ever_existed(session_key)
+
+    # A name that resolves inside the network passes the send (no lookup there) and is
+    # refused where the worker connects: nothing reaches the receiver, and the status says why.
+    url = f"http://localhost:{receiver.port}/hooks/agentlane"
+    sent = await client.send_and_start(session_key, "say hi", routing=Routing(callback_url=url))
+    await client.wait_for_run(sent.run_id or "")
+
+    async def given_up() -> str:
+        while True:
+            hook = (await client.status(session_key)).webhook
+            if hook is not None and hook.runs_failed:
+                return hook.last_error or ""
+            await asyncio.sleep(0.3)
+
+    error = await asyncio.wait_for(given_up(), 60)
+    assert "loopback" in error and "allow_private" in error, error
+    assert receiver.got == []

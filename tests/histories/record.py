@@ -382,6 +382,10 @@ async def webhooks(client: AgentlaneClient, ws: Path) -> None:
     one is delivered."""
     from tests.e2e.test_webhooks import Receiver
 
+    # The receiver listens on loopback, which webhooks may reach only when the config allows.
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (dep.data_dir / "config.toml").write_text("[webhooks]\nallow_private = true\n")
     receiver = Receiver(fail_first=3, down_after_failures=2.0)
     receiver.start()
     try:
