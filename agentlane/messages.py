@@ -15,6 +15,13 @@ from agentlane.webhooks import check_callback_url, check_secret_ref
 __all__ = ["QueueMode", "UnknownQueueMode", "parse_queue_mode", "QueueOptions"]
 
 MAX_MESSAGE_CHARS = 100_000
+# The short fields of a message (routing, sender, ids) end up in search attributes (the
+# channel) and in every receipt; Temporal refuses a search attribute value over 2 KB by default
+# (`limit.searchAttributesSizeOfValue`), so each is held to that before any workflow call.
+MAX_FIELD_BYTES = 2048
+MAX_WORKSPACE_CHARS = 4096
+_SHORT_FIELDS = ("mode", "message_id", "sender", "agent_id")
+_ROUTING_FIELDS = ("channel", "to", "account", "thread", "callback_url", "callback_secret_ref")
 
 
 class Routing(BaseModel):
@@ -62,9 +69,45 @@ class InboundMessage(BaseModel):
     source: EntrySource = EntrySource.CHAT
 
 
+def _fields(msg: InboundMessage) -> list[tuple[str, str | None]]:
+    return [
+        ("text", msg.text),
+        ("workspace", msg.workspace),
+        *((name, getattr(msg, name)) for name in _SHORT_FIELDS),
+        *((f"routing.{name}", getattr(msg.routing, name)) for name in _ROUTING_FIELDS),
+    ]
+
+
+def check_fields(msg: InboundMessage) -> None:
+    """No NUL byte anywhere (no path, search attribute or store takes one) and no short field
+    over its size limit: refused with the field's name before anything is tried."""
+    for name, value in _fields(msg):
+        if value is None:
+            continue
+        if "\x00" in value:
+            raise ValueError(
+                f"{name} contains a NUL byte (\\0) at character {value.index(chr(0))}; remove it"
+            )
+        if name == "text":
+            continue
+        if name == "workspace":
+            if len(value) > MAX_WORKSPACE_CHARS:
+                raise ValueError(
+                    f"workspace is {len(value)} characters; the limit is {MAX_WORKSPACE_CHARS}"
+                )
+            continue
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > MAX_FIELD_BYTES:
+            raise ValueError(
+                f"{name} is {size} bytes; the limit is {MAX_FIELD_BYTES} (it is stored as a "
+                "search attribute or in every receipt): send an id, not content"
+            )
+
+
 def check_inbound(msg: InboundMessage) -> None:
     """Reject what no session can take, with a message that says why (the session's validator
     and the client share it, so a client can refuse before any round trip)."""
+    check_fields(msg)
     if not msg.text.strip():
         raise ValueError("message text is empty")
     try:

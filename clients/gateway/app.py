@@ -21,7 +21,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentlane.branches import ResetReceipt
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
 from agentlane.ids import InvalidSessionKey, check_session_key
-from agentlane.messages import AbortReceipt, InboundMessage, SendReceipt
+from agentlane.messages import AbortReceipt, InboundMessage, SendReceipt, check_fields
 from agentlane.session import SessionStatus
 from agentlane.settings import Settings
 from clients.api import (
@@ -131,9 +131,17 @@ class MessageBody(InboundMessage):
     )
 
 
+def _no_nul(value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        raise ValueError("contains a NUL byte (\\0); remove it")
+    return value
+
+
 class AbortBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(default="user abort", max_length=1000)
+
+    _reason = field_validator("reason")(_no_nul)
 
 
 class ResetBody(BaseModel):
@@ -142,6 +150,8 @@ class ResetBody(BaseModel):
     by: str | None = Field(
         default=None, max_length=200, description="who asked; default gateway:<token name>"
     )
+
+    _text = field_validator("reason", "by")(_no_nul)
 
 
 class CloseReceipt(BaseModel):
@@ -409,17 +419,26 @@ def _validation_detail(err: RequestValidationError) -> str:
 
 def _workspace_inside(settings: Settings, workspace: str) -> str:
     """A workspace named by an adapter must lie in the data folder's workspaces: an HTTP caller
-    cannot point an agent at any folder of the machine."""
+    cannot point an agent at any folder of the machine. Errors name the folder as the caller
+    did, never the server's own paths."""
+
+    def rejected(why: str) -> Problem:
+        return Problem(422, "rejected", "Rejected", f"workspace {workspace!r} {why}")
+
     root = settings.workspaces_dir.resolve()
-    path = (root / workspace).resolve()
+    try:
+        path = (root / workspace).resolve()
+    except (OSError, RuntimeError, ValueError) as err:
+        raise rejected(f"cannot be used: {type(err).__name__}") from err
     if path != root and root not in path.parents:
-        raise Problem(
-            422,
-            "rejected",
-            "Rejected",
-            f"workspace {workspace!r} is outside the gateway's workspaces folder ({root}); "
-            "name a folder inside it (relative paths are taken from it)",
+        raise rejected(
+            "is outside the gateway's workspaces folder; name a folder inside it (relative "
+            "paths are taken from it)"
         )
+    if path.exists() and not path.is_dir():
+        raise rejected("is not a folder")
+    if not path.exists():
+        raise rejected("does not exist in the gateway's workspaces folder; create it first")
     return str(path)
 
 
@@ -502,6 +521,10 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             return await _send_message(key, body)
 
     async def _send_message(key: str, body: MessageBody) -> SendReceipt:
+        try:
+            check_fields(body)  # NUL bytes and oversized fields, before any path or workflow
+        except ValueError as err:
+            raise Problem(422, "rejected", "Rejected", str(err)) from err
         given = body.model_dump(exclude_unset=True, exclude={"text"})
         unsupported = sorted(
             name
@@ -623,8 +646,9 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             "JSON. `agui`: AG-UI events. An event `gap` says events were missed because the "
             "stream no longer holds them (re-read the transcript); `closed` that the session "
             "was closed; `lagging` that this client fell too far behind the live events and "
-            "was cut off (reconnect with Last-Event-ID to go on). Comment lines keep an idle "
-            "stream open. All followers of a session share one subscription in the gateway."
+            "was cut off (reconnect with Last-Event-ID to go on). An offset past the stream's "
+            "end is refused (400 `offset-past-end`, with `next_offset`). Comment lines keep an "
+            "idle stream open. All followers of a session share one subscription in the gateway."
         ),
         tags=["sessions"],
         responses={
@@ -657,6 +681,19 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             )
         if start is None:
             start = await _call(gw, lambda c: _live_end(c, key))
+        elif start > 0:
+            end = await _call(gw, lambda c: _live_end(c, key))
+            if start > end:
+                # Not an offset this stream gave out: refused, never read as a restart.
+                raise Problem(
+                    400,
+                    "offset-past-end",
+                    "Offset past the stream's end",
+                    f"event offset {start} is past the end of session {key}'s event stream, "
+                    f"whose next event will have id {end}; follow the live end with "
+                    f"?from={end} (or without Last-Event-ID), or from the start with ?from=0",
+                    next_offset=end,
+                )
         client = await gw.client()
         translate = None
         if translator is not None:

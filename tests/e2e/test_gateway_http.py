@@ -159,10 +159,37 @@ async def test_every_validation_error_is_a_problem_and_reaches_no_workflow(
             ({"text": "hi", "model": "nope/none"}, 422, "nope/none"),
             ({"text": "hi", "workspace": "../../etc"}, 422, "outside the gateway's workspaces"),
             ({"text": "hi", "queue": {"cap": -1}}, 422, "queue.cap"),
+            # Issue 19: a NUL anywhere, fields over the search attribute limit, a callback
+            # inside the network: 4xx with the reason, before any path or workflow call.
+            ({"text": "hi", "workspace": "a\x00b"}, 422, "workspace contains a NUL byte"),
+            ({"text": "h\x00i"}, 422, "text contains a NUL byte"),
+            ({"text": "hi", "routing": {"to": "\x00"}}, 422, "routing.to contains a NUL"),
+            ({"text": "hi", "sender": "x\x00"}, 422, "sender contains a NUL byte"),
+            (
+                {"text": "hi", "routing": {"channel": "c" * 100_000}},
+                422,
+                "routing.channel is 100000 bytes; the limit is 2048",
+            ),
+            ({"text": "hi", "message_id": "m" * 5000}, 422, "message_id is 5000 bytes"),
+            ({"text": "hi", "workspace": "no-such-folder"}, 422, "does not exist"),
+            (
+                {"text": "hi", "routing": {"callback_url": "http://169.254.169.254/latest/"}},
+                422,
+                "allow_private",
+            ),
+            (
+                {"text": "hi", "routing": {"callback_url": "http://[::ffff:10.0.0.1]/"}},
+                422,
+                "a private address",
+            ),
         ]
+        data_dir = str(gateway.settings.data_dir.resolve())
         for body, status, words in cases:
             got = problem(await http.post(url, json=body), status)
             assert words in got["detail"], (body, got)
+            # The server's own folders never show.
+            assert data_dir not in got["detail"] and "/tmp" not in got["detail"], got
+        problem(await http.post(f"/v1/sessions/{k}/abort", json={"reason": "a\x00"}), 422)
         bad_json = await http.post(
             url, content=b"{not json", headers={"content-type": "application/json"}
         )

@@ -108,6 +108,21 @@ async def test_resume_mid_reply_with_last_event_id_exactly_once(
         await asyncio.wait_for(follower, 30)
         assert live.events[0].id == str(end) and live.events[0].event == "agent_start"
 
+        # An offset this stream never gave out (issue 19): refused with where the end is,
+        # never taken for a restart and replayed from 0.
+        end = await client.events_offset(key)
+        huge = "99999999999999999999999"
+        for path, headers in [
+            (f"/v1/sessions/{key}/events?from={huge}", {}),
+            (f"/v1/sessions/{key}/events", {"Last-Event-ID": huge}),
+            (f"/v1/sessions/{key}/events?from={end + 1}", {}),
+        ]:
+            got = await http.get(path, headers=headers)
+            assert got.status_code == 400, got.text
+            problem = got.json()
+            assert problem["next_offset"] == end
+            assert "past the end" in problem["detail"] and "again" not in problem["detail"]
+
 
 async def test_resume_across_stream_continue_as_new(
     gateway: GatewayServer, token: str, client: AgentlaneClient, workspace: Path
