@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
@@ -82,11 +83,13 @@ class ConfigError(Exception):
 
 
 class UnknownModelError(ConfigError):
-    def __init__(self, ref: str, known: list[str]) -> None:
+    def __init__(self, ref: str, known: list[str], where: str = "") -> None:
         self.ref = ref
         self.known = known
+        self.where = where
         super().__init__(
-            f"unknown model {ref!r}; known models: {', '.join(known)}. "
+            (f"invalid configuration in {where}: " if where else "")
+            + f"unknown model {ref!r}; known models: {', '.join(known)}. "
             "Add it under [[models]] in the config file."
         )
 
@@ -150,6 +153,27 @@ class ModelEntry(BaseModel):
     # left out of reprs: literals are not secret, but logs have no need of them.
     auth_header: AuthHeader | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.netloc
+            or any(ch.isspace() for ch in url)
+        ):
+            raise PydanticCustomError(
+                QUIET_ERROR,
+                "{reason}",
+                {
+                    "reason": f"{url!r} is not a URL; write it as http://host:port/path or "
+                    "https://host/path"
+                },
+            )
+        return url
 
     @field_validator("headers")
     @classmethod
@@ -280,6 +304,45 @@ def _meant(key: str, candidates: set[str] | tuple[str, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+# Settings whose models read a non-positive value as "the default" (SPEC: the original's
+# semantics, kept for what sessions already carry); written in a config file, such a value is a
+# mistake and refused.
+POSITIVE_COOLDOWNS = (
+    "billing_backoff_hours",
+    "billing_max_hours",
+    "auth_permanent_backoff_minutes",
+    "auth_permanent_max_minutes",
+    "failure_window_hours",
+)
+POSITIVE_LOOP_SETTINGS = (
+    "history_size",
+    "warning_threshold",
+    "critical_threshold",
+    "global_circuit_breaker_threshold",
+)
+
+
+def _require_positive(
+    settings: BaseModel, names: tuple[str, ...], prefix: str, source: str
+) -> None:
+    for name in names:
+        if name not in settings.model_fields_set:
+            continue
+        value = getattr(settings, name)
+        if value <= 0:
+            raise ConfigError(
+                f"invalid configuration in {source}: {prefix}{name} must be greater than 0 "
+                f"(got {value!r}); leave it out for the default"
+            )
+    by_provider = getattr(settings, "billing_backoff_hours_by_provider", None) or {}
+    for provider, hours in by_provider.items():
+        if hours <= 0:
+            raise ConfigError(
+                f"invalid configuration in {source}: {prefix}billing_backoff_hours_by_provider."
+                f"{provider} must be greater than 0 (got {hours!r})"
+            )
+
+
 def _check_keys(
     table: Mapping[str, Any], allowed: tuple[str, ...], prefix: str, source: str
 ) -> None:
@@ -355,6 +418,8 @@ def build_config(
         compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
         where = "webhooks."
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
+        _require_positive(cooldowns, POSITIVE_COOLDOWNS, "auth.cooldowns.", source)
+        _require_positive(loops, POSITIVE_LOOP_SETTINGS, "loop_detection.", source)
     except ValidationError as err:
         raise ConfigError(_explain(err, where, source)) from err
     except (TypeError, ValueError) as err:
@@ -380,7 +445,8 @@ def build_config(
         compaction=compaction,
         webhooks=webhooks,
     )
-    _check_refs(config)
+    model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"
+    _check_refs(config, source, model_source)
     return config
 
 
@@ -439,11 +505,20 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _check_refs(config: AgentlaneConfig) -> None:
-    config.model(config.default_model)
-    for agent in config.agents.values():
-        for ref in (agent.model, *agent.fallbacks):
+def _check_refs(config: AgentlaneConfig, source: str = "<config>", model_source: str = "") -> None:
+    """Every model named exists; an error names the file and key that named it."""
+    refs = [(model_source or f"{source}: default_model", config.default_model)]
+    for agent_id, agent in config.agents.items():
+        refs.append((f"{source}: agents.{agent_id}.model", agent.model))
+        refs += [
+            (f"{source}: agents.{agent_id}.fallbacks[{i}]", ref)
+            for i, ref in enumerate(agent.fallbacks)
+        ]
+    for where, ref in refs:
+        try:
             config.model(ref)
+        except UnknownModelError as err:
+            raise UnknownModelError(ref, err.known, where) from None
 
 
 class ConfigWatcher:
