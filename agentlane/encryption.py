@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -103,6 +104,44 @@ def parse_keys(pairs: list[tuple[str, str]], source: str) -> tuple[dict[str, byt
     return keys, pairs[0][0]
 
 
+def check_private(file: Path) -> None:
+    """A keys file readable by group or others is refused, with the command that fixes it."""
+    try:
+        mode = stat.S_IMODE(file.stat().st_mode)
+    except OSError as err:
+        raise EncryptionConfigError(f"cannot read the encryption keys file {file}: {err}") from err
+    if mode & 0o077:
+        raise EncryptionConfigError(
+            f"encryption keys file {file} is accessible by group or others (mode {mode:04o}); "
+            f"it holds the keys to every history, so it is not used. Fix it with: chmod 600 {file}"
+        )
+
+
+def read_keys_file(file: Path, *, check_mode: bool = True) -> list[tuple[str, str]]:
+    """The (key id, base64 key) lines of a keys file, each checked; `EncryptionConfigError`
+    names the file and line of anything else (the file is never quoted: it holds keys)."""
+    if check_mode:
+        check_private(file)
+    try:
+        lines = file.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise EncryptionConfigError(
+            f"cannot read the encryption keys file {file}: {type(err).__name__}"
+        ) from err
+    pairs = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise EncryptionConfigError(
+                f"{file}:{n}: expected `key-id base64-key`; this is not an encryption keys file"
+            )
+        _parse_key(parts[0], parts[1], f"{file}:{n}")
+        pairs.append((parts[0], parts[1]))
+    return pairs
+
+
 def codec_from_env(env: Mapping[str, str] | None = None) -> EncryptionCodec | None:
     """The codec the settings ask for, or None when encryption is off."""
     env = os.environ if env is None else env
@@ -110,21 +149,7 @@ def codec_from_env(env: Mapping[str, str] | None = None) -> EncryptionCodec | No
     inline = env.get("AGENTLANE_ENCRYPTION_KEYS")
     if path:
         file = Path(path).expanduser()
-        try:
-            lines = file.read_text().splitlines()
-        except OSError as err:
-            raise EncryptionConfigError(
-                f"cannot read the encryption keys file {file}: {err}"
-            ) from err
-        pairs = []
-        for n, line in enumerate(lines, start=1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            parts = line.split()
-            if len(parts) != 2:
-                raise EncryptionConfigError(f"{file}:{n}: expected `key-id base64-key`")
-            pairs.append((parts[0], parts[1]))
-        return EncryptionCodec(*parse_keys(pairs, str(file)))
+        return EncryptionCodec(*parse_keys(read_keys_file(file), str(file)))
     if inline:
         pairs = []
         for item in inline.split(","):

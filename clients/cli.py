@@ -549,11 +549,22 @@ def _codec_server(args: argparse.Namespace) -> int:
 
 def _encryption(args: argparse.Namespace) -> int:
     """Write a new key file (0600), or put a new current key in front of an existing one."""
-    from agentlane.encryption import new_key_line
+    from agentlane.encryption import EncryptionConfigError, new_key_line, read_keys_file
     from agentlane.private_files import write_private
 
     path = Path(args.file)
-    old = path.read_text() if path.exists() else ""
+    old = ""
+    if path.exists():
+        try:
+            # Only a keys file takes a new key (the mode is fixed by the rewrite, 0600).
+            pairs = read_keys_file(path, check_mode=False)
+        except EncryptionConfigError as err:
+            print(f"error: {err}; it was left untouched", file=sys.stderr)
+            return EXIT_REJECTED
+        if args.key_id and args.key_id in {kid for kid, _ in pairs}:
+            print(f"error: {path} already has a key {args.key_id!r}", file=sys.stderr)
+            return EXIT_REJECTED
+        old = path.read_text()
     kid = args.key_id or f"k{len([ln for ln in old.splitlines() if ln.strip()]) + 1}"
     write_private(path, (new_key_line(kid) + "\n" + old).encode())
     print(f"key {kid} is now the current key in {path}; keep the file secret and backed up")

@@ -29,6 +29,7 @@ SECRET = "zebra-umbrella-42"
 def encrypted(server: object, tmp_path: Path) -> Iterator[Deployment]:
     keys = tmp_path / "keys"
     keys.write_text(new_key_line("k1") + "\n")
+    keys.chmod(0o600)
     dep = make_deployment(server, tmp_path / "data", AGENTLANE_ENCRYPTION_KEYS_FILE=str(keys))
     dep.data_dir.mkdir()
     dep.start_worker()
@@ -135,6 +136,7 @@ async def test_histories_are_ciphertext_without_the_codec_server(encrypted: Depl
 def test_a_bad_key_file_stops_the_worker_clearly(server: object, tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     keys.write_text("k1 AAAA\n")
+    keys.chmod(0o600)
     dep = make_deployment(server, tmp_path, AGENTLANE_ENCRYPTION_KEYS_FILE=str(keys))
     with pytest.raises(RuntimeError, match="AES-256 needs 32"):
         dep.start_worker(wait_ready=20)

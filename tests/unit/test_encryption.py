@@ -21,6 +21,7 @@ SECRET = b'{"text":"the secret plan"}'
 def keys_file(tmp_path: Path, *lines: str) -> dict[str, str]:
     path = tmp_path / "keys"
     path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o600)
     return {"AGENTLANE_ENCRYPTION_KEYS_FILE": str(path)}
 
 
@@ -98,3 +99,46 @@ def test_a_missing_key_file_is_named(tmp_path: Path) -> None:
     env = {"AGENTLANE_ENCRYPTION_KEYS_FILE": str(tmp_path / "nope")}
     with pytest.raises(EncryptionConfigError, match="nope"):
         codec_from_env(env)
+
+
+def test_a_key_file_others_can_read_is_refused_with_the_fix(tmp_path: Path) -> None:
+    env = keys_file(tmp_path, new_key_line("k1"))
+    path = Path(env["AGENTLANE_ENCRYPTION_KEYS_FILE"])
+    for mode in (0o644, 0o640, 0o604):
+        path.chmod(mode)
+        with pytest.raises(EncryptionConfigError, match=f"chmod 600 {path}"):
+            codec_from_env(env)
+    path.chmod(0o600)
+    assert codec_from_env(env) is not None
+
+
+def test_new_key_refuses_a_file_that_is_not_a_keys_file(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.harness import REPO
+
+    def new_key(path: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "clients.cli", "encryption", "new-key", str(path)],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    notes = tmp_path / "config.toml"
+    notes.write_text("default_model = 'offline/planner'\n")
+    before = notes.read_bytes(), notes.stat().st_mode
+    got = new_key(notes)
+    assert got.returncode != 0
+    assert "not an encryption keys file" in got.stderr and "untouched" in got.stderr
+    assert (notes.read_bytes(), notes.stat().st_mode) == before
+    # A new file, and a second key in front of the first: both usable.
+    keys = tmp_path / "keys"
+    assert new_key(keys).returncode == 0
+    assert new_key(keys).returncode == 0
+    assert oct(keys.stat().st_mode & 0o777) == "0o600"
+    codec = codec_from_env({"AGENTLANE_ENCRYPTION_KEYS_FILE": str(keys)})
+    assert codec is not None and codec.current == "k2"
