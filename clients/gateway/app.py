@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+from ag_ui.core import RunAgentInput
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -30,7 +31,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentlane.branches import ResetReceipt
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
 from agentlane.ids import InvalidSessionKey, check_session_key
-from agentlane.messages import AbortReceipt, InboundMessage, SendReceipt, check_fields
+from agentlane.messages import (
+    AbortReceipt,
+    FateState,
+    InboundMessage,
+    Routing,
+    SendDisposition,
+    SendReceipt,
+    check_fields,
+)
 from agentlane.session import SessionStatus
 from agentlane.settings import Settings
 from clients.api import (
@@ -39,6 +48,12 @@ from clients.api import (
     NoWorker,
     SendRejected,
     SessionNotFound,
+)
+from clients.gateway.agui_transport import (
+    SSE_SEPARATOR,
+    AguiInputError,
+    message_of,
+    run_events,
 )
 from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
@@ -704,6 +719,75 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         return EventSourceResponse(
             session_events(key, items, start, translate),
             ping=gw.settings.gateway_keepalive.total_seconds(),
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @app.post(
+        "/v1/agui/{key}",
+        summary="Run the session as an AG-UI agent (AG-UI's HTTP transport)",
+        description=(
+            "For `HttpAgent` of `@ag-ui/client` and the frontends built on it: a "
+            "`RunAgentInput` whose `threadId` is the session key, whose last message is the "
+            "user's new one (its `id` is the message id: a resend is a duplicate, 409), and "
+            "whose `forwardedProps` may set `mode` and `model`. Answered with the AG-UI events "
+            "of the run that takes the message, as `text/event-stream`, until its "
+            "`RUN_FINISHED` or `RUN_ERROR`. Dropping the connection does not stop the run; "
+            "`POST /v1/sessions/{key}/abort` does (the stream ends `RUN_FINISHED`, outcome "
+            "`cancelled`)."
+        ),
+        tags=["sessions"],
+        responses={
+            **errors,
+            200: {"content": {"text/event-stream": {}}, "description": "the run's AG-UI events"},
+            409: {"model": ProblemDocument, "description": "the message was sent already"},
+        },
+    )
+    async def agui_run(key: SessionKey, body: RunAgentInput, request: Request) -> Any:
+        with traced_request(request, "POST /v1/agui/{key}", key):
+            return await _agui_run(key, body)
+
+    async def _agui_run(key: str, body: RunAgentInput) -> EventSourceResponse:
+        try:
+            message = message_of(key, body)
+        except AguiInputError as err:
+            raise Problem(422, "rejected", "Rejected", str(err)) from err
+        kwargs: dict[str, Any] = {
+            "mode": message.mode,
+            "message_id": message.message_id,
+            "routing": Routing(channel="agui"),
+        }
+        if message.model is not None:
+            kwargs["model"] = message.model
+        # Follow the stream from before the send: none of the run's events can be missed.
+        start = await _call(gw, lambda c: _live_end(c, key))
+        receipt = await _call(gw, lambda c: c.send(key, message.text, **kwargs))
+        if receipt.disposition == SendDisposition.DUPLICATE:
+            original = receipt.original
+            raise Problem(
+                409,
+                "duplicate",
+                "Message already sent",
+                f"message {message.message_id!r} was sent to session {key} already"
+                + (f" (run {original.run_id})" if original and original.run_id else "")
+                + f"; follow its events with GET /v1/sessions/{key}/events?vocabulary=agui",
+            )
+        client = await gw.client()
+
+        async def run_of_message() -> tuple[str | None, str]:
+            joined = (SendDisposition.STARTED, SendDisposition.STEERED)
+            if receipt.run_id and receipt.disposition in joined:
+                return receipt.run_id, ""
+            fate = await client.wait_started(key, receipt.message_seq)
+            if fate.run_id and fate.state in (FateState.STARTED, FateState.STEERED):
+                return fate.run_id, ""
+            return None, fate.note or f"the message was not run ({fate.state.value})"
+
+        fanout = await gw.fanout()
+        items = fanout.follow(key, start) if fanout is not None else client.watch(key, start)
+        return EventSourceResponse(
+            run_events(key, items, run_of_message, body.run_id),
+            ping=gw.settings.gateway_keepalive.total_seconds(),
+            sep=SSE_SEPARATOR,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
