@@ -697,8 +697,12 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         if start is None:
             start = await _call(gw, lambda c: _live_end(c, key))
         elif start > 0:
-            end = await _call(gw, lambda c: _live_end(c, key))
-            if start > end:
+            try:
+                end: int | None = await _live_end(await gw.client(), key)
+            except (NoWorker, RPCError):
+                # Cannot tell now (a server restarting): follow as before; the reader waits.
+                end = None
+            if end is not None and start > end:
                 # Not an offset this stream gave out: refused, never read as a restart.
                 raise Problem(
                     400,
