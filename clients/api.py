@@ -742,10 +742,11 @@ class AgentlaneClient:
         while True:
             stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
             try:
-                if offset and offset > await stream.get_offset():
-                    # A stream that ends before our offset is a new incarnation of the session
-                    # (closed, then reopened): its offsets start again from 0.
-                    offset = 0
+                end = await stream.get_offset() if offset else 0
+                if offset > end:
+                    # No stream gave that offset out (a reopened session's stream goes on from
+                    # the old one's end): wait at the live end, never replay from 0.
+                    offset = end
                 async for item in stream.subscribe(
                     [EVENTS_TOPIC],
                     from_offset=offset,

@@ -25,9 +25,10 @@ still running.
 
 Offsets a follower asks for that lie past the feed's head: either the feed has not received
 them yet (the follower asked for the live end a moment before the feed saw it: it waits for
-them, skipping the ones before), or the stream was started again from 0 (the session was closed
-and reopened, and the client comes from the old one: it reads from 0, as `watch` does, and the
-SSE layer reports the gap). A query of the stream's end tells which.
+them, skipping the ones before), or no stream ever gave them out (a reopened session's stream
+goes on from the old one's end, so they are bogus; the gateway refuses them when it can ask):
+the follower waits at the live end and the SSE layer says so. A query of the stream's end tells
+which.
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ class Fanout:
             head = sub.joined_at
             pos = start
             if start > head and start > await self.end_offset(key):
-                pos = 0  # the stream started again from 0: read it from there
+                pos = head  # past the stream's end: wait at the live end (the SSE layer says so)
             if pos < head:
                 async for item in self.read(key, pos, head):
                     if sub.ended == "lagging":

@@ -45,13 +45,15 @@ def gap_event(key: str, requested: int, first_available: int) -> ServerSentEvent
             "advice": GAP_ADVICE.replace("{key}", key),
         }
     else:
-        # The stream's offsets went back: a stream that was started again from scratch.
+        # Asked for an offset past the stream's end (the gateway refuses those when it can
+        # ask where the end is): what follows comes from the live end.
         data = {
             "requested": requested,
             "first_available": first_available,
             "missed": None,
-            "advice": "the session's event stream started again; "
-            + GAP_ADVICE.replace("{key}", key),
+            "advice": f"offset {requested} is past the end of this event stream; following "
+            f"from its live end (offset {first_available}). Read the transcript "
+            f"(GET /v1/sessions/{key}/transcript) for what was said before",
         }
     return ServerSentEvent(data=json.dumps(data), event="gap")
 
