@@ -36,6 +36,9 @@ File shape (TOML)::
     rate_limited_profile_rotations = 2
     billing_backoff_hours = 5
 
+    [webhooks]                       # callback hosts inside the network (none by default)
+    allow = ["hooks.internal", "10.1.0.0/16"]
+
 The loader reads files and the environment only when called; importing this module does no I/O.
 """
 

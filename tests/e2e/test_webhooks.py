@@ -127,7 +127,7 @@ def hooked(server: object, tmp_path_factory: pytest.TempPathFactory) -> Any:
     dep.stop_workers()
 
 
-@pytest_asyncio.fixture(loop_scope="session")
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def hooked_client(hooked: Deployment) -> AgentlaneClient:
     return await AgentlaneClient.connect(settings_for(hooked))
 
