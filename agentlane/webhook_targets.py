@@ -84,10 +84,20 @@ def _is_host_name(entry: str) -> bool:
     )
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
 def _unwrap(ip: IPAddress) -> IPAddress:
-    """An IPv6 address that carries an IPv4 one (::ffff:10.0.0.1) is that IPv4 address."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+    """An IPv6 address that carries an IPv4 one is judged as that IPv4 address: mapped
+    (::ffff:10.0.0.1), 6to4 (2002:a00:1::) and NAT64 (64:ff9b::10.0.0.1) forms."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return ip
+    if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip
 
 

@@ -32,6 +32,8 @@ CLOSED = WebhookPolicy()
         "http://169.254.169.254/latest/meta-data/",
         "http://[::ffff:10.0.0.1]/",
         "http://[::ffff:a00:1]/",
+        "http://[2002:a00:1::1]/",  # 6to4 of 10.0.0.1
+        "http://[64:ff9b::a9fe:a9fe]/",  # NAT64 of 169.254.169.254
         "http://127.0.0.1:8080/hook",
         "http://[::1]:9000/",
         "http://0.0.0.0/",
