@@ -197,3 +197,92 @@ def test_the_config_section_is_read_and_checked() -> None:
         build_config({"webhooks": {"allow": ["http://x y"]}}, {}, source="c.toml")
     with pytest.raises(ConfigError, match="unknown key webhooks.allow_privat"):
         build_config({"webhooks": {"allow_privat": True}}, {}, source="c.toml")
+
+
+def _self_signed(tmp: Any, name: str) -> tuple[str, str]:
+    """A certificate for `name` (and no address), with its key, as PEM files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp / "cert.pem", tmp / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+async def test_https_to_the_checked_address_verifies_the_name(tmp_path: Any) -> None:
+    """Connecting to the address leaves TLS checking the URL's name (SNI and certificate)."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path, "hooks.test")
+    hits: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            hits.append(self.headers.get("Host", ""))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    trust = ssl.create_default_context(cafile=cert)
+    policy = WebhookPolicy(allow=["127.0.0.0/8"])
+    try:
+        async with httpx.AsyncClient(verify=trust) as http:
+            ok = await post_pinned(
+                http,
+                f"https://hooks.test:{port}/h",
+                b"{}",
+                {},
+                policy,
+                post_timeout=5,
+                resolver=stub({"hooks.test": ["127.0.0.1"]}),
+            )
+            assert ok.status_code == 204 and hits == [f"hooks.test:{port}"]
+            # The same address under another name: the certificate does not match it.
+            with pytest.raises(httpx.ConnectError):
+                await post_pinned(
+                    http,
+                    f"https://other.test:{port}/h",
+                    b"{}",
+                    {},
+                    policy,
+                    post_timeout=5,
+                    resolver=stub({"other.test": ["127.0.0.1"]}),
+                )
+    finally:
+        server.shutdown()
+        server.server_close()
