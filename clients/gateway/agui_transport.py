@@ -93,6 +93,22 @@ def _sse(message: dict[str, Any], offset: int | None = None) -> ServerSentEvent:
     )
 
 
+async def newline_separated(
+    events: AsyncIterator[ServerSentEvent],
+) -> AsyncIterator[ServerSentEvent]:
+    """`events` written with AG-UI's line separator (for the `?vocabulary=agui` stream too, so
+    AG-UI's own SSE parser reads it)."""
+    async for ev in events:
+        yield ServerSentEvent(
+            data=ev.data,
+            event=ev.event,
+            id=ev.id,
+            retry=ev.retry,
+            comment=ev.comment,
+            sep=SSE_SEPARATOR,
+        )
+
+
 def _failed(key: str, run_id: str, message: str, code: str, started: bool) -> list[dict[str, Any]]:
     """A run that ends before any of its events could be sent: RUN_STARTED (when not sent yet)
     and RUN_ERROR, so the client's run closes as AG-UI wants."""

@@ -53,6 +53,7 @@ from clients.gateway.agui_transport import (
     SSE_SEPARATOR,
     AguiInputError,
     message_of,
+    newline_separated,
     run_events,
 )
 from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
@@ -720,9 +721,11 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             translate = translator.translate
         fanout = await gw.fanout()
         items = fanout.follow(key, start) if fanout is not None else client.watch(key, start)
+        stream = session_events(key, items, start, translate)
         return EventSourceResponse(
-            session_events(key, items, start, translate),
+            newline_separated(stream) if translator is not None else stream,
             ping=gw.settings.gateway_keepalive.total_seconds(),
+            sep=SSE_SEPARATOR if translator is not None else None,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 

@@ -137,6 +137,21 @@ async def test_a_run_with_tool_calls_then_a_second_on_the_same_thread(
         transcript = client.transcript(key)
         users = [e.text for e in transcript if e.role.value == "user"]
         assert users == ["run `echo from-agui` then say all done", "say second answer"]
+
+        # The `?vocabulary=agui` stream of the same session is written as AG-UI's own SSE
+        # parser splits it ("\n\n" between events), and reads back as the same two runs.
+        async with gateway.http(token) as http:
+            raw = b""
+            path = f"/v1/sessions/{key}/events?vocabulary=agui&from=0"
+            async with http.stream("GET", path) as response:
+                async for chunk in response.aiter_bytes():
+                    raw += chunk
+                    if raw.count(b'"RUN_FINISHED"') >= 2:
+                        break
+        assert b"\r" not in raw
+        frames = [f for f in raw.decode().split("\n\n") if "data:" in f]
+        kinds = [json.loads(f.split("data: ", 1)[1].split("\n")[0])["type"] for f in frames]
+        assert kinds.count("RUN_STARTED") == 2 and kinds.count("RUN_FINISHED") == 2, kinds
     finally:
         await agent.close()
 
