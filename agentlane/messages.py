@@ -110,6 +110,9 @@ class SendDisposition(StrEnum):
     STEERED = "steered"
     INTERRUPTED = "interrupted"
     DUPLICATE = "duplicate"
+    # The queue was full and its policy (`drop:new`) turned the message away; its text is kept
+    # in the transcript as a `dropped` entry.
+    DROPPED = "dropped"
 
 
 class SendReceipt(BaseModel):

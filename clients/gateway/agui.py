@@ -101,6 +101,7 @@ _CUSTOM_KINDS = frozenset(
         EventKind.COMPACTION_START,
         EventKind.COMPACTION_END,
         EventKind.SESSION_RESET,
+        EventKind.MESSAGE_DROPPED,
     }
 )
 
