@@ -14,7 +14,6 @@ from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore
 from agentlane.events import AgentEvent, EventKind
 from agentlane.queue_drops import (
-    DELIVERED_WITH,
     RECORD_DROPPED_MESSAGES,
     DroppedMessage,
     RecordDropsInput,
@@ -58,7 +57,6 @@ def dropped_event(session_key: str, item: DroppedMessage) -> AgentEvent:
             "policy": item.policy.value,
             "cap": item.cap,
             "entry_id": entry_id,
-            DELIVERED_WITH: item.run_id,
         },
     )
 

@@ -62,7 +62,6 @@ from activities.model_output.normalization import normalize_text
 from activities.transcript_store import TranscriptStore
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import events_workflow_id, session_workflow_id
-from agentlane.queue_drops import DELIVERED_WITH
 from agentlane.webhook_secrets import SecretMissing, WebhookSecretStore
 from agentlane.webhooks import (
     DELIVER_WEBHOOKS,
@@ -256,10 +255,10 @@ class _RunDelivery:
             event = converter.from_payload(payload, AgentEvent)
             offset = item.offset + 1
             if event.kind == EventKind.MESSAGE_DROPPED:
-                # It belongs to no run; the run it names delivers it (the session's next one).
-                if event.data.get(DELIVERED_WITH) == self.inp.run_id:
-                    await self._dropped(event)
-                    self.progress.offset = offset
+                # It belongs to no run: the delivery that reads it posts it (runs are delivered
+                # one after the other, each from where the last one stopped, so exactly one).
+                await self._dropped(event)
+                self.progress.offset = offset
                 continue
             if event.run_id != self.inp.run_id:
                 continue

@@ -47,8 +47,7 @@ class EventKind(StrEnum):
     # them): data `missing` (event ids) and `entries` (transcript entries to re-read).
     STREAM_GAP = "stream_gap"
     # The queue policy dropped an accepted message (issue 19): `data` names its seq, message id,
-    # fate, policy and cap, and its transcript entry, and (`delivered_with`) the run whose
-    # webhook delivery posts it; it belongs to no run (`run_id` empty).
+    # fate, policy and cap, and its transcript entry; it belongs to no run (`run_id` empty).
     MESSAGE_DROPPED = "message_dropped"
 
 

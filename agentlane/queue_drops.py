@@ -4,8 +4,10 @@ A message the session accepted and the cap policy later drops (`drop:old`, `drop
 the newcomer `drop:new` turns away after accepting it (a signal, or two sends in one workflow
 task), is written to the session's transcript as a `dropped` marker with its full text (never
 sent to the model: `activities/context/context_view.py` keeps only chat roles) and announced on
-the session's event stream as `message_dropped`, naming its message id and what happened; a
-session with a callback URL posts that event as a `message_dropped` webhook.
+the session's event stream as `message_dropped`, naming its message id and what happened (it belongs
+to no run: `run_id` is empty, as for `session_reset`); a session with a callback URL posts it as
+a `message_dropped` webhook, from the delivery of the run in progress or of the next one (no run
+starts before its drops are recorded).
 
 The session workflow holds dropped messages only until the one local activity that records them
 has run (`workflows/session.py`), so its state and history do not grow with a burst: one marker
@@ -24,10 +26,6 @@ from agentlane.queue_settings import DropPolicy
 RECORD_DROPPED_MESSAGES = "record_dropped_messages"
 # Texts per local activity: a burst is written in batches of this many (each one marker event).
 DROP_BATCH = 200
-# The `message_dropped` event belongs to no run (`run_id` is empty, as for `session_reset`, so
-# a consumer that follows a run is not misled); this data key names the run whose webhook
-# delivery posts it.
-DELIVERED_WITH = "delivered_with"
 
 
 class DropFate(StrEnum):
@@ -48,9 +46,6 @@ class DroppedMessage(BaseModel):
     policy: DropPolicy
     cap: int
     fate: DropFate
-    # The run whose webhook delivery tells the callback: the session's next run (no run starts
-    # before the drop is recorded, so its delivery reads the event).
-    run_id: str
     at: float
 
 

@@ -444,7 +444,6 @@ class SessionWorkflow:
                 policy=qs.drop,
                 cap=qs.cap,
                 fate=fate,
-                run_id=run_workflow_id(self.s.key, self.s.run_count + 1),
                 at=workflow.time(),
             )
         )
@@ -899,7 +898,7 @@ class SessionWorkflow:
                 await workflow.sleep(timedelta(milliseconds=wait_ms), summary="queue debounce")
                 continue
             if self.s.drops:
-                # The next run's webhook delivery posts the drops: they reach the stream first.
+                # Drops are in the transcript and on the stream before the next run's entries.
                 await workflow.wait_condition(lambda: not self.s.drops)
                 continue
             batch = next_batch(self.s.queue, self.s.overflow, self.s.one_by_one)
