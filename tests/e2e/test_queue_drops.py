@@ -15,7 +15,7 @@ import pytest
 
 from agentlane.events import AgentEvent, EventKind
 from agentlane.ids import session_workflow_id
-from agentlane.messages import Routing, SendDisposition
+from agentlane.messages import InboundMessage, Routing, SendDisposition
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient, SendRejected
@@ -23,6 +23,7 @@ from tests.e2e.support import assert_transcript_valid, collect, wait_idle
 from tests.e2e.test_messages_while_busy import wait_for_event
 from tests.e2e.test_webhooks import Receiver, first_occurrences, receiver, wait_delivered
 from tests.harness import REPO, Deployment
+from workflows.session import SessionWorkflow
 
 __all__ = ["receiver"]  # the fixture, shared with test_webhooks
 
@@ -195,9 +196,20 @@ async def test_drop_old_and_new_keep_or_refuse_never_lose(
     if policy == "new":
         with pytest.raises(SendRejected, match="queue is full"):
             await client.send(key, "say two", message_id="two")
+        # A signal (how a message reaches a session no worker answers) is durable once sent:
+        # the session accepts it and drops it visibly.
+        handle = client.client.get_workflow_handle(session_workflow_id(key))
+        await handle.signal(
+            SessionWorkflow.enqueue, InboundMessage(text="say three", message_id="three")
+        )
         await wait_idle(client, key, runs=2)
         assert (await client.wait_for_run(run_id(key, 2))).reply == "one"
-        assert not [e for e in client.transcript(key) if e.role == Role.DROPPED]
+        [dropped] = [e for e in client.transcript(key) if e.role == Role.DROPPED]
+        assert (dropped.text, dropped.meta["message_id"], dropped.meta["policy"]) == (
+            "say three",
+            "three",
+            "new",
+        )
         return
     two = await client.send(key, "say two", message_id="two")
     assert two.disposition == SendDisposition.QUEUED
@@ -215,3 +227,51 @@ async def test_drop_old_and_new_keep_or_refuse_never_lose(
     assert fate.state.value == "dropped" and "drop policy old" in fate.note
     prompts = [e.text for e in entries if e.role == Role.USER]
     assert "say one" not in "".join(prompts)
+
+
+@pytest.mark.parametrize("policy", ["old", "new", "summarize"])
+async def test_every_drop_policy_accounts_for_every_accepted_message(
+    client: AgentlaneClient, session_key: str, workspace: Path, policy: str
+) -> None:
+    """200 messages from 50 concurrent senders, cap 5: each accepted one (`queued`) is in a
+    run's prompt or in the transcript as dropped; each `dropped` receipt is in the transcript;
+    each refused one (`drop:new` before accepting) is nowhere, and its sender knows."""
+    key = session_key
+    first = await client.send_and_start(key, "run `sleep 300`", workspace=str(workspace))
+    assert first.run_id
+    await wait_for_event(client, key, first.run_id, EventKind.TOOL_EXECUTION_START)
+    await client.configure_queue(key, f"cap:5 drop:{policy}")
+    texts = {f"p{s}-{i}": f"say {policy} {s}-{i}" for s in range(50) for i in range(4)}
+    receipts: dict[str, SendDisposition] = {}
+    refused: set[str] = set()
+
+    async def sender(s: int) -> None:
+        for i in range(4):
+            mid = f"p{s}-{i}"
+            try:
+                receipts[mid] = (await client.send(key, texts[mid], message_id=mid)).disposition
+            except SendRejected as err:
+                assert policy == "new" and "queue is full" in str(err)
+                refused.add(mid)
+
+    await asyncio.gather(*map(sender, range(50)))
+    await client.abort(key, "burst sent")
+    await wait_idle(client, key, runs=2, timeout=120)
+    entries = client.transcript(key)
+    assert_transcript_valid(entries)
+    prompts = "\n".join(e.text for e in entries if e.role == Role.USER)
+    dropped = {e.meta["message_id"]: e for e in entries if e.role == Role.DROPPED}
+    for mid, text in texts.items():
+        where = (f"\n{text}" in prompts or prompts.startswith(text), mid in dropped)
+        if mid in refused:
+            assert where == (False, False), mid
+        elif receipts[mid] == SendDisposition.DROPPED:
+            assert where == (False, True), mid
+        else:
+            assert receipts[mid] == SendDisposition.QUEUED
+            assert sum(where) == 1, (mid, where)
+    assert all(e.text == texts[mid] for mid, e in dropped.items())
+    assert len(refused) + len(dropped) == len(texts) - 5
+    assert (await client.status(key)).dropped_messages == len(dropped)
+    if policy != "new":
+        assert not refused and set(receipts.values()) == {SendDisposition.QUEUED}
