@@ -90,7 +90,7 @@ class FateState(StrEnum):
     STARTED = "started"  # a run took it as (part of) its prompt
     STEERED = "steered"  # steered into a run that was already going
     DUPLICATE = "duplicate"  # a redelivery of a message already received
-    DROPPED = "dropped"  # dropped by the queue's cap policy; in the overflow summary
+    DROPPED = "dropped"  # dropped by the queue's cap policy; its text in the transcript
     FAILED = "failed"  # its runs kept ending abnormally; given up after the retry limit
 
 
