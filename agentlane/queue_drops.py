@@ -24,8 +24,10 @@ from pydantic import BaseModel, Field
 from agentlane.queue_settings import DropPolicy
 
 RECORD_DROPPED_MESSAGES = "record_dropped_messages"
-# Texts per local activity: a burst is written in batches of this many (each one marker event).
+# A burst is written in batches (each one marker event in the session's history) of at most
+# this many texts and this many characters together (a payload well under Temporal's 2 MB).
 DROP_BATCH = 200
+DROP_BATCH_CHARS = 500_000
 
 
 class DropFate(StrEnum):

@@ -71,7 +71,6 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.pricing import cost_label
     from agentlane.profile_state import ProfilePin
     from agentlane.queue_drops import (
-        DROP_BATCH,
         RECORD_DROPPED_MESSAGES,
         DroppedMessage,
         RecordDropsInput,
@@ -125,6 +124,7 @@ with workflow.unsafe.imports_passed_through():
         debounce_remaining_ms,
         decide,
         drop_fate,
+        drops_to_record,
         item_debounce_ms,
         next_batch,
         recent_key,
@@ -453,7 +453,7 @@ class SessionWorkflow:
         what could not be written stays in the state and is tried again."""
         while True:
             await workflow.wait_condition(lambda: bool(self.s.drops) and not self.handing_over)
-            batch = self.s.drops[:DROP_BATCH]
+            batch = drops_to_record(self.s.drops)
             self.recording_drops = True
             try:
                 await workflow.execute_local_activity(

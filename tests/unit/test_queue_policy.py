@@ -16,7 +16,7 @@ from agentlane.ids import (
     session_workflow_id,
 )
 from agentlane.messages import QueueMode, Routing, UnknownQueueMode, parse_queue_mode
-from agentlane.queue_drops import DropFate
+from agentlane.queue_drops import DropFate, DroppedMessage
 from agentlane.queue_settings import (
     DedupeEntry,
     DedupeMode,
@@ -45,6 +45,7 @@ from workflows.policy.queue import (
     decide,
     dedupe_key,
     drop_fate,
+    drops_to_record,
     is_cross_channel,
     item_debounce_ms,
     next_batch,
@@ -737,6 +738,26 @@ def test_a_burst_under_summarize_keeps_the_summary_bounded() -> None:
     batch = next_batch(queue, overflow)
     assert batch is not None and batch.seqs == [q.seq for q in queue]
     assert len(batch.turns[0].text) < 20 * 400 + 20 * 200
+
+
+def test_drops_are_recorded_in_bounded_batches() -> None:
+    def item(seq: int, chars: int) -> DroppedMessage:
+        return DroppedMessage(
+            seq=seq,
+            entry_id=f"e{seq}",
+            text="x" * chars,
+            policy=DropPolicy.OLD,
+            cap=1,
+            fate=DropFate.DROPPED,
+            at=0.0,
+        )
+
+    pending = [item(n, 10) for n in range(1, 8)]
+    assert [d.seq for d in drops_to_record(pending, max_items=5)] == [1, 2, 3, 4, 5]
+    assert [d.seq for d in drops_to_record(pending, max_chars=35)] == [1, 2, 3]
+    huge = [item(1, 1000), item(2, 1)]
+    assert [d.seq for d in drops_to_record(huge, max_chars=100)] == [1]  # never stuck
+    assert drops_to_record([]) == []
 
 
 def test_drop_fate_by_policy() -> None:

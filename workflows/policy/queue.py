@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from agentlane.messages import QueueMode, Routing
-from agentlane.queue_drops import DropFate
+from agentlane.queue_drops import DROP_BATCH, DROP_BATCH_CHARS, DropFate, DroppedMessage
 from agentlane.queue_settings import (
     DedupeEntry,
     DedupeMode,
@@ -254,6 +254,22 @@ def drop_fate(drop: DropPolicy) -> DropFate:
     """What a message dropped under `drop` became: counted in the next overflow summary
     (summarize), or dropped with no trace in a prompt (old, new). Its text is kept either way."""
     return DropFate.SUMMARIZED if drop == DropPolicy.SUMMARIZE else DropFate.DROPPED
+
+
+def drops_to_record(
+    pending: list[DroppedMessage], max_items: int = DROP_BATCH, max_chars: int = DROP_BATCH_CHARS
+) -> list[DroppedMessage]:
+    """The oldest pending dropped messages to record in one go: at most `max_items`, and no
+    more text than `max_chars` together (always at least one), so one batch stays a small
+    payload however long the messages."""
+    batch: list[DroppedMessage] = []
+    chars = 0
+    for item in pending[:max_items]:
+        if batch and chars + len(item.text) > max_chars:
+            break
+        batch.append(item)
+        chars += len(item.text)
+    return batch
 
 
 def overflow_summary(overflow: OverflowState | None) -> str | None:
