@@ -91,3 +91,26 @@ def test_drop_notes_say_where_the_text_is() -> None:
         "run's overflow summary; full text in the transcript"
     )
     assert drop_note(DropPolicy.NEW, 1, DropFate.DROPPED).endswith("full text in the transcript")
+
+
+def test_agui_shows_a_drop_inside_the_open_run_without_closing_it() -> None:
+    """Drops happen while a run is busy: AG-UI clients get a CUSTOM event in that run, and the
+    run goes on (an event of no run must not end the one that is open)."""
+    from tests.unit.test_agui import R1, delta, ev, translate_all, validate
+
+    events = [
+        ev(EventKind.AGENT_START),
+        ev(EventKind.TURN_START, turn_index=0),
+        delta(f"{R1}:t0", 0, "1 2 "),
+        dropped_event("web:alice", dropped(9, "say nine")),
+        delta(f"{R1}:t0", 4, "3"),
+        ev(EventKind.AGENT_END, termination_reason="no_tool_calls", data={"status": "success"}),
+    ]
+    out = translate_all(events)
+    validate(out)
+    types = [d["type"] for d in out]
+    assert types.count("RUN_STARTED") == 1 and types.count("RUN_FINISHED") == 1
+    [custom] = [d for d in out if d["type"] == "CUSTOM"]
+    assert custom["name"] == "message_dropped"
+    assert custom["value"]["message_id"] == "id-9" and custom["value"]["fate"] == "summarized"
+    assert types.index("CUSTOM") < types.index("RUN_FINISHED")
