@@ -119,6 +119,13 @@ async def test_a_burst_of_1000_messages_from_50_senders_keeps_every_text(
     # The session handed over (continue-as-new) with the burst's state, and lost nothing.
     query = f"WorkflowId = '{session_workflow_id(key)}' AND ExecutionStatus = 'ContinuedAsNew'"
     assert [w async for w in client.client.list_workflows(query)]
+    figures = await _history_figures(client, key)
+    print(f"session history: {figures}")
+    # Recording drops costs a marker per batch, never the texts: history stays a few events per
+    # message (each send is an update: accepted and completed), whatever the texts hold.
+    assert figures["texts_in_markers"] == 0
+    assert figures["drop_batches"] < len(dropped)
+    assert figures["events"] < 5 * len(texts)
 
     shown = await asyncio.to_thread(transcript_all, shared, key)
     for mid, text in texts.items():
@@ -275,3 +282,32 @@ async def test_every_drop_policy_accounts_for_every_accepted_message(
     assert (await client.status(key)).dropped_messages == len(dropped)
     if policy != "new":
         assert not refused and set(receipts.values()) == {SendDisposition.QUEUED}
+
+
+async def _history_figures(client: AgentlaneClient, key: str) -> dict[str, int]:
+    """Events and drop-recording markers over every execution of the session workflow."""
+    figures = {"executions": 0, "events": 0, "drop_batches": 0, "texts_in_markers": 0}
+    query = f"WorkflowId = '{session_workflow_id(key)}'"
+    async for wf in client.client.list_workflows(query):
+        history = await client.client.get_workflow_handle(wf.id, run_id=wf.run_id).fetch_history()
+        figures["executions"] += 1
+        figures["events"] += len(history.events)
+        figures["drop_batches"] += sum(
+            1
+            for e in history.events
+            if e.HasField("marker_recorded_event_attributes")
+            and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+            and b"record_dropped_messages"
+            in e.marker_recorded_event_attributes.details["data"].payloads[0].data
+        )
+        figures["texts_in_markers"] += sum(
+            1
+            for e in history.events
+            if e.HasField("marker_recorded_event_attributes")
+            and any(
+                b"say burst" in p.data
+                for d in e.marker_recorded_event_attributes.details.values()
+                for p in d.payloads
+            )
+        )
+    return figures
