@@ -270,6 +270,12 @@ class _RunDelivery:
             payload.ParseFromString(base64.b64decode(item.data))
             event = converter.from_payload(payload, AgentEvent)
             offset = item.offset + 1
+            if event.kind == EventKind.MESSAGE_DROPPED:
+                # It belongs to no run: the delivery that reads it posts it (runs are delivered
+                # one after the other, each from where the last one stopped, so exactly one).
+                await self._dropped(event)
+                self.progress.offset = offset
+                continue
             if event.run_id != self.inp.run_id:
                 continue
             if event.kind == EventKind.BLOCK_REPLY:
@@ -291,6 +297,17 @@ class _RunDelivery:
         body.index, body.message_id = index, message_id
         await self._post(body)
         self.progress.cursor = BlockCursor(message_id=message_id, next_index=index + 1)
+
+    async def _dropped(self, event: AgentEvent) -> None:
+        """A message the queue dropped, told to its sender (issue 19); its text is not sent
+        again, it is in the transcript."""
+        body = self._body(event.event_id, DeliveryKind.MESSAGE_DROPPED, text=event.text or "")
+        body.ts = event.ts or body.ts
+        message_id, seq, fate = (event.data.get(k) for k in ("message_id", "seq", "fate"))
+        body.message_id = message_id if isinstance(message_id, str) else None
+        body.message_seq = seq if isinstance(seq, int) else None
+        body.status = fate if isinstance(fate, str) else None
+        await self._post(body)
 
     async def _send_final(self, ended: RunEnd) -> None:
         run_id = self.inp.run_id

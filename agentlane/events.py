@@ -46,6 +46,9 @@ class EventKind(StrEnum):
     # Events of this run that never reached the stream (their worker was killed before it sent
     # them): data `missing` (event ids) and `entries` (transcript entries to re-read).
     STREAM_GAP = "stream_gap"
+    # The queue policy dropped an accepted message (issue 19): `data` names its seq, message id,
+    # fate, policy and cap, and its transcript entry; it belongs to no run (`run_id` empty).
+    MESSAGE_DROPPED = "message_dropped"
 
 
 class AgentEvent(BaseModel):

@@ -133,7 +133,7 @@ class FateState(StrEnum):
     STARTED = "started"  # a run took it as (part of) its prompt
     STEERED = "steered"  # steered into a run that was already going
     DUPLICATE = "duplicate"  # a redelivery of a message already received
-    DROPPED = "dropped"  # dropped by the queue's cap policy; in the overflow summary
+    DROPPED = "dropped"  # dropped by the queue's cap policy; its text in the transcript
     FAILED = "failed"  # its runs kept ending abnormally; given up after the retry limit
 
 
@@ -153,6 +153,9 @@ class SendDisposition(StrEnum):
     STEERED = "steered"
     INTERRUPTED = "interrupted"
     DUPLICATE = "duplicate"
+    # The queue was full and its policy (`drop:new`) turned the message away; its text is kept
+    # in the transcript as a `dropped` entry.
+    DROPPED = "dropped"
 
 
 class SendReceipt(BaseModel):

@@ -10,6 +10,7 @@ from agentlane.entry_source import EntrySource
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import MessageFate, QueueMode, Routing
 from agentlane.profile_state import ProfilePin
+from agentlane.queue_drops import DroppedMessage
 from agentlane.queue_settings import (
     DedupeEntry,
     OverflowState,
@@ -126,6 +127,10 @@ class SessionState(BaseModel):
     # Webhook delivery (issue 11): the callback and its queue of runs to deliver; None until a
     # message's routing names a callback URL.
     webhook: WebhookState | None = None
+    # Messages the queue policy dropped, until their texts are in the transcript (issue 19),
+    # and how many it dropped in this chain.
+    drops: list[DroppedMessage] = Field(default_factory=list)
+    dropped_messages: int = 0
 
 
 class SessionInput(BaseModel):

@@ -54,6 +54,9 @@ class Role(StrEnum):
     TRUNCATION = "truncation"
     # This session was branched from another: `meta["parent_session"]`, `meta["branch_point"]`.
     BRANCH = "branch"
+    # A message the queue policy dropped (issue 19): its full text and `meta` (seq, message_id,
+    # sender, policy, cap, fate); never sent to the model.
+    DROPPED = "dropped"
 
 
 # Roles a model request carries; the markers above shape the request but are not in it as such.

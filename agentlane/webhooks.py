@@ -115,6 +115,9 @@ class DeliveryKind(StrEnum):
     BLOCK_REPLY = "block_reply"
     FINAL_REPLY = "final_reply"
     ERROR = "error"
+    # The queue policy dropped an accepted message (issue 19): `message_id` is the sender's
+    # message id, `message_seq` the session's number, `status` its fate, `text` what happened.
+    MESSAGE_DROPPED = "message_dropped"
 
 
 class WebhookBody(BaseModel):
@@ -133,6 +136,8 @@ class WebhookBody(BaseModel):
     # final_reply / error: how the run ended (success, aborted, error) and, for errors, why.
     status: str | None = None
     error_code: str | None = None
+    # message_dropped: the session's number of the dropped message.
+    message_seq: int | None = None
     # The channel routing of the message that named the callback (what an adapter needs to
     # post the reply back to the right chat/thread).
     channel: str | None = None

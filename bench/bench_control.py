@@ -359,7 +359,9 @@ async def one_session_burst(
     out.drain_s = time.perf_counter() - sent_done
     if status:
         out.notes.append(status)
-    users = Counter(e.text for e in client.transcript(key) if e.role == Role.USER)
+    # A message the queue policy dropped keeps its text as a `dropped` entry (issue 19): kept,
+    # not lost (the cap here is high enough that none should be).
+    users = Counter(e.text for e in client.transcript(key) if e.role in (Role.USER, Role.DROPPED))
     raised = set(out.raised)
     out.lost = [t for t in texts if users[t] == 0 and t not in raised]
     out.raised_delivered = [t for t in out.raised if users[t] > 0]

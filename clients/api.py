@@ -962,6 +962,8 @@ def _own_duplicate(receipt: SendReceipt) -> SendReceipt:
     disposition = {
         FateState.STARTED: SendDisposition.STARTED,
         FateState.STEERED: SendDisposition.STEERED,
+        # Never `queued` for a message the session has dropped since (issue 19).
+        FateState.DROPPED: SendDisposition.DROPPED,
     }.get(original.state, SendDisposition.QUEUED)
     return receipt.model_copy(
         update={

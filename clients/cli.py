@@ -115,6 +115,7 @@ async def _send(args: argparse.Namespace) -> int:
     if not args.watch or receipt.disposition in (
         SendDisposition.DUPLICATE,
         SendDisposition.STEERED,
+        SendDisposition.DROPPED,
     ):
         return EXIT_OK
     fate = await client.wait_started(args.session, receipt.message_seq)

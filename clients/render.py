@@ -80,6 +80,9 @@ class TerminalRenderer:
                 f"── reset ── ({event.data.get('entry_id', '')}): later messages start "
                 f"afresh{queued}"
             )
+        elif kind == EventKind.MESSAGE_DROPPED and event.event_id not in self.view.seen_ids:
+            self.view.apply(event)
+            self._line(f"── message #{event.data.get('seq', '?')} {event.text} ──")
         elif kind == EventKind.ERROR and event.event_id not in self.view.seen_ids:
             self.view.apply(event)
             self._line(f"! error: {event.text}")

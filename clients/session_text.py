@@ -65,6 +65,8 @@ def marker_line(entries: Sequence[TranscriptEntry], index: int) -> str:
         cut = entry.meta.get("replacements") or entry.meta.get("cuts") or {}
         n = len(cut) if isinstance(cut, dict) else 0
         return f"{RULE} truncated: {n} tool result{'s' if n != 1 else ''} cut to fit {RULE} {tail}"
+    if entry.role == Role.DROPPED:
+        return f"{RULE} {dropped_words(entry)} {RULE} {tail}"
     if entry.role == Role.BRANCH:
         parent = entry.meta.get("parent_session", "?")
         point = entry.meta.get("branch_point", "?")
@@ -72,8 +74,24 @@ def marker_line(entries: Sequence[TranscriptEntry], index: int) -> str:
     return f"{RULE} {entry.role.value} {RULE} {tail}"
 
 
+def dropped_words(entry: TranscriptEntry) -> str:
+    """How a message the queue dropped is marked (issue 19): its number, its sender's id, and
+    whether it was counted in an overflow summary or dropped outright."""
+    meta = entry.meta
+    fate = "summarized" if meta.get("fate") == "summarized" else "dropped"
+    message_id = meta.get("message_id")
+    named = f" #{meta.get('seq', '?')}" + (f" ({message_id})" if message_id else "")
+    return (
+        f"{fate}: message{named}, queue full "
+        f"(cap {meta.get('cap', '?')}, drop:{meta.get('policy', '?')})"
+    )
+
+
 def entry_lines(entries: Sequence[TranscriptEntry], index: int) -> list[str]:
     entry = entries[index]
+    if entry.role == Role.DROPPED:
+        # Its text is shown: nothing the session accepted is kept out of sight.
+        return [marker_line(entries, index), *([entry.text] if entry.text else [])]
     if entry.role not in CHAT_ROLES:
         return [marker_line(entries, index)]
     head = f"[{entry.role.value}] {entry.id}"

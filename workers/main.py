@@ -26,6 +26,7 @@ from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
+from activities.queue_drops import QueueDropActivities
 from activities.run_finish import AnnouncementPublisher, RunFinishActivity
 from activities.scheduled_delivery import ScheduledDelivery
 from activities.session_records import SessionRecords
@@ -81,6 +82,7 @@ def build_workers(
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
     tree = SessionTreeActivities(store, records, publishers)
+    drops = QueueDropActivities(store, publishers)
     listing = ProfileListing(settings)
     config = ConfigWatcher(settings.data_dir)
     webhooks = WebhookDelivery(
@@ -110,6 +112,7 @@ def build_workers(
                 records.record_session,
                 tree.reset_session,
                 tree.copy_branch,
+                drops.record_dropped_messages,
                 listing.list_profiles,
                 listing.update_profile_usage,
                 AnnouncementPublisher(publishers).publish_announcements,

@@ -19,6 +19,7 @@ histories recorded before them never contain.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
@@ -69,6 +70,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.pricing import cost_label
     from agentlane.profile_state import ProfilePin
+    from agentlane.queue_drops import (
+        RECORD_DROPPED_MESSAGES,
+        DroppedMessage,
+        RecordDropsInput,
+        RecordDropsResult,
+        drop_note,
+    )
     from agentlane.queue_settings import (
         DropPolicy,
         OverflowState,
@@ -115,6 +123,8 @@ with workflow.unsafe.imports_passed_through():
         check_duplicate,
         debounce_remaining_ms,
         decide,
+        drop_fate,
+        drops_to_record,
         item_debounce_ms,
         next_batch,
         recent_key,
@@ -144,6 +154,13 @@ HANDOVER_WITH_QUEUE_PATCH = "continue-as-new-with-queue"
 # so a broken store fails the reset or the branch with its reason instead of hanging it.
 TREE_STEP_TIMEOUT = timedelta(seconds=60)
 TREE_STEP_DEADLINE = timedelta(minutes=3)
+# Messages the queue policy drops are written to the transcript and announced (issue 19), and
+# `drop:new` turns a newcomer away instead of queueing it over the cap. Older histories did
+# neither.
+RECORD_DROPS_PATCH = "record-dropped-messages"
+# A batch of dropped messages that could not be recorded is tried again after this long (they
+# stay in the session's state meanwhile).
+DROP_RECORD_RETRY = timedelta(seconds=10)
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -180,6 +197,11 @@ class SessionWorkflow:
         # When the abort of the run in flight was accepted (workflow time): its latency is
         # measured to the run's end.
         self.abort_since: float | None = None
+        # Whether dropped messages are recorded (RECORD_DROPS_PATCH); None until the first drop.
+        self.records_drops: bool | None = None
+        # A batch of dropped messages is being written (a handover waits for it).
+        self.recording_drops = False
+        self.drops_task: asyncio.Task[None] | None = None
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -203,7 +225,9 @@ class SessionWorkflow:
         """The durable way in when no worker answers an update: a signal is in history the moment
         the server takes it. The client has run the same checks (`check_inbound`) already."""
         try:
-            self.validate_send(msg)
+            self._check_message(msg)
+            if not self._records_drops():
+                self._check_room(msg)
         except ValueError as err:
             workflow.logger.warning("message not accepted: %s", err)
             return
@@ -273,7 +297,7 @@ class SessionWorkflow:
             await workflow.wait_condition(lambda: seq in self.started)
             return self._receipt(seq, SendDisposition.STARTED, mode, run_id=self.started[seq])
         if action == Action.INTERRUPT:
-            self._enqueue(item, qs, front=True)
+            self._enqueue(item, qs, front=True, exempt=True)
             interrupted = self.current_run_id
             await self._abort_current("interrupted by a new message")
             if accept_now:
@@ -283,8 +307,10 @@ class SessionWorkflow:
             return self._receipt(seq, SendDisposition.INTERRUPTED, mode, run_id=self.started[seq])
         if action in (Action.STEER, Action.STEER_AND_QUEUE):
             steered = await self._steer(turn)
-            if after_steer(action, steered) is not None:
-                self._enqueue(item.model_copy(update={"debounce": True}), qs)
+            queue_it = after_steer(action, steered) is not None
+            queued = queue_it and self._enqueue(item.model_copy(update={"debounce": True}), qs)
+            if queue_it and not queued and not steered:
+                return self._dropped_receipt(seq, mode, qs)
             if steered:
                 if action == Action.STEER:
                     self._set_fate(
@@ -300,7 +326,8 @@ class SessionWorkflow:
                 mode,
                 note="the run could not take steering; queued instead",
             )
-        self._enqueue(item.model_copy(update={"debounce": True}), qs)
+        if not self._enqueue(item.model_copy(update={"debounce": True}), qs):
+            return self._dropped_receipt(seq, mode, qs)
         ahead = self.current_run_id or "the messages ahead of it"
         return self._receipt(seq, SendDisposition.QUEUED, mode, note=f"runs after {ahead}")
 
@@ -328,13 +355,22 @@ class SessionWorkflow:
 
     @send.validator
     def validate_send(self, msg: InboundMessage) -> None:
+        self._check_message(msg)
+        self._check_room(msg)
+
+    def _check_message(self, msg: InboundMessage) -> None:
         check_inbound(msg)
         try:
-            qs = self._queue_settings(msg)
+            self._queue_settings(msg)
         except UnknownQueueMode as err:
             raise ValueError(str(err)) from err
         if self.closing:
             raise ValueError("the session is closing and accepts no more messages")
+
+    def _check_room(self, msg: InboundMessage) -> None:
+        """A send that `drop:new` would turn away is refused before it is accepted (its sender
+        keeps the text). A signal, already durable, is accepted and dropped visibly instead."""
+        qs = self._queue_settings(msg)
         steers = qs.mode in (QueueMode.STEER, QueueMode.INTERRUPT) and self._busy()
         if not steers and qs.drop == DropPolicy.NEW and len(self.s.queue) >= qs.cap:
             raise ValueError(
@@ -360,22 +396,85 @@ class SessionWorkflow:
             note=note,
         )
 
-    def _enqueue(self, item: QueuedMessage, qs: QueueSettings, front: bool = False) -> None:
+    def _enqueue(
+        self, item: QueuedMessage, qs: QueueSettings, front: bool = False, exempt: bool = False
+    ) -> bool:
         """Queue a message under the cap (SPEC §17.4): the drop policy makes room, and whatever it
-        drops is counted, summarised and given its fate."""
+        drops is counted, summarised, given its fate and recorded (`_drop`). False: `drop:new`
+        turned this message away (`exempt`, an interrupt, is queued anyway)."""
         capped = apply_cap(self.s.queue, self.s.overflow, qs.cap, qs.drop)
         self.s.queue, self.s.overflow = capped.queue, capped.overflow
         for dropped in capped.dropped:
-            self._set_fate(
-                dropped.seq,
-                FateState.DROPPED,
-                note=f"dropped by the queue cap ({qs.cap}, drop policy {qs.drop.value})",
-            )
+            self._drop(dropped, qs)
+        if not capped.accept_new and not exempt and self._records_drops():
+            self._drop(item, qs)
+            return False
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         self._set_fate(item.seq, FateState.PENDING, message_id=item.message_id)
         self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         if item.debounce:
             self.s.last_enqueued_at = workflow.time()
+        return True
+
+    def _records_drops(self) -> bool:
+        if self.records_drops is None:
+            self.records_drops = workflow.patched(RECORD_DROPS_PATCH)
+        return self.records_drops
+
+    def _drop(self, item: QueuedMessage, qs: QueueSettings) -> None:
+        """A message the queue policy drops: its fate says so, and its text goes to the
+        transcript with an event for its sender (`_record_drops`), before the next run starts."""
+        if not self._records_drops():
+            self._set_fate(
+                item.seq,
+                FateState.DROPPED,
+                note=f"dropped by the queue cap ({qs.cap}, drop policy {qs.drop.value})",
+            )
+            return
+        fate = drop_fate(qs.drop)
+        self._set_fate(item.seq, FateState.DROPPED, note=drop_note(qs.drop, qs.cap, fate))
+        self.s.dropped_messages += 1
+        self.s.drops.append(
+            DroppedMessage(
+                seq=item.seq,
+                entry_id=item.turn.entry_id,
+                text=item.turn.text,
+                message_id=item.message_id,
+                sender=item.turn.sender,
+                policy=qs.drop,
+                cap=qs.cap,
+                fate=fate,
+                at=workflow.time(),
+            )
+        )
+
+    async def _record_drops(self) -> None:
+        """Writes dropped messages to the transcript and announces them, a batch at a time;
+        what could not be written stays in the state and is tried again."""
+        while True:
+            await workflow.wait_condition(lambda: bool(self.s.drops) and not self.handing_over)
+            batch = drops_to_record(self.s.drops)
+            self.recording_drops = True
+            try:
+                await workflow.execute_local_activity(
+                    RECORD_DROPPED_MESSAGES,
+                    RecordDropsInput(session_key=self.s.key, items=batch),
+                    result_type=RecordDropsResult,
+                    start_to_close_timeout=TREE_STEP_TIMEOUT,
+                    schedule_to_close_timeout=TREE_STEP_DEADLINE,
+                    summary=f"record {len(batch)} dropped message(s)",
+                )
+            except (ActivityError, ApplicationError) as err:
+                workflow.logger.warning("dropped messages not recorded yet: %s", err)
+                self.recording_drops = False
+                await workflow.sleep(DROP_RECORD_RETRY, summary="retry recording dropped messages")
+                continue
+            self.recording_drops = False
+            self.s.drops = self.s.drops[len(batch) :]
+
+    def _dropped_receipt(self, seq: int, mode: QueueMode, qs: QueueSettings) -> SendReceipt:
+        note = drop_note(qs.drop, qs.cap, drop_fate(qs.drop))
+        return self._receipt(seq, SendDisposition.DROPPED, mode, note=note)
 
     def _requeue_turn(self, turn: UserTurn) -> QueuedMessage:
         """A turn the session already accepted comes back (late steering, a failed run)."""
@@ -508,7 +607,10 @@ class SessionWorkflow:
             model=self.s.settings.model.label(),
             last_result=self.s.last_result,
             failed_messages=self.s.failed_messages,
-            dropped_messages=sum(1 for f in self.s.fates if f.state == FateState.DROPPED),
+            dropped_messages=max(
+                self.s.dropped_messages,
+                sum(1 for f in self.s.fates if f.state == FateState.DROPPED),
+            ),
             queue_override=self.s.queue_override,
             queue_settings=self._queue_settings(),
             resets=self.s.resets,
@@ -750,6 +852,7 @@ class SessionWorkflow:
         await self._ensure_event_stream(await self._restore(inp))
         if self.hooks is not None:
             self.hooks.start()
+        self.drops_task = asyncio.create_task(self._record_drops())
         if self.s.run_count:
             # A new incarnation (continue-as-new) shows the totals it carries until its first run.
             workflow.set_current_details(f"idle\n\n{self._totals()}")
@@ -767,6 +870,10 @@ class SessionWorkflow:
                 continue
             if not self.s.queue:
                 await workflow.wait_condition(workflow.all_handlers_finished)
+                if self.s.drops:
+                    # Dropped messages are recorded before the session ends or hands over.
+                    await workflow.wait_condition(lambda: not self.s.drops)
+                    continue
                 if self.closing:
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
@@ -790,6 +897,10 @@ class SessionWorkflow:
             if wait_ms > 0:
                 await workflow.sleep(timedelta(milliseconds=wait_ms), summary="queue debounce")
                 continue
+            if self.s.drops:
+                # Drops are in the transcript and on the stream before the next run's entries.
+                await workflow.wait_condition(lambda: not self.s.drops)
+                continue
             batch = next_batch(self.s.queue, self.s.overflow, self.s.one_by_one)
             assert batch is not None
             self.s.one_by_one = batch.one_by_one
@@ -803,6 +914,8 @@ class SessionWorkflow:
     async def _continue_as_new(self) -> None:
         self.handing_over = True
         await workflow.wait_condition(workflow.all_handlers_finished)
+        # Drops not yet recorded cross over in the state; one being written finishes first.
+        await workflow.wait_condition(lambda: not self.recording_drops)
         if self.hooks is not None:
             await self.hooks.stop()
         self.s.continued += 1

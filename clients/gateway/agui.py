@@ -26,7 +26,8 @@ models, so every dict validates against them). One translator per stream: it is 
 |                        | `error` event; nothing if `error` closed the run already             |
 | warning, tool_loop,    | CUSTOM (name = our kind, value = our data, with `text` when set)     |
 | block_reply,           | (block_reply: {messageId, index, text})                              |
-| session_reset          |                                                                      |
+| session_reset,         |                                                                      |
+| message_dropped        |                                                                      |
 
 Stream shape: AG-UI wants every event inside a run (RUN_STARTED first, nothing after the run
 closes). Events of a run whose `agent_start` this translator did not see (a stream read from
@@ -101,6 +102,7 @@ _CUSTOM_KINDS = frozenset(
         EventKind.COMPACTION_START,
         EventKind.COMPACTION_END,
         EventKind.SESSION_RESET,
+        EventKind.MESSAGE_DROPPED,
     }
 )
 

@@ -413,6 +413,53 @@ async def webhooks(client: AgentlaneClient, ws: Path) -> None:
         receiver.stop()
 
 
+async def queue_drops(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 19: messages the cap drops are recorded (transcript, event, webhook) before the next
+    run; drop:new refuses a send and drops a signal visibly; the session continues as new with
+    the drops' state, then closes."""
+    from agentlane.messages import InboundMessage
+    from tests.e2e.test_webhooks import Receiver
+    from workflows.session import SessionWorkflow
+
+    receiver = Receiver()
+    receiver.start()
+    try:
+        routing = Routing(channel="rec", to="r1", callback_url=receiver.url)
+        overrides: dict[str, object] = {"continue_as_new_after_events": 60}
+        r = await client.send_and_start(
+            "drops",
+            "count slowly to 40",
+            workspace=str(ws),
+            routing=routing,
+            session_overrides=overrides,
+        )
+        await client.configure_queue("drops", "followup cap:2 drop:summarize")
+        for n in range(6):
+            await client.send("drops", f"say burst {n}", message_id=f"d{n}")
+        await client.wait_for_run(r.run_id or "")
+        await wait_idle(client, "drops", runs=3, timeout=60)
+        r = await client.send_and_start("drops", "count slowly to 30")
+        await client.configure_queue("drops", "collect cap:1 drop:new")
+        await client.send("drops", "say kept", message_id="k1")
+        await client.client.get_workflow_handle("session:drops").signal(
+            SessionWorkflow.enqueue, InboundMessage(text="say signalled", message_id="s1")
+        )
+        await client.wait_for_run(r.run_id or "")
+        await wait_idle(client, "drops", runs=5, timeout=60)
+        await client.close("drops")
+        await asyncio.wait_for(client.client.get_workflow_handle("session:drops").result(), 60)
+        told = [json.loads(r.body) for r in receiver.accepted()]
+        assert {b["message_id"] for b in told if b["kind"] == "message_dropped"} == {
+            "d0",
+            "d1",
+            "d2",
+            "d3",
+            "s1",
+        }, told
+    finally:
+        receiver.stop()
+
+
 async def search_attributes(client: AgentlaneClient, ws: Path) -> None:
     """Issue 12, the upserts of search attributes: a run that falls back to another model after
     a tool call (its model upserted), one that waits for its cooling profile (waiting, then
@@ -501,6 +548,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "webhooks": webhooks,
     "search_attributes": search_attributes,
     "scheduled": scheduled,
+    "queue_drops": queue_drops,
 }
 
 

@@ -16,6 +16,7 @@ from agentlane.ids import (
     session_workflow_id,
 )
 from agentlane.messages import QueueMode, Routing, UnknownQueueMode, parse_queue_mode
+from agentlane.queue_drops import DropFate, DroppedMessage
 from agentlane.queue_settings import (
     DedupeEntry,
     DedupeMode,
@@ -35,6 +36,7 @@ from agentlane.session import QueuedMessage
 from workflows.policy.queue import (
     COLLECT_HEADER,
     DEDUPE_MAX_KEYS,
+    SUMMARY_LINE_CHARS,
     Action,
     after_steer,
     apply_cap,
@@ -42,6 +44,8 @@ from workflows.policy.queue import (
     debounce_remaining_ms,
     decide,
     dedupe_key,
+    drop_fate,
+    drops_to_record,
     is_cross_channel,
     item_debounce_ms,
     next_batch,
@@ -696,14 +700,73 @@ def test_overflow_summary_text() -> None:
     assert overflow_summary(None) is None
     one = overflow_summary(OverflowState(dropped=1, lines=["hello"]))
     assert one == "[Queue overflow] Dropped 1 message due to cap.\nSummary:\n- hello"
+    two = overflow_summary(OverflowState(dropped=2, lines=["a", "b"]))
+    assert two == "[Queue overflow] Dropped 2 messages due to cap.\nSummary:\n- a\n- b"
+
+
+def test_overflow_summary_says_how_many_it_does_not_list_and_where_they_are() -> None:
+    # Only the newest `cap` lines are kept (SPEC §17.4): the rest are named, never silent.
     three = overflow_summary(OverflowState(dropped=3, lines=["a", "b"]))
-    assert three == "[Queue overflow] Dropped 3 messages due to cap.\nSummary:\n- a\n- b"
-    assert overflow_summary(OverflowState(dropped=2)) == (
-        "[Queue overflow] Dropped 2 messages due to cap."
+    assert three == (
+        "[Queue overflow] Dropped 3 messages due to cap.\nSummary:\n- a\n- b\n"
+        "- … and 1 earlier dropped message not listed here (its full text is kept in the "
+        "session's transcript)"
+    )
+    many = overflow_summary(OverflowState(dropped=980, lines=[f"m{i}" for i in range(20)]))
+    assert many is not None
+    assert many.count("\n- ") == 21
+    assert many.endswith(
+        "- … and 960 earlier dropped messages not listed here (their full texts are kept in "
+        "the session's transcript)"
     )
 
 
-def test_followup_head_is_consumed_by_the_summary_prompt() -> None:
+def test_a_burst_under_summarize_keeps_the_summary_bounded() -> None:
+    queue: list[QueuedMessage] = []
+    overflow = OverflowState()
+    dropped: list[int] = []
+    for seq in range(1, 1001):
+        out = apply_cap(queue, overflow, cap=20, drop=DropPolicy.SUMMARIZE)
+        assert out.accept_new
+        queue, overflow = [*out.queue, queued(seq, f"say m{seq} " + "x" * 300)], out.overflow
+        dropped += [item.seq for item in out.dropped]
+    # Every message is either still queued or was handed back as dropped, exactly once.
+    assert sorted(dropped + [q.seq for q in queue]) == list(range(1, 1001))
+    assert overflow.dropped == 980 and len(overflow.lines) == 20
+    assert all(len(line) <= SUMMARY_LINE_CHARS for line in overflow.lines)
+    assert all(drop_fate(DropPolicy.SUMMARIZE) == DropFate.SUMMARIZED for _ in dropped)
+    batch = next_batch(queue, overflow)
+    assert batch is not None and batch.seqs == [q.seq for q in queue]
+    assert len(batch.turns[0].text) < 20 * 400 + 20 * 200
+
+
+def test_drops_are_recorded_in_bounded_batches() -> None:
+    def item(seq: int, chars: int) -> DroppedMessage:
+        return DroppedMessage(
+            seq=seq,
+            entry_id=f"e{seq}",
+            text="x" * chars,
+            policy=DropPolicy.OLD,
+            cap=1,
+            fate=DropFate.DROPPED,
+            at=0.0,
+        )
+
+    pending = [item(n, 10) for n in range(1, 8)]
+    assert [d.seq for d in drops_to_record(pending, max_items=5)] == [1, 2, 3, 4, 5]
+    assert [d.seq for d in drops_to_record(pending, max_chars=35)] == [1, 2, 3]
+    huge = [item(1, 1000), item(2, 1)]
+    assert [d.seq for d in drops_to_record(huge, max_chars=100)] == [1]  # never stuck
+    assert drops_to_record([]) == []
+
+
+def test_drop_fate_by_policy() -> None:
+    assert drop_fate(DropPolicy.SUMMARIZE) == DropFate.SUMMARIZED
+    assert drop_fate(DropPolicy.OLD) == DropFate.DROPPED
+    assert drop_fate(DropPolicy.NEW) == DropFate.DROPPED
+
+
+def test_followup_head_carries_the_summary_and_its_own_text() -> None:
     routed = Routing(channel="telegram", to="chat:1", thread="7")
     queue = [
         queued(4, "own text", QueueMode.FOLLOWUP, routing=routed, sender="ann"),
@@ -714,8 +777,10 @@ def test_followup_head_is_consumed_by_the_summary_prompt() -> None:
     assert batch.seqs == [4]
     assert batch.used_overflow
     turn = batch.turns[0]
-    assert turn.text == "[Queue overflow] Dropped 2 messages due to cap.\nSummary:\n- x\n- y"
-    assert "own text" not in turn.text
+    # Issue 25: the original sends the summary alone and the head's own text is lost.
+    assert turn.text == (
+        "[Queue overflow] Dropped 2 messages due to cap.\nSummary:\n- x\n- y\n\n---\nown text"
+    )
     assert (turn.routing, turn.entry_id, turn.sender) == (routed, "u4", "ann")
 
 

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from agentlane.messages import QueueMode, Routing
+from agentlane.queue_drops import DROP_BATCH, DROP_BATCH_CHARS, DropFate, DroppedMessage
 from agentlane.queue_settings import (
     DedupeEntry,
     DedupeMode,
@@ -249,8 +250,35 @@ def apply_cap(
     return CapOutcome(True, kept, overflow, victims)
 
 
+def drop_fate(drop: DropPolicy) -> DropFate:
+    """What a message dropped under `drop` became: counted in the next overflow summary
+    (summarize), or dropped with no trace in a prompt (old, new). Its text is kept either way."""
+    return DropFate.SUMMARIZED if drop == DropPolicy.SUMMARIZE else DropFate.DROPPED
+
+
+def drops_to_record(
+    pending: list[DroppedMessage], max_items: int = DROP_BATCH, max_chars: int = DROP_BATCH_CHARS
+) -> list[DroppedMessage]:
+    """The oldest pending dropped messages to record in one go: at most `max_items`, and no
+    more text than `max_chars` together (always at least one), so one batch stays a small
+    payload however long the messages."""
+    batch: list[DroppedMessage] = []
+    chars = 0
+    for item in pending[:max_items]:
+        if batch and chars + len(item.text) > max_chars:
+            break
+        batch.append(item)
+        chars += len(item.text)
+    return batch
+
+
 def overflow_summary(overflow: OverflowState | None) -> str | None:
-    """The summary of dropped messages, or None when nothing was dropped."""
+    """The summary of dropped messages, or None when nothing was dropped.
+
+    One line per dropped message for the newest `cap` of them (SPEC §17.4 keeps only those);
+    when more were dropped, a last line says how many are not listed and where their texts
+    are, so the prompt stays bounded and nothing is silently missing.
+    """
     if overflow is None or overflow.dropped <= 0:
         return None
     n = overflow.dropped
@@ -258,6 +286,14 @@ def overflow_summary(overflow: OverflowState | None) -> str | None:
     if overflow.lines:
         lines.append("Summary:")
         lines.extend(f"- {line}" for line in overflow.lines)
+    unlisted = n - len(overflow.lines)
+    if unlisted > 0:
+        one = unlisted == 1
+        lines.append(
+            f"- … and {unlisted} earlier dropped message{'' if one else 's'} not listed here "
+            f"({'its full text is' if one else 'their full texts are'} kept in the session's "
+            "transcript)"
+        )
     return "\n".join(lines)
 
 
@@ -364,9 +400,10 @@ def next_batch(
     non-empty value of each field, entry id and sender come from the last item. A lone
     collect item with no summary is sent as it is.
 
-    Other heads: with an overflow summary pending, the head item is consumed by the summary
-    prompt alone (routing, entry id and sender from that item; its own text is not sent, as
-    in the original); otherwise the item runs as its own turn.
+    Other heads: with an overflow summary pending, the head item carries the summary: its
+    prompt is the summary, then "---", then the item's own text (routing, entry id and sender
+    from that item). The original sends the summary alone and the item's text is lost
+    (issue 25); otherwise the item runs as its own turn.
     """
     if not queue:
         return None
@@ -375,7 +412,7 @@ def next_batch(
     if head.mode != QueueMode.COLLECT:
         if summary is None:
             return _alone(head, one_by_one)
-        turn = head.turn.model_copy(update={"text": summary})
+        turn = head.turn.model_copy(update={"text": f"{summary}\n\n---\n{head.turn.text}"})
         return Batch([head.seq], [turn], used_overflow=True, one_by_one=one_by_one)
     group = _collect_head(queue)
     if one_by_one or is_cross_channel(group):
