@@ -58,6 +58,23 @@ async def client(shared: Deployment) -> AsyncIterator[AgentlaneClient]:
     yield await AgentlaneClient.connect(settings_for(shared))
 
 
+@pytest.fixture(scope="session")
+def hooked(server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """A deployment whose config lets webhooks reach loopback receivers
+    (`[webhooks] allow_private = true`); the shared one refuses them, as a default install does."""
+    root = tmp_path_factory.mktemp("hooked")
+    (root / "config.toml").write_text("[webhooks]\nallow_private = true\n")
+    dep = make_deployment(server, root)
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def hooked_client(hooked: Deployment) -> AsyncIterator[AgentlaneClient]:
+    yield await AgentlaneClient.connect(settings_for(hooked))
+
+
 @pytest.fixture
 def workspace(shared: Deployment) -> Path:
     path = shared.data_dir / "ws" / uuid.uuid4().hex[:8]

@@ -136,12 +136,16 @@ async def test_a_burst_of_1000_messages_from_50_senders_keeps_every_text(
 
 
 async def test_cap_1_summarize_keeps_say_two_and_tells_the_sender(
-    client: AgentlaneClient, session_key: str, workspace: Path, receiver: Receiver
+    hooked_client: AgentlaneClient, hooked: Deployment, session_key: str, receiver: Receiver
 ) -> None:
     """Issue 25: with a busy run, `queue followup cap:1 drop:summarize`, "say one" and "say
     two" both queued: "say one" is a summary line and in the transcript, "say two" reaches the
-    model; the webhook names the dropped message."""
+    model; the webhook names the dropped message (to a loopback receiver, so on the deployment
+    that allows private targets)."""
     key = session_key
+    client = hooked_client
+    workspace = hooked.data_dir / "ws" / key
+    workspace.mkdir(parents=True)
     routing = Routing(channel="test", to="chat:1", callback_url=receiver.url)
     first = await client.send_and_start(
         key, "count slowly to 60", workspace=str(workspace), routing=routing

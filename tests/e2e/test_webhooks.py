@@ -23,7 +23,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from agentlane.events import EventKind
 from agentlane.messages import Routing
@@ -31,7 +30,6 @@ from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import HEADER_ID, HEADER_KIND, HEADER_SIGNATURE, default_secret_ref
 from clients.api import AgentlaneClient, SendRejected
 from clients.gateway.webhooks import verify_request
-from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import collect, wait_idle
 from tests.harness import Deployment, devserver
 
@@ -114,22 +112,6 @@ class Receiver:
     def accepted(self) -> list[Received]:
         with self.lock:
             return [r for r in self.got if r.status == 200]
-
-
-@pytest.fixture(scope="module")
-def hooked(server: object, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A deployment whose config lets webhooks reach loopback receivers."""
-    root = tmp_path_factory.mktemp("hooked")
-    (root / "config.toml").write_text("[webhooks]\nallow_private = true\n")
-    dep = make_deployment(server, root)
-    dep.start_worker()
-    yield dep
-    dep.stop_workers()
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def hooked_client(hooked: Deployment) -> AgentlaneClient:
-    return await AgentlaneClient.connect(settings_for(hooked))
 
 
 @pytest.fixture
