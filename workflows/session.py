@@ -103,6 +103,7 @@ with workflow.unsafe.imports_passed_through():
         RestoredSession,
         RestoreSessionInput,
     )
+    from agentlane.thinking_levels import normalize_thinking_level
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy import search_attributes as attributes
@@ -222,6 +223,13 @@ class SessionWorkflow:
         self.metrics.m.message(receipt.mode.value, receipt.disposition.value)
         return receipt
 
+    def _take_thinking(self, word: str | None) -> None:
+        """A message that names a thinking level sets the session's level for the runs that
+        start from now on (a run in progress keeps its own). State only, no command."""
+        level = normalize_thinking_level(word)
+        if level is not None:
+            self.s.settings.thinking = level
+
     async def _accept(self, msg: InboundMessage, trace: str | None = None) -> SendReceipt:
         if not self.ready:
             # Only while a reopened session restores its settings. Never yield otherwise: the
@@ -230,6 +238,7 @@ class SessionWorkflow:
             if self.branch_error is not None:
                 raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
         self._take_callback(msg.routing)
+        self._take_thinking(msg.thinking)
         qs = self._queue_settings(msg)
         mode = qs.mode
         self.s.message_seq += 1
@@ -506,6 +515,7 @@ class SessionWorkflow:
             cost=cost_label(self.s.usage.cost),
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
+            thinking=self.s.settings.thinking,
             last_result=self.s.last_result,
             failed_messages=self.s.failed_messages,
             dropped_messages=sum(1 for f in self.s.fates if f.state == FateState.DROPPED),
