@@ -333,7 +333,8 @@ class ModelCallActivity:
 
         stored = await asyncio.to_thread(self.store.read, inp.session_key)
         window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
-        context = context_for_request(stored, window)
+        # Tool results are cut to the window the provider enforces when it said it is smaller.
+        context = context_for_request(stored, min(window, inp.provider_window or window))
         if context.repaired or context.truncated_results:
             log.info(
                 "request context of %s: %s%s",
@@ -597,6 +598,7 @@ class ModelCallActivity:
             reserve_tokens=compaction_reserve_tokens(
                 config.compaction.reserve_tokens, config.compaction.reserve_tokens_floor
             ),
+            provider_window=inp.provider_window,
         )
         if checked.fits:
             return checked

@@ -108,6 +108,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy import search_attributes as attributes
     from workflows.policy.idle_limit import idle_limit_seconds
+    from workflows.policy.provider_window import merged_windows
     from workflows.policy.queue import (
         Action,
         Batch,
@@ -516,6 +517,7 @@ class SessionWorkflow:
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
             thinking=self.s.settings.thinking,
+            provider_window=self.s.provider_windows.get(self.s.settings.model.label()),
             last_result=self.s.last_result,
             failed_messages=self.s.failed_messages,
             dropped_messages=sum(1 for f in self.s.fates if f.state == FateState.DROPPED),
@@ -850,6 +852,7 @@ class SessionWorkflow:
             max_turns=settings.max_turns,
             context_window=settings.context_window,
             context_window_source=settings.context_window_source,
+            provider_windows=self.s.provider_windows,
             max_wait_seconds=settings.max_wait_seconds,
             profile_pin=(
                 ProfilePin(profile_id=settings.auth_profile, source="user")
@@ -1018,6 +1021,7 @@ class SessionWorkflow:
         self.s.turns += result.turns
         self.s.usage = self.s.usage.plus(result.usage.accumulated)
         self.s.last_entry_id = result.last_entry_id or self.s.last_entry_id
+        self.s.provider_windows = merged_windows(self.s.provider_windows, result.provider_windows)
 
     @staticmethod
     def _compact(result: ExecutionResult) -> ExecutionResult:
