@@ -333,8 +333,7 @@ class ModelCallActivity:
 
         stored = await asyncio.to_thread(self.store.read, inp.session_key)
         window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
-        # Tool results are cut to the window the provider enforces when it said it is smaller.
-        context = context_for_request(stored, min(window, inp.provider_window or window))
+        context = context_for_request(stored, window)
         if context.repaired or context.truncated_results:
             log.info(
                 "request context of %s: %s%s",
