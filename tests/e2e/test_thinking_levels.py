@@ -246,3 +246,33 @@ async def test_signed_thinking_streams_and_goes_back_first_in_the_tool_use_turn(
     assert first["type"] == "thinking" and first["thinking"] == "Read the notes first."
     assert first["signature"].startswith("sig-fake-")
     assert assistant["content"][-1]["type"] == "tool_use"
+
+
+async def test_the_gateway_takes_a_thinking_field(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    from tests.e2e.gateway_support import GatewayServer
+
+    fake.reset()
+    fake.script(Reply(text="via the gateway"))
+    key = f"gw-{uuid.uuid4().hex[:8]}"
+    with GatewayServer(settings_for(deployment)) as gateway:
+        async with gateway.http(gateway.token(name="t")) as http:
+            bad = await http.post(
+                f"/v1/sessions/{key}/messages", json={"text": "hi", "thinking": "hgih"}
+            )
+            assert bad.status_code in (400, 422), bad.text
+            assert "is not one of off, minimal" in bad.text
+            r = await http.post(
+                f"/v1/sessions/{key}/messages",
+                json={"text": "hi", "model": MODELS["openai-chat"], "thinking": "max"},
+            )
+            assert r.status_code == 200, r.text
+            client = await AgentlaneClient.connect(settings_for(deployment))
+            fate = await client.wait_started(key, r.json()["message_seq"])
+            assert fate.run_id is not None
+            result = await client.wait_for_run(fate.run_id)
+            assert result.status == ExecutionStatus.SUCCESS, result.error
+            status = await http.get(f"/v1/sessions/{key}")
+            assert status.json()["thinking"] == "high"
+    assert [r.body.get("reasoning_effort") for r in fake.requests("openai-chat")] == ["high"]
