@@ -276,3 +276,31 @@ async def test_the_gateway_takes_a_thinking_field(
             status = await http.get(f"/v1/sessions/{key}")
             assert status.json()["thinking"] == "high"
     assert [r.body.get("reasoning_effort") for r in fake.requests("openai-chat")] == ["high"]
+
+
+async def test_the_cli_sends_with_a_thinking_level(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    from tests.e2e.test_cli import acli
+
+    fake.reset()
+    fake.script(Reply(text="from the command line"))
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    out = await acli(
+        deployment,
+        "send",
+        key,
+        "hi",
+        "--workspace",
+        str(ws),
+        "--model",
+        MODELS["openai-responses"],
+        "--thinking",
+        "medium",
+    )
+    assert out.returncode == 0, out.stderr
+    assert [sent_level("openai-responses", r.body) for r in fake.requests()] == ["medium"]
+    status = await acli(deployment, "status", key)
+    assert '"thinking": "medium"' in status.stdout, status.stdout
+    bad = await acli(deployment, "send", key, "hi", "--thinking", "hgih")
+    assert bad.returncode != 0 and "is not one of off, minimal" in bad.stderr, bad.stderr
