@@ -394,7 +394,7 @@ class Failover:
         c.attempted_thinking = [*c.attempted_thinking, refused]
         c.thinking = level
         # Said once per lowering: the user asked for `refused` and gets `level` for this run.
-        text = f"{self.model().label()} refused thinking level {refused}; using {level}"
+        text = f"{self.model().label()} does not take thinking level {refused}; using {level}"
         self.h._emit(
             EventKind.WARNING,
             text=text,

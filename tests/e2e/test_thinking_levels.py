@@ -195,7 +195,7 @@ async def test_a_refused_level_is_lowered_once_and_the_run_finishes(
     warnings = [e for e in got.events if e.kind == EventKind.WARNING]
     assert len(warnings) == 1, [w.text for w in warnings]
     to = expected or "off"
-    assert warnings[0].text == f"{MODELS[api]} refused thinking level high; using {to}"
+    assert warnings[0].text == f"{MODELS[api]} does not take thinking level high; using {to}"
     assert warnings[0].data["code"] == "thinking_lowered"
     # The session keeps the level the user asked for: the next run tries it again.
     assert (await client.status(key)).thinking == "high"
