@@ -304,3 +304,27 @@ async def test_the_cli_sends_with_a_thinking_level(
     assert '"thinking": "medium"' in status.stdout, status.stdout
     bad = await acli(deployment, "send", key, "hi", "--thinking", "hgih")
     assert bad.returncode != 0 and "is not one of off, minimal" in bad.stderr, bad.stderr
+
+
+async def test_a_bare_not_supported_refusal_turns_thinking_off_and_the_run_goes_on(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """The issue's case: a 400 "thinking level high is not supported" with no list of levels
+    (SPEC §6 step 4) is a thinking refusal, not "LLM request rejected": thinking goes off."""
+    refusal = Fault.named("bad_request", message="thinking level high is not supported")
+    _, _, got, result = await run_one(
+        deployment,
+        fake,
+        ws,
+        MODELS["anthropic"],
+        Reply.error(refusal),
+        Reply(text="without thinking"),
+        thinking="high",
+    )
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert [r.body.get("thinking") for r in fake.requests("anthropic")] == [
+        EXPECTED_HIGH["anthropic"],
+        None,
+    ]
+    warnings = [e.data["code"] for e in got.events if e.kind == EventKind.WARNING]
+    assert warnings == ["thinking_lowered"]
