@@ -360,12 +360,9 @@ class BaselineCheck:
                 f"the {self.context_window} tokens the model's context window of "
                 f"{self.full_window} leaves for the prompt"
             )
-        whose = (
-            "the context window the provider enforces"
-            if self.provider_stated
-            else ("the model's context window")
-        )
-        return f"{whose}, {self.context_window} tokens"
+        if self.provider_stated:
+            return f"the context window the provider enforces, {self.context_window} tokens"
+        return f"the model's context window, {self.context_window} tokens"
 
 
 def check_baseline(
