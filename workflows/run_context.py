@@ -211,9 +211,12 @@ class ContextRecovery:
             message = in_this_engine(why, key)
         else:
             message = in_this_engine(CONTEXT_OVERFLOW_TEXT, key) + (f" ({why})" if why else "")
-        # SPEC §5.6: the real figures, when the provider gave them.
+        # SPEC §5.6: the real figures, when the provider gave them (now, or in an earlier
+        # overflow the session remembers).
         figures = provider_figures_text(
-            failure.provider, failure.observed_tokens, failure.observed_limit
+            failure.provider,
+            failure.observed_tokens,
+            failure.observed_limit or self.provider_window(),
         )
         if figures and figures not in message:
             message += f" ({figures}.)"

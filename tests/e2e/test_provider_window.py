@@ -151,9 +151,15 @@ async def test_a_turn_too_big_for_the_real_window_is_lost_with_the_real_figures(
     assert len(refused) == 1
     counted = int(refused[0]["prompt_tokens"])
     assert f"anthropic counted {counted} tokens against its context window of 6000" in message
-    # After the reset the message names, the session goes on, and remembers the window.
+    # The next message cannot fit either (the turn that did not fit is still the latest):
+    # checked before sending against the remembered window, which the error names.
     fake.reset()
     fake.context_window(6000)
+    stuck = await send(deployment, ws, key, "and now?", CLAUDE)
+    assert stuck.result.error is not None
+    assert "anthropic enforces a context window of 6000 tokens" in stuck.result.error.message
+    assert fake.log() == [], "nothing oversized was sent"
+    # After the reset the message names, the session goes on, and remembers the window.
     await done.client.reset(key)
     after = await send(deployment, ws, key, "a short one", CLAUDE)
     assert after.result.status == ExecutionStatus.SUCCESS, after.result.error
