@@ -77,12 +77,27 @@ def ws(deployment: Deployment) -> Path:
     return path
 
 
-async def send(deployment: Deployment, ws: Path, key: str, text: str, model: str) -> Finished:
+async def send(
+    deployment: Deployment,
+    ws: Path,
+    key: str,
+    text: str,
+    model: str,
+    overrides: dict[str, object] | None = None,
+) -> Finished:
     client = await AgentlaneClient.connect(settings_for(deployment))
-    receipt = await client.send_and_start(key, text, workspace=str(ws), model=model)
+    receipt = await client.send_and_start(
+        key, text, workspace=str(ws), model=model, session_overrides=overrides
+    )
     assert receipt.run_id
     got = await collect(client, key, receipt.run_id, timeout=90)
     return Finished(client, key, got, await client.wait_for_run(receipt.run_id))
+
+
+async def session_runs(client: AgentlaneClient, key: str) -> int:
+    """How many executions the session's chain has had (each continue-as-new adds one)."""
+    query = f'WorkflowId = "session:{key}"'
+    return len([wf async for wf in client.client.list_workflows(query)])
 
 
 def filler(n: int, words: int) -> str:
@@ -97,9 +112,12 @@ async def test_the_provider_window_wins_and_is_remembered(
 ) -> None:
     key = f"win-{uuid.uuid4().hex[:8]}"
     api = "anthropic" if model == CLAUDE else "openai-chat"
-    # The history is built while the server still takes 16 000 tokens...
+    # The history is built while the server still takes 16 000 tokens... (and the session
+    # continues as new often, so what it remembers has to cross continue-as-new)
     for n in range(5):
-        done = await send(deployment, ws, key, filler(n, 320), model)
+        done = await send(
+            deployment, ws, key, filler(n, 320), model, {"continue_as_new_after_events": 20}
+        )
         assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
     # ... then the server turns out to enforce 6 000: the prompt it refuses (with its figures)
     # is compacted to fit 6 000 and the call is made again.
@@ -119,6 +137,7 @@ async def test_the_provider_window_wins_and_is_remembered(
     assert len(learned) == 1 and "6000" in (learned[0].text or ""), [w.text for w in warnings]
     status = await done.client.status(key)
     assert status.provider_window == 6000
+    learned_in = await session_runs(done.client, key)
     # The next runs fit the real window from the start: nothing more is refused.
     fake.reset()
     fake.context_window(6000)
@@ -132,6 +151,8 @@ async def test_the_provider_window_wins_and_is_remembered(
     ends = [e for e in again.got.events if e.kind == EventKind.COMPACTION_END]
     assert any(e.data["trigger"] == "precheck" for e in ends), [e.data for e in ends]
     assert (await again.client.status(key)).provider_window == 6000
+    # ... by a session that has continued as new since it learned the window.
+    assert await session_runs(again.client, key) > learned_in
 
 
 async def test_a_turn_too_big_for_the_real_window_is_lost_with_the_real_figures(
