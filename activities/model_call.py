@@ -597,6 +597,7 @@ class ModelCallActivity:
             reserve_tokens=compaction_reserve_tokens(
                 config.compaction.reserve_tokens, config.compaction.reserve_tokens_floor
             ),
+            provider_window=inp.provider_window,
         )
         if checked.fits:
             return checked

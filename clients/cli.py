@@ -99,6 +99,7 @@ async def _send(args: argparse.Namespace) -> int:
             message_id=args.message_id,
             queue=args.queue,
             session_overrides={"auth_profile": args.profile} if args.profile else None,
+            thinking=args.thinking,
         )
     except (SendRejected, ValueError) as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -688,6 +689,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         help="pin the new session to this auth profile id: its runs never rotate away from it",
+    )
+    p.add_argument(
+        "--thinking",
+        metavar="LEVEL",
+        help="the session's thinking level from this message on: off, minimal, low, medium, "
+        "high, xhigh, adaptive (default: the agent's `thinking` in the config)",
     )
     p.add_argument("--message-id", help="provider message id, for dedupe")
     p.add_argument("--queue", help='queue options for this message alone, e.g. "debounce:0 cap:5"')

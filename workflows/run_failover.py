@@ -390,8 +390,16 @@ class Failover:
     def _lower_thinking(self, level: str) -> None:
         """SPEC §6: the provider refused the thinking level; the same call at the next level."""
         c = self.h.c
-        c.attempted_thinking = [*c.attempted_thinking, self._thinking()]
+        refused = self._thinking()
+        c.attempted_thinking = [*c.attempted_thinking, refused]
         c.thinking = level
+        # Said once per lowering: the user asked for `refused` and gets `level` for this run.
+        text = f"{self.model().label()} does not take thinking level {refused}; using {level}"
+        self.h._emit(
+            EventKind.WARNING,
+            text=text,
+            data={"code": "thinking_lowered", "from": refused, "to": level},
+        )
         self.h.show(f"thinking lowered to {level}")
 
     async def _rotate(self, index: int, failure: ModelFailure, decision: Decision) -> None:

@@ -309,8 +309,8 @@ def prune_history_for_share(
 BASELINE_TOO_LARGE_TEXT: Final = (
     "Context overflow: even after compaction the system prompt (~{system} tokens), the summary "
     "(up to {summary} tokens) and the turns kept verbatim (~{kept} tokens) need ~{total} tokens, "
-    "more than the model's context window of {window}. Try /reset (or /new) to start a fresh "
-    "session, or use a larger-context model."
+    "more than {limit}. Try /reset (or /new) to start a fresh session, or use a "
+    "larger-context model."
 )
 
 
@@ -321,6 +321,11 @@ class BaselineCheck:
     summary_tokens: int
     kept_tokens: int
     reserve_tokens: int = 0
+    # The model's whole window when `context_window` is the prompt budget inside it (so the
+    # message names both, not the budget as if it were the window); and whether the window is
+    # the one the provider said it enforces (SPEC §5.6).
+    full_window: int | None = None
+    provider_stated: bool = False
 
     @property
     def baseline_tokens(self) -> int:
@@ -346,8 +351,18 @@ class BaselineCheck:
             summary=self.summary_tokens,
             kept=self.kept_tokens,
             total=self.baseline_tokens,
-            window=self.context_window,
+            limit=self._limit_text(),
         )
+
+    def _limit_text(self) -> str:
+        if self.full_window is not None and self.full_window > self.context_window:
+            return (
+                f"the {self.context_window} tokens the model's context window of "
+                f"{self.full_window} leaves for the prompt"
+            )
+        if self.provider_stated:
+            return f"the context window the provider enforces, {self.context_window} tokens"
+        return f"the model's context window, {self.context_window} tokens"
 
 
 def check_baseline(
@@ -357,6 +372,8 @@ def check_baseline(
     summary_tokens: int,
     kept_tokens: int,
     reserve_tokens: int = 0,
+    full_window: int | None = None,
+    provider_stated: bool = False,
 ) -> BaselineCheck:
     """Whether the context after a compaction (system prompt + summary budget + kept turns, plus
     any room reserved for the answer) can fit the window at all."""
@@ -366,6 +383,8 @@ def check_baseline(
         summary_tokens=max(0, summary_tokens),
         kept_tokens=max(0, kept_tokens),
         reserve_tokens=max(0, reserve_tokens),
+        full_window=full_window,
+        provider_stated=provider_stated,
     )
 
 

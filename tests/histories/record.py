@@ -529,6 +529,48 @@ async def scheduled(client: AgentlaneClient, ws: Path) -> None:
     await client.delete_schedule("every-2s")
 
 
+async def thinking_and_window(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 24: a session sent at thinking `high` whose provider refuses the level (lowered,
+    with a warning); and a provider window of 6 000 under a configured 16 000 (the overflow
+    compacts to fit it, the session remembers it, the next run compacts before sending)."""
+    import secrets
+
+    from activities.auth_store import AuthStore
+    from tests.fakes.provider_server import FakeProviderServer, Fault, Reply
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    key = "sk-ant-api03-" + secrets.token_hex(24)
+    with FakeProviderServer(anthropic_keys=[key]) as fake:
+        (dep.data_dir / "config.toml").write_text(
+            "[[models]]\nprovider = 'anthropic'\nid = 'claude-16k'\napi = 'anthropic'\n"
+            f"base_url = '{fake.anthropic_base_url}'\ncontext_window = 16000\n"
+            "[models.capabilities]\ntools = true\n"
+            "thinking_levels = ['off', 'low', 'medium', 'high']\n"
+        )
+        AuthStore.for_data_dir(dep.data_dir).set_key("anthropic:k", "anthropic", key)
+        model = "anthropic/claude-16k"
+        fake.script(Reply.error(Fault.named("thinking_unsupported")), Reply(text="no thinking"))
+        r = await client.send_and_start(
+            "think", "think hard", workspace=str(ws), model=model, thinking="high"
+        )
+        await client.wait_for_run(r.run_id or "")
+        fake.reset()
+
+        def filler(n: int, words: int) -> str:
+            return f"message {n}. " + " ".join(f"word{i}" for i in range(words))
+
+        for n in range(5):
+            r = await client.send_and_start(
+                "window", filler(n, 320), workspace=str(ws), model=model
+            )
+            await client.wait_for_run(r.run_id or "")
+        fake.context_window(6000)
+        for text in ("the first number? " + filler(99, 1400), filler(100, 320)):
+            r = await client.send_and_start("window", text, model=model)
+            await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -549,6 +591,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "search_attributes": search_attributes,
     "scheduled": scheduled,
     "queue_drops": queue_drops,
+    "thinking_and_window": thinking_and_window,
 }
 
 

@@ -104,13 +104,21 @@ def precheck(
     reserve_tokens: int,
     reducible_chars: int,
     reported_tokens: int = 0,
+    provider_window: int | None = None,
 ) -> PrecheckResult:
-    """The §10.3 route for the next prompt."""
+    """The §10.3 route for the next prompt.
+
+    `provider_window`: the window the provider said it enforces (SPEC §5.6) when smaller than
+    `context_window`. It is a hard limit on the prompt, not a window to keep a reserve in: the
+    budget is the configured window's, capped by it (the reserve of a window the provider
+    shrank would leave no room for the turn in progress)."""
     estimate = estimate_prompt_tokens(
         history_tokens, system_prompt_tokens, prompt_tokens, reported_tokens
     )
     reserve = effective_reserve_tokens(context_window, reserve_tokens)
     budget = max(1, context_window - reserve)
+    if provider_window is not None and provider_window > 0:
+        budget = min(budget, provider_window)
     overflow = max(0, estimate - budget)
     threshold = truncate_only_threshold_chars(overflow)
     reducible = max(0, reducible_chars)
