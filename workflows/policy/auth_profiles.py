@@ -32,6 +32,8 @@ R = FailoverReason
 COOLDOWN_STEPS_SECONDS = (30.0, 60.0, 300.0)
 # A provider's Retry-After shortens a rate-limit or overload cooldown, never below this.
 MIN_RETRY_AFTER_SECONDS = 1.0
+# A Retry-After is recorded as the provider said it, up to a day (a longer one is a mistake).
+MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
 # §7.7 disabled lane: base × 2^min(n−1, 10), the base never below 60 s, capped at the max.
 DISABLED_REASONS = frozenset({R.BILLING, R.AUTH_PERMANENT})
 DISABLED_MIN_BASE_SECONDS = 60.0
@@ -348,9 +350,9 @@ def mark_failure(
     only profiles that exist in the store.
 
     Beyond the original: a rate limit or overload whose provider said when to come back
-    (`retry_after`, seconds) opens a window no longer than that (at least 1 s): the provider
-    knows its own limits better than the ladder. It never lengthens a step, and an active
-    window is still never changed.
+    (`retry_after`, seconds) opens a window of exactly that (at least 1 s, at most a day): the
+    provider knows its own limits better than the ladder, shorter or longer (issue 24: a
+    429 asking for 700 s is not recorded as 30 s). An active window is still never changed.
     """
     if reason is None or reason == R.TIMEOUT or cooldown_bypassed(provider):
         return state
@@ -374,7 +376,7 @@ def mark_failure(
         backoff = cooldown_seconds(error_count)
         hint = _valid_time(retry_after)
         if hint is not None and reason in (R.RATE_LIMIT, R.OVERLOADED):
-            backoff = min(backoff, max(MIN_RETRY_AFTER_SECONDS, hint))
+            backoff = min(MAX_RETRY_AFTER_SECONDS, max(MIN_RETRY_AFTER_SECONDS, hint))
         update["cooldown_until"] = _keep_active(existing.cooldown_until, now, now + backoff)
         update["cooldown_reason"] = reason
         update["cooldown_model"] = _cooldown_scope(existing, reason, model_id, now)
