@@ -105,13 +105,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.transient_retry import (
         CHAIN_RETRY_DELAY_SECONDS,
         CHAIN_RETRY_STATUSES,
+        MAX_OVERLOAD_RETRIES,
+        OVERLOAD,
         chain_retry_text,
         gave_up_text,
-        is_transient_server_error,
         plan_transient_retry,
         retrying_text,
         seconds_text,
-        too_long_text,
+        transient_kind,
     )
     from workflows.telemetry import RunTelemetry
 
@@ -340,17 +341,21 @@ class Failover:
         (issue 24, what the provider SDKs do by default); when the run's wait budget is spent,
         the table decides (a fallback model, or the end). A run about to end on a transient
         HTTP status gets the original's one retry of the whole chain (SPEC §8.4)."""
+        kind = transient_kind(failure.status, failure.reason, idle_timed_out=failure.idle_timed_out)
+        overload = kind == OVERLOAD
         if (
-            is_transient_server_error(
-                failure.status, failure.reason, idle_timed_out=failure.idle_timed_out
-            )
+            kind is not None
+            and not (overload and self.f.transient_retries >= MAX_OVERLOAD_RETRIES)
             and self._retries_transient()
         ):
-            retried = await self._retry_transient(failure)
-            if not isinstance(retried, ModelFailure):
-                return retried
-            failure = retried
-        ended = await self._decide(failure)
+            retried = await self._retry_transient(failure, overload=overload)
+            if isinstance(retried, ModelFailure):
+                failure = retried
+                ended = await self._decide(failure)
+            else:
+                ended = retried
+        else:
+            ended = await self._decide(failure)
         if (
             ended is not None
             and ended.reason is TerminationReason.ERROR
@@ -365,7 +370,9 @@ class Failover:
             self._transient_patched = workflow.patched(TRANSIENT_RETRY_PATCH)
         return self._transient_patched
 
-    async def _retry_transient(self, failure: ModelFailure) -> LoopEnd | ModelFailure | None:
+    async def _retry_transient(
+        self, failure: ModelFailure, *, overload: bool = False
+    ) -> LoopEnd | ModelFailure | None:
         """The same call again after a backoff (or the server's Retry-After) while the wait
         budget lasts. None: make it again; a LoopEnd: aborted, or the budget is spent with
         no model to fall back to; a ModelFailure: for the table to decide, its message saying
@@ -380,19 +387,20 @@ class Failover:
             draw=workflow.random().random(),
         )
         if plan is None or f.waits >= MAX_WAITS:
+            if overload:
+                return failure  # its cooldown and the table's rotation decide
             told = failure.retry_after_seconds
-            if told is not None and f.waited_seconds + told > budget:
-                text = f"{failure.message} {too_long_text(told, budget, f.waited_seconds)}"
-            else:
-                text = gave_up_text(
-                    status=status,
-                    provider=failure.provider,
-                    model=self.model().label(),
-                    attempts=f.transient_retries + 1,
-                    waited_seconds=f.transient_waited,
-                    budget_seconds=budget,
-                    last_error=failure.message,
-                )
+            text = gave_up_text(
+                status=status,
+                provider=failure.provider,
+                model=self.model().label(),
+                attempts=f.transient_retries + 1,
+                waited_seconds=f.transient_waited,
+                budget_seconds=budget,
+                last_error=failure.message,
+                retry_after=told if told is not None and told >= 0 else None,
+                run_waited_seconds=f.waited_seconds,
+            )
             f.transient_retries, f.transient_waited = 0, 0.0
             if self._settings().fallback_configured:
                 return failure.model_copy(update={"message": text})
@@ -401,7 +409,7 @@ class Failover:
         f.transient_waited += plan.delay
         waited = await self._announced_wait(
             plan.delay,
-            R.TIMEOUT,
+            R.OVERLOADED if overload else R.TIMEOUT,
             retrying_text(status, failure.provider, plan),
             {
                 "code": "transient_retry",

@@ -9,8 +9,9 @@ decides those retries: which failures qualify, how long to wait, and what the us
 
 Rules:
 * a transient server error is an HTTP status of `TRANSIENT_STATUSES` classified `timeout` (or
-  not at all): the server failed, not the request; an overload (503 with overload text, 529)
-  keeps its own path (a profile cooldown, the table's rotation) and a rate limit too;
+  not at all): the server failed, not the request. An overload (503 with overload text, 529)
+  is made again twice (the SDKs' default), then takes its own path (a profile cooldown, the
+  table's rotation, after its Retry-After); a rate limit keeps its cooldown;
 * the same call is made again on the same profile (the table never rotates a prompt-stage
   timeout, §4.4) after `Retry-After` when the server sent one, else after an exponential
   backoff (2 s, 4 s, 8 s, ... up to 60 s) with ±20 % jitter (the caller passes a deterministic
@@ -33,12 +34,15 @@ __all__ = [
     "CHAIN_RETRY_DELAY_SECONDS",
     "CHAIN_RETRY_STATUSES",
     "MAX_DELAY_SECONDS",
+    "MAX_OVERLOAD_RETRIES",
+    "OVERLOAD",
+    "SERVER",
     "TRANSIENT_STATUSES",
     "TransientRetry",
     "backoff_seconds",
     "chain_retry_text",
     "gave_up_text",
-    "is_transient_server_error",
+    "transient_kind",
     "plan_transient_retry",
     "retrying_text",
     "seconds_text",
@@ -52,6 +56,10 @@ TRANSIENT_STATUSES = frozenset({408, 499, 500, 502, 503, 504, 521, 522, 523, 524
 CHAIN_RETRY_STATUSES = TRANSIENT_STATUSES - {408}
 CHAIN_RETRY_DELAY_SECONDS = TRANSIENT_HTTP_RETRY_DELAY_SECONDS
 BASE_DELAY_SECONDS = 2.0
+SERVER = "server"
+OVERLOAD = "overload"
+# The provider SDKs' default: two more tries before the error reaches the caller.
+MAX_OVERLOAD_RETRIES = 2
 # A Retry-After of 0 still gets a timer of its own (a zero-length timer is not a wait).
 MIN_DELAY_SECONDS = 0.1
 MAX_DELAY_SECONDS = 60.0
@@ -68,14 +76,19 @@ class TransientRetry:
     retry_after: bool  # the delay is the server's Retry-After
 
 
-def is_transient_server_error(
-    status: int | None, reason: str, *, idle_timed_out: bool = False
-) -> bool:
-    """A failed call worth making again as it was: the server's fault, not the request's,
-    not an overload or a rate limit (those have their cooldowns), not the idle watchdog."""
+def transient_kind(status: int | None, reason: str, *, idle_timed_out: bool = False) -> str | None:
+    """`SERVER` for a call worth making again as it was (the server's fault, not the
+    request's); `OVERLOAD` for a server that said it is overloaded (made again
+    `MAX_OVERLOAD_RETRIES` times, as the provider SDKs do, then its cooldown and the table's
+    rotation); None for anything else (a rate limit has its cooldown, the idle watchdog its
+    own retry)."""
     if idle_timed_out or status not in TRANSIENT_STATUSES:
-        return False
-    return reason in (FailoverReason.TIMEOUT.value, FailoverReason.UNKNOWN.value)
+        return None
+    if reason in (FailoverReason.TIMEOUT.value, FailoverReason.UNKNOWN.value):
+        return SERVER
+    if reason == FailoverReason.OVERLOADED.value:
+        return OVERLOAD
+    return None
 
 
 def backoff_seconds(retries_so_far: int, draw: float) -> float:
@@ -143,14 +156,23 @@ def gave_up_text(
     waited_seconds: float,
     budget_seconds: float,
     last_error: str,
+    retry_after: float | None = None,
+    run_waited_seconds: float = 0.0,
 ) -> str:
-    """The run's end when the server kept failing past the wait budget."""
+    """The run's end when the server kept failing and the next wait does not fit the budget:
+    the status, the provider, the attempts, the time waited, and why it stopped."""
     tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    if retry_after is not None:
+        why = too_long_text(retry_after, budget_seconds, run_waited_seconds)
+        why = why[0].lower() + why[1:]
+    else:
+        why = (
+            f"the next wait would pass {wait_bound_text(budget_seconds)} on waiting (the "
+            "session's `max_wait_seconds`)."
+        )
     return (
         f"{model} kept failing: HTTP {status} from {provider} on {tries}, after waiting "
-        f"{seconds_text(waited_seconds)} in all; the next wait would pass "
-        f"{wait_bound_text(budget_seconds)} on waiting (the session's `max_wait_seconds`). "
-        f"Last error: {last_error}"
+        f"{seconds_text(waited_seconds)} in all; {why} Last error: {last_error}"
     )
 
 
