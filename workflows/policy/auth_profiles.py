@@ -153,17 +153,6 @@ def in_cooldown(
     return usage is not None and usage.blocks(now, model_id)
 
 
-def is_available(
-    state: ProfileState,
-    profile_id: str,
-    now: float,
-    model_id: str | None = None,
-    provider: str | None = None,
-) -> bool:
-    """Not in cooldown (SPEC §7.8) for `model_id`."""
-    return not in_cooldown(state, profile_id, now, model_id, provider)
-
-
 def _clear_expired_one(usage: ProfileUsage, now: float) -> ProfileUsage:
     update: dict[str, object] = {}
     cooldown = _valid_time(usage.cooldown_until)
@@ -398,14 +387,6 @@ def mark_used(
     return _reset_errors(state, profile_id, last_used=now)
 
 
-def clear_cooldown(state: ProfileState, profile_id: str) -> ProfileState:
-    """SPEC §7.7 `clearAuthProfileCooldown`: error state cleared; last_used and
-    last_failure_at kept. No-op for a profile without usage."""
-    if profile_id not in state.usage:
-        return state
-    return _reset_errors(state, profile_id)
-
-
 def _reset_errors(state: ProfileState, profile_id: str, **extra: object) -> ProfileState:
     existing = _usage(state, profile_id) or ProfileUsage()
     update: dict[str, object] = {
@@ -419,14 +400,6 @@ def _reset_errors(state: ProfileState, profile_id: str, **extra: object) -> Prof
         **extra,
     }
     return _with_usage(state, profile_id, existing.model_copy(update=update))
-
-
-def mark_good(state: ProfileState, provider: str, profile_id: str) -> ProfileState:
-    """SPEC §7.7 `markAuthProfileGood`: remember the last good profile of the provider.
-
-    Not used for ordering (§7.3)."""
-    key = normalize_provider(provider)
-    return state.model_copy(update={"last_good": {**state.last_good, key: profile_id}})
 
 
 # --- §7.3 ordering -----------------------------------------------------------------------------
