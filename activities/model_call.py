@@ -49,6 +49,7 @@ from activities.providers.base import (
     TextDelta,
     ToolCallComplete,
 )
+from activities.providers.endpoint_hints import auth_header_hint, not_found_text
 from activities.providers.error_classification import (
     classify_error,
     format_user_error_text,
@@ -174,6 +175,10 @@ def typed_failure(
     # The provider's own count of the prompt and the window it enforces, when it said.
     figures = overflow_figures(text) if reason == "context_overflow" else (None, None)
     user_text = format_user_error_text(text, status=err.status, provider=err.provider)
+    if err.status == 404 and reason in ("model_not_found", "unknown"):
+        user_text = not_found_text(user_text, resolved.entry.api, _base_url(resolved))
+    elif err.status in (401, 403):
+        user_text += auth_header_hint(text)
     if unreachable:
         where = _endpoint(resolved)
         user_text = (
@@ -233,6 +238,12 @@ def typed_failure(
 
 def partial_entry_id(inp: ModelCallInput) -> str:
     return inp.assistant_entry_id + PARTIAL_SUFFIX
+
+
+def _base_url(resolved: ResolvedModel) -> str | None:
+    if resolved.credentials is not None and resolved.credentials.base_url:
+        return resolved.credentials.base_url
+    return resolved.entry.base_url
 
 
 def _endpoint(resolved: ResolvedModel) -> str:
@@ -386,7 +397,15 @@ class ModelCallActivity:
                 if event.event_id not in announced:  # an earlier attempt announced it already
                     publisher.publish(event)
             # Not urgent: it goes out with the first text, or at the next tick.
-            publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt))
+            start = self._message_event(inp, EventKind.MESSAGE_START, info.attempt)
+            if info.attempt > 1 or inp.recheck_announce:
+                # A call made again (by Temporal or by the run) starts the message again: an id
+                # of its own, or a consumer that deduplicates by id drops it (issue 24). The
+                # first call keeps the plain id the stream-gap check expects.
+                start = start.model_copy(
+                    update={"event_id": f"{start.event_id}/{info.activity_id}.a{info.attempt}"}
+                )
+            publisher.publish(start)
             if prior_unknown:
                 # Nothing is known about what an earlier attempt showed: tell consumers to drop
                 # anything they have for this message.

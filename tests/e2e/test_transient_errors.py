@@ -3,7 +3,9 @@
 503 or 504 is made again by the run workflow after a backoff or the server's Retry-After, within
 the session's wait budget; past it the run ends naming the status, the provider, the attempts
 and the time waited, or falls back to the next model. The server's request times prove the
-waits. Small budgets and Retry-After values keep the file fast."""
+waits. Small budgets and Retry-After values keep the file fast. Then the messages of the
+configuration mistakes that look like provider failures: a base URL without `/v1`, a key in
+the wrong header, a server that does not stream."""
 
 from __future__ import annotations
 
@@ -58,6 +60,19 @@ provider = "openai"
 id = "fake-reasoner"
 api = "openai-responses"
 base_url = "{fake.openai_base_url}"
+
+[[models]]
+provider = "openai"
+id = "gpt-nov1"
+api = "openai-chat"
+base_url = "{fake.base_url}"
+
+[[models]]
+provider = "anthropic"
+id = "claude-bearer"
+api = "anthropic"
+base_url = "{fake.anthropic_base_url}"
+auth_header = "bearer"
 
 [agents.chain]
 model = "anthropic/fake-claude"
@@ -163,6 +178,9 @@ async def test_three_server_errors_are_waited_out_and_the_call_answers(
             "(attempt 4)",
         ),
     ]
+    # Each call made again starts its message under an id of its own.
+    starts = [e.event_id for e in done.got.events if e.kind == EventKind.MESSAGE_START]
+    assert len(starts) == 4 and len(set(starts)) == 4, starts
     # A timeout is not the profile's fault: no cooldown written.
     state_file = deployment.data_dir / "auth-state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
@@ -313,3 +331,44 @@ async def test_a_429_asking_for_more_than_the_bound_says_so_and_records_it(
     state = json.loads((deployment.data_dir / "auth-state.json").read_text())
     until = float(state["usage"]["anthropic:env"]["cooldown_until"])
     assert 690 < until - time.time() <= 700
+
+
+async def test_a_404_names_the_url_called_and_the_missing_v1(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    done = await run(deployment, ws, "openai/gpt-nov1")
+    error = done.result.error
+    assert done.result.status == ExecutionStatus.ERROR and error is not None
+    assert error.message.endswith(
+        f"(called {fake.base_url}/chat/completions). OpenAI-compatible servers usually serve "
+        f'under `/v1`: try base_url = "{fake.base_url}/v1".'
+    ), error.message
+
+
+async def test_a_401_naming_a_header_points_at_auth_header(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    fake.set_key_headers(anthropic=["x-api-key"])  # a gateway that reads x-api-key only
+    done = await run(deployment, ws, "anthropic/claude-bearer")
+    error = done.result.error
+    assert done.result.status == ExecutionStatus.ERROR and error is not None
+    assert error.message.endswith(
+        'The server wants the key in the `x-api-key` header: set `auth_header = "x-api-key"` '
+        "on the model (or its auth profile) in the config."
+    ), error.message
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_json_answer_to_a_streamed_request_is_reported_at_once(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, api: Api
+) -> None:
+    fake.script(Reply(text="not streamed", ignore_stream=True, api=api))
+    started = time.monotonic()
+    done = await run(deployment, ws, MODELS[api])
+    error = done.result.error
+    assert done.result.status == ExecutionStatus.ERROR and error is not None
+    assert time.monotonic() - started < 10
+    assert len(fake.requests(api)) == 1, "not retried: it would answer the same way"
+    assert error.failure is not None and error.failure.code == "not_streaming"
+    assert "the server answered without streaming at " in error.message, error.message
+    assert "(Content-Type: application/json)" in error.message
