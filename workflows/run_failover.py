@@ -94,10 +94,10 @@ with workflow.unsafe.imports_passed_through():
         FallbackChain,
         ProbeThrottle,
         ProviderAvailability,
+        effective_chain,
         fallback_summary,
         next_candidate,
         record_failure,
-        resolve_fallback_candidates,
         should_retry_transient_http,
         start_chain,
     )
@@ -326,8 +326,7 @@ class Failover:
         config = listed.failover or FailoverConfig()
         self.h.c.failover = RunFailover(config=config)
         requested = req.model.label()
-        refs = resolve_fallback_candidates(requested, config.primary or requested, config.fallbacks)
-        known = [r for r in refs if r.key in config.models or r.key == requested]
+        known = effective_chain(requested, config.primary, config.fallbacks, config.models)
         chain = start_chain(known or [ChainRef(req.model.provider, req.model.model)])
         return await self._run_chain(chain, None)
 

@@ -120,3 +120,19 @@ def test_the_fallback_notice_names_the_status_and_reason() -> None:
     assert fallback_notice("a/b", "c/d", status=None, reason=None, error="") == (
         "a/b is unavailable (no reason given); falling back to c/d"
     )
+
+
+def test_the_readme_quote_of_a_run_ended_past_the_budget() -> None:
+    assert gave_up_text(
+        status=500,
+        provider="anthropic",
+        model="anthropic/claude-sonnet-4-5",
+        attempts=4,
+        waited_seconds=14.2,
+        budget_seconds=600,
+        last_error="…",
+    ) == (
+        "anthropic/claude-sonnet-4-5 kept failing: HTTP 500 from anthropic on 4 attempts, after "
+        "waiting 14 s in all; the next wait would pass the 10-minute bound on waiting (the "
+        "session's `max_wait_seconds`). Last error: …"
+    )

@@ -12,7 +12,7 @@ in cooldown and recording why), `record_failure` says whether to go on or rethro
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -48,6 +48,7 @@ __all__ = [
     "ProbeThrottle",
     "ProviderAvailability",
     "cooldown_decision",
+    "effective_chain",
     "fallback_summary",
     "next_candidate",
     "probe_throttle_key",
@@ -130,6 +131,19 @@ class ModelRef:
     @property
     def key(self) -> str:
         return f"{self.provider}/{self.model}"
+
+
+def effective_chain(
+    requested: str, primary: str | None, fallbacks: Sequence[str], known: Collection[str]
+) -> list[ModelRef]:
+    """The chain a run on `requested` walks (SPEC §8.1): the candidates of
+    `resolve_fallback_candidates` that name a model the registry `known`s (the requested one is
+    always kept). With an agent configured, its `primary` comes last for every session of that
+    agent, whatever model the session asked for (the original's rule)."""
+    refs = resolve_fallback_candidates(requested, primary or requested, fallbacks)
+    chain = [r for r in refs if r.key in known or r.key == requested]
+    first = ModelRef.parse(requested)
+    return chain or ([first] if first is not None else [])
 
 
 def resolve_fallback_candidates(
