@@ -239,8 +239,9 @@ class Failover:
     def note_success(self) -> None:
         self.last_success_at = workflow.time()
         failover = self.h.c.failover
-        if failover is not None and failover.transient_retries:
+        if failover is not None and (failover.transient_retries or failover.overload_retries):
             failover.transient_retries, failover.transient_waited = 0, 0.0
+            failover.overload_retries = 0
 
     # -- the shared profile state ------------------------------------------------------------
 
@@ -344,7 +345,7 @@ class Failover:
         overload = kind == OVERLOAD
         if (
             kind is not None
-            and not (overload and self.f.transient_retries >= MAX_OVERLOAD_RETRIES)
+            and not (overload and self.f.overload_retries >= MAX_OVERLOAD_RETRIES)
             and self._retries_transient()
         ):
             retried = await self._retry_transient(failure, overload=overload)
@@ -405,6 +406,7 @@ class Failover:
                 return failure.model_copy(update={"message": text})
             return self._error(ExecutionErrorKind.TIMEOUT, text, failure)
         f.transient_retries += 1
+        f.overload_retries += 1 if overload else 0
         f.transient_waited += plan.delay
         waited = await self._announced_wait(
             plan.delay,
@@ -447,7 +449,7 @@ class Failover:
         )
         if waited is Waited.ABORTED:
             return LoopEnd(TerminationReason.ABORT_SIGNAL)
-        f.transient_retries, f.transient_waited = 0, 0.0
+        f.transient_retries, f.transient_waited, f.overload_retries = 0, 0.0, 0
         self.listings = {}  # everything may have changed while waiting
         if chain is None:
             return None
@@ -753,6 +755,7 @@ class Failover:
             c.thinking, c.attempted_thinking = None, []
             self.f.same_model_idle_retries = 0
             self.f.transient_retries, self.f.transient_waited = 0, 0.0
+            self.f.overload_retries = 0
             # Why the previous model is left: its last failure in the chain.
             last = next(
                 (

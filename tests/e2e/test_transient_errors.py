@@ -187,6 +187,26 @@ async def test_three_server_errors_are_waited_out_and_the_call_answers(
     assert not any(u.get("cooldown_until") for u in state.get("usage", {}).values())
 
 
+TRANSIENT = [408, 499, 500, 502, 503, 504, 521, 522, 523, 524, 529]
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_each_transient_status_once_is_made_again(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, api: Api
+) -> None:
+    """Every status of the list once, in one run, with the provider's real error bodies: each
+    is made again (a 529 or an overloaded 503 as one of its two quick retries)."""
+    fake.script(
+        *[Reply.error(Fault.http(status, retry_after=0.1), api=api) for status in TRANSIENT],
+        Reply(text="through", api=api),
+    )
+    done = await run(deployment, ws, MODELS[api])
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert len(fake.requests(api)) == len(TRANSIENT) + 1
+    said = [text for code, text in warnings(done) if code == "transient_retry"]
+    assert [int(text.split()[1]) for text in said] == TRANSIENT, said
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_a_server_error_past_the_budget_ends_the_run_saying_what_was_tried(
     deployment: Deployment, fake: FakeProviderServer, ws: Path, api: Api
