@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -208,9 +209,12 @@ def typed_failure(
         observed_tokens=figures[0],
         observed_limit=figures[1],
     )
+    retryable = err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
+    # The server's Retry-After, else the retry policy's backoff with ±20 % jitter (issue 24),
+    # so that sessions cut off together do not all come back in the same instant.
     delay = (
-        timedelta(seconds=err.retry_after_seconds)
-        if err.transport and err.retry_after_seconds
+        timedelta(seconds=err.retry_after_seconds or transport_backoff_seconds(attempt))
+        if retryable
         else None
     )
     # An expected provider error is the run workflow's to decide on, not a worker fault: one
@@ -225,7 +229,6 @@ def typed_failure(
         failure.provider,
         failure.model,
     )
-    retryable = err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
     return ApplicationError(
         f"{reason}: {failure.message}",
         failure.model_dump(mode="json"),
@@ -234,6 +237,21 @@ def typed_failure(
         next_retry_delay=delay,
         category=ApplicationErrorCategory.BENIGN,
     )
+
+
+# MODEL_CALL_RETRY's backoff (workflows/activity_options.py): 0.5 s doubling up to 10 s.
+TRANSPORT_BACKOFF_BASE_SECONDS = 0.5
+TRANSPORT_BACKOFF_MAX_SECONDS = 10.0
+
+
+def transport_backoff_seconds(attempt: int, draw: float | None = None) -> float:
+    """The wait before attempt `attempt + 1` of a call cut by a transport fault."""
+    base = min(
+        TRANSPORT_BACKOFF_MAX_SECONDS,
+        TRANSPORT_BACKOFF_BASE_SECONDS * 2.0 ** min(max(0, attempt - 1), 30),
+    )
+    factor = 0.8 + 0.4 * (random.random() if draw is None else draw)
+    return round(base * factor, 3)
 
 
 def partial_entry_id(inp: ModelCallInput) -> str:
@@ -443,6 +461,41 @@ class ModelCallActivity:
             attempt=info.attempt,
         )
 
+    def _announce_transport_retry(
+        self,
+        inp: ModelCallInput,
+        publisher: EventLease,
+        err: ProviderError,
+        failure: ApplicationError,
+    ) -> None:
+        """Temporal makes a call cut by a transport fault again (DESIGN decision 3): the wait
+        is announced once, like the run's own retries, unless this was the last attempt."""
+        info = activity.info()
+        policy = info.retry_policy
+        if (
+            policy is not None
+            and policy.maximum_attempts
+            and (info.attempt >= policy.maximum_attempts)
+        ):
+            return
+        delay = failure.next_retry_delay.total_seconds() if failure.next_retry_delay else 0.0
+        first = err.message.split(" <- ")[0].rstrip(".")
+        text = f"{first} ({err.provider}); retrying in {delay:.1f} s (attempt {info.attempt + 1})"
+        publisher.publish(
+            AgentEvent(
+                kind=EventKind.WARNING,
+                event_id=f"{inp.assistant_entry_id}/transport_retry/{info.activity_id}"
+                f".a{info.attempt}",
+                session_key=inp.session_key,
+                run_id=inp.run_id,
+                attempt=info.attempt,
+                turn_index=inp.turn_index,
+                text=text,
+                data={"code": "transport_retry", "attempt": info.attempt + 1, "delay": delay},
+            ),
+            urgent=True,
+        )
+
     def _message_event(self, inp: ModelCallInput, kind: EventKind, attempt: int) -> AgentEvent:
         suffix = f"/a{attempt}" if kind == EventKind.MESSAGE_RESET else ""
         return AgentEvent(
@@ -591,6 +644,8 @@ class ModelCallActivity:
                 # Only a final failure keeps the partial text: a retried attempt must not find
                 # an entry under this message's id and take it for a finished call.
                 await self._record_partial(inp, pipeline, "error")
+            else:
+                self._announce_transport_retry(inp, publisher, err, failure)
             raise failure from err
         finally:
             beats.cancel()
