@@ -136,3 +136,12 @@ def test_the_readme_quote_of_a_run_ended_past_the_budget() -> None:
         "waiting 14 s in all; the next wait would pass the 10-minute bound on waiting (the "
         "session's `max_wait_seconds`). Last error: …"
     )
+
+
+def test_a_transport_faults_backoff_follows_the_retry_policy_with_jitter() -> None:
+    from activities.model_call import transport_backoff_seconds
+
+    assert transport_backoff_seconds(1, 0.5) == 0.5
+    assert transport_backoff_seconds(2, 0.0) == 0.8
+    assert transport_backoff_seconds(3, 1.0) == 2.4
+    assert transport_backoff_seconds(9, 0.5) == 10.0, "at most 10 s, like MODEL_CALL_RETRY"
