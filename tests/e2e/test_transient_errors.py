@@ -413,3 +413,29 @@ async def test_a_cut_stream_is_made_again_with_a_jittered_backoff_announced(
     ), text
     (gap,) = gaps(fake.requests("openai-chat"))
     assert 0.35 <= gap <= 3.0, gap
+
+
+async def test_an_overload_is_retried_twice_then_its_retry_after_is_waited_before_rotating(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    AuthStore.for_data_dir(deployment.data_dir).set_key("anthropic:work", "anthropic", WORK_KEY)
+    fake.script(
+        *[Reply.error(Fault.http(529, retry_after=0.5), api="anthropic") for _ in range(3)],
+        Reply(text="the other key", api="anthropic"),
+    )
+    done = await run(deployment, ws, MODELS["anthropic"])
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert [code for code, _ in warnings(done)] == [
+        "transient_retry",
+        "transient_retry",
+        "overload_wait",
+        "profile_rotated",
+    ]
+    keys = [key_of(r) for r in fake.requests("anthropic")]
+    assert keys[0] == keys[1] == keys[2] != keys[3], "two quick retries, then a rotation"
+    assert all(gap >= 0.5 for gap in gaps(fake.requests("anthropic"))), "every wait was honoured"
+    overload = [text for code, text in warnings(done) if code == "overload_wait"][0]
+    assert overload.startswith(
+        "HTTP 529 from anthropic (overloaded); waiting 0.5 s as the server asked (Retry-After), "
+        "then trying anthropic:"
+    ), overload
