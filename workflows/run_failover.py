@@ -356,12 +356,7 @@ class Failover:
                 ended = retried
         else:
             ended = await self._decide(failure)
-        if (
-            ended is not None
-            and ended.reason is TerminationReason.ERROR
-            and failure.status in CHAIN_RETRY_STATUSES
-            and self._retries_transient()
-        ):
+        if ended is not None and ended.reason is TerminationReason.ERROR:
             return await self._retry_chain_once(failure, ended)
         return ended
 
@@ -427,11 +422,16 @@ class Failover:
     async def _retry_chain_once(self, failure: ModelFailure, ended: LoopEnd) -> LoopEnd | None:
         """SPEC §8.4: the reply layer makes the whole chain again once, 2.5 s after a transient
         HTTP error ended it (not when the server asked for a longer wait)."""
+        transient_http = failure.status in CHAIN_RETRY_STATUSES
+        if not transient_http or not self._retries_transient():
+            return ended
         f = self.f
         delay = CHAIN_RETRY_DELAY_SECONDS
         told = failure.retry_after_seconds
         if (
-            not should_retry_transient_http(transient_http=True, already_retried=f.chain_retried)
+            not should_retry_transient_http(
+                transient_http=transient_http, already_retried=f.chain_retried
+            )
             or (told is not None and told > delay)
             or f.waited_seconds + delay > self.h.req.max_wait_seconds
             or f.waits >= MAX_WAITS
