@@ -30,7 +30,7 @@ R = FailoverReason
 
 # §7.7 cooldown lane: stepped on the total error count (1 → 30 s, 2 → 60 s, ≥3 → 5 min).
 COOLDOWN_STEPS_SECONDS = (30.0, 60.0, 300.0)
-# A provider's Retry-After shortens a rate-limit or overload cooldown, never below this.
+# A provider's Retry-After sets a rate-limit or overload cooldown, never below this.
 MIN_RETRY_AFTER_SECONDS = 1.0
 # A Retry-After is recorded as the provider said it, up to a day (a longer one is a mistake).
 MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
