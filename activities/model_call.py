@@ -177,7 +177,7 @@ def typed_failure(
     figures = overflow_figures(text) if reason == "context_overflow" else (None, None)
     user_text = format_user_error_text(text, status=err.status, provider=err.provider)
     if err.status == 404 and reason in ("model_not_found", "unknown"):
-        user_text = not_found_text(user_text, resolved.entry.api, _base_url(resolved))
+        user_text = not_found_text(user_text, resolved.entry.api, _base_url(resolved), text)
     elif err.status in (401, 403):
         user_text += auth_header_hint(text)
     if unreachable:

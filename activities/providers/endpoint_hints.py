@@ -56,11 +56,13 @@ def not_found_hint(api: ApiKind, base_url: str | None) -> str:
     return f' OpenAI-compatible servers usually serve under `/v1`: try base_url = "{base}/v1".'
 
 
-def not_found_text(message: str, api: ApiKind, base_url: str | None) -> str:
-    """A 404's message with the URL called and the probable fix."""
+def not_found_text(message: str, api: ApiKind, base_url: str | None, raw: str = "") -> str:
+    """A 404's message with the URL called and, unless the provider's own words (`raw`) say
+    the model is what was not found, the path segment the base URL probably lacks."""
     url = called_url(api, base_url)
     where = f" (called {url})" if url else ""
-    return f"{message.rstrip()}{where}.{not_found_hint(api, base_url)}".replace("..", ".")
+    hint = "" if "model" in raw.lower() else not_found_hint(api, base_url)
+    return f"{message.rstrip()}{where}.{hint}".replace("..", ".")
 
 
 def auth_header_hint(message: str) -> str:

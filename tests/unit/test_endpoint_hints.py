@@ -26,6 +26,13 @@ def test_a_404_without_the_path_segment_suggests_it() -> None:
         "LLM request failed (HTTP 404): 404 Not Found (called http://h:8000/chat/completions). "
         'OpenAI-compatible servers usually serve under `/v1`: try base_url = "http://h:8000/v1".'
     )
+    model_missing = not_found_text(
+        "LLM request rejected: model: claude-x",
+        ApiKind.ANTHROPIC,
+        "http://h:1",
+        raw='{"type":"not_found_error","message":"model: claude-x"}',
+    )
+    assert model_missing == "LLM request rejected: model: claude-x (called http://h:1/v1/messages)."
     assert not_found_hint(ApiKind.ANTHROPIC, "https://api.minimax.io") == (
         " Anthropic-compatible endpoints of other providers usually end in `/anthropic`: "
         'try base_url = "https://api.minimax.io/anthropic".'
