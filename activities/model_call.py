@@ -780,7 +780,10 @@ class ModelCallActivity:
             except json.JSONDecodeError as err:
                 raw = complete.arguments_json
                 problem = f"tool arguments are not valid JSON: {err.msg} at position {err.pos}"
-            if problem is None and complete.name not in allowed:
+            if problem is None and complete.name in inp.refusals and complete.name not in allowed:
+                # A tool the policy removed: the refusal says so (SPEC §13.3).
+                problem = inp.refusals[complete.name]
+            elif problem is None and complete.name not in allowed:
                 problem = (
                     f"tool {complete.name!r} is not available; available tools: "
                     f"{', '.join(sorted(allowed)) or 'none'}"

@@ -39,6 +39,9 @@ File shape (TOML)::
     [webhooks]                       # callback hosts inside the network (none by default)
     allow = ["hooks.internal", "10.1.0.0/16"]
 
+    [tools]                          # the tool policy (agentlane/tool_policy_config.py)
+    deny = ["exec"]
+
 The loader reads files and the environment only when called; importing this module does no I/O.
 """
 
@@ -63,6 +66,14 @@ from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
 from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
+from agentlane.tool_policy_config import (
+    AgentTools,
+    ChannelTools,
+    GroupTools,
+    ProviderTools,
+    ToolRules,
+    ToolsConfig,
+)
 from agentlane.webhook_targets import WebhookPolicy
 
 # SPEC §9: the window when nothing says otherwise, and the guard's thresholds.
@@ -221,6 +232,9 @@ class AgentConfig(BaseModel):
     # The thinking level a new session of this agent starts at (SPEC §6 words; `send
     # --thinking` overrides it).
     thinking: str = "off"
+    # The agent's tool policy layer (`[agents.<id>.tools]`); `tools_allow` / `tools_deny` are
+    # its older spelling, merged into it.
+    tools: AgentTools | None = None
     tools_allow: list[str] | None = None
     tools_deny: list[str] = Field(default_factory=list)
     # Caps the model's window when smaller (SPEC §9, agents.defaults.contextTokens).
@@ -234,6 +248,17 @@ class AgentConfig(BaseModel):
             known = ", ".join(THINKING_LEVELS)
             raise ValueError(f"{word!r} is not a thinking level: one of {known}")
         return level
+
+    def tool_rules(self) -> AgentTools:
+        tools = self.tools or AgentTools()
+        if self.tools_allow is None and not self.tools_deny:
+            return tools
+        return tools.model_copy(
+            update={
+                "allow": tools.allow if tools.allow is not None else self.tools_allow,
+                "deny": [*tools.deny, *self.tools_deny],
+            }
+        )
 
 
 class AgentlaneConfig(BaseModel):
@@ -251,6 +276,8 @@ class AgentlaneConfig(BaseModel):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     # `[webhooks]`: which callback hosts inside the network are allowed (issue 19).
     webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
+    # `[tools]`: the tool policy (SPEC §13; issue 21).
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -291,6 +318,7 @@ TOP_LEVEL_KEYS = (
     "loop_detection",
     "compaction",
     "webhooks",
+    "tools",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
 
@@ -309,6 +337,12 @@ def _known_keys() -> set[str]:
         LoopDetectionConfig,
         CompactionConfig,
         WebhookPolicy,
+        ToolsConfig,
+        AgentTools,
+        ProviderTools,
+        ChannelTools,
+        GroupTools,
+        ToolRules,
     ):
         names |= set(model.model_fields)
     return names - {"id"}
@@ -433,6 +467,8 @@ def build_config(
         compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
         where = "webhooks."
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
+        where = "tools."
+        tools = ToolsConfig.model_validate(dict(raw.get("tools") or {}))
         _require_positive(cooldowns, POSITIVE_COOLDOWNS, "auth.cooldowns.", source)
         _require_positive(loops, POSITIVE_LOOP_SETTINGS, "loop_detection.", source)
     except ValidationError as err:
@@ -459,6 +495,7 @@ def build_config(
         loop_detection=loops,
         compaction=compaction,
         webhooks=webhooks,
+        tools=tools,
     )
     model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"
     _check_refs(config, source, model_source)

@@ -23,6 +23,9 @@ class ModelCallInput(RunStepInput):
     model: ModelRef
     thinking: str = "off"
     tools: list[str] = Field(default_factory=lambda: list(BASE_TOOLS))
+    # What a call to a tool the policy removed is answered (tool -> the tool result's text);
+    # a tool named neither here nor in `tools` is unknown.
+    refusals: dict[str, str] = Field(default_factory=dict)
     # Appended to the transcript (idempotently) before the call: the run's prompt on its first
     # turn, steering messages later.
     append_user: list[UserTurn] = Field(default_factory=list)

@@ -17,6 +17,7 @@ from agentlane.failover_state import RunFailover
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import Routing
 from agentlane.profile_state import ProfilePin
+from agentlane.tool_policy_config import ToolPolicyInput
 from agentlane.usage import RunUsage
 
 RUN_BUDGET_SECONDS = 48 * 3600
@@ -180,6 +181,10 @@ class RunCarry(BaseModel):
     trace: str | None = None
     # Provider windows this run learned from overflow errors (model label → tokens).
     provider_windows: dict[str, int] = Field(default_factory=dict)
+    # The tool policy the run started with (SPEC §13.3; None: recorded before the policy), and
+    # the senders of steering messages it took (owner-only tools follow every sender).
+    tool_policy: ToolPolicyInput | None = None
+    steer_senders: list[str] = Field(default_factory=list)
 
 
 class RunInput(BaseModel):

@@ -33,6 +33,7 @@ from activities.session_records import SessionRecords
 from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
+from activities.tool_policy_reader import ToolPolicyReader
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
@@ -115,6 +116,7 @@ def build_workers(
                 drops.record_dropped_messages,
                 listing.list_profiles,
                 listing.update_profile_usage,
+                ToolPolicyReader(config).read_tool_policy,
                 AnnouncementPublisher(publishers).publish_announcements,
             ],
             max_concurrent_workflow_tasks=50,

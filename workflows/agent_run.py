@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.events import Announcement, EventKind, turn_boundary
     from agentlane.ids import assistant_entry_id, chain_token_of
+    from agentlane.messages import Routing
     from agentlane.model_calls import CALL_MODEL, ModelCallInput, ModelCallResult, ToolCallRef
     from agentlane.pricing import cost_label
     from agentlane.run import (
@@ -45,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+    from agentlane.tool_policy_config import READ_TOOL_POLICY, ToolPolicyInput, ToolPolicyRequest
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
     from workflows.legacy_failover import LegacyFailover
@@ -63,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.policy.provider_window import merged_windows
     from workflows.policy.run_limits import turn_limit_reached
+    from workflows.policy.tool_policy import ToolSelection, select_tools
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
@@ -71,6 +74,8 @@ with workflow.unsafe.imports_passed_through():
 
 # Runs recorded before the context window guard started without it.
 CONTEXT_GUARD_PATCH = "context-window-guard"
+# Runs recorded before the tool policy offered every tool and read no policy.
+TOOL_POLICY_PATCH = "tool-policy"
 # A model that keeps calling tools loop detection blocks is stopped after this many blocks: the
 # block message is its chance to change course, not an invitation to loop for 48 hours.
 MAX_BLOCKED_CALLS = 3
@@ -188,6 +193,8 @@ class AgentRunWorkflow(LegacyFailover):
         if turn.entry_id in self.c.seen_steer:
             return
         self.c.seen_steer.append(turn.entry_id)
+        if turn.sender is not None and turn.sender not in self.c.steer_senders:
+            self.c.steer_senders.append(turn.sender)
         self.c.steer.append(turn)
         self.telemetry.steered(turn)
 
@@ -290,19 +297,23 @@ class AgentRunWorkflow(LegacyFailover):
     async def run(self, inp: RunInput) -> ExecutionResult:
         self.c.trace = self.telemetry.open(self.c.trace, self.c.segments)
         self.telemetry.attach()
+        unreadable: LoopEnd | None = None
         if inp.carry is None:
+            unreadable = await self._read_tool_policy()
             self._emit(
                 EventKind.AGENT_START,
                 data={
                     "model": self.req.model.label(),
-                    "tools": self.req.tools,
+                    "tools": self.tools().offered,
                     "thinking": self.req.thinking,
                     "source": self.req.source.value,
                 },
             )
         workflow.set_current_details(f"run **{self.req.run_id}** on {self.req.model.label()}")
         if inp.carry is None:
-            unusable = self._check_context_window() or await self._choose_model_and_profile()
+            unusable = (
+                unreadable or self._check_context_window() or await self._choose_model_and_profile()
+            )
             if unusable is not None:
                 return await self._finish(unusable)
         loop = asyncio.create_task(self._loop())
@@ -368,6 +379,42 @@ class AgentRunWorkflow(LegacyFailover):
         if ended is not None and ended.reason is not None:
             return ended  # the step in flight finished the run (or failed it) first
         return LoopEnd(TerminationReason.ABORT_SIGNAL)
+
+    # -- the tool policy (SPEC §13; decisions in workflows/policy/tool_policy) ------------------
+
+    async def _read_tool_policy(self) -> LoopEnd | None:
+        """Once, at the run's start: the policy's layers from the worker's config (a change to
+        the config applies from the next run on). None: read (or a run recorded before it)."""
+        if not workflow.patched(TOOL_POLICY_PATCH):
+            return None
+        first = self.req.prompt[0] if self.req.prompt else None
+        try:
+            self.c.tool_policy = await workflow.execute_local_activity(
+                READ_TOOL_POLICY,
+                ToolPolicyRequest(
+                    agent_id=self.req.agent_id,
+                    routing=first.routing if first else Routing(),
+                    sender=first.sender if first else None,
+                ),
+                result_type=ToolPolicyInput,
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                retry_policy=opts.FINISH_RETRY,
+                summary="tool policy",
+            )
+        except ActivityError as err:
+            return _failure(err)
+        return None
+
+    def tools(self) -> ToolSelection:
+        """The tools the next model call is offered (SPEC §13.3): the run's tools through the
+        policy's layers for the model in use now (a fallback model has its provider's layers),
+        and the owner-only rule for every sender of the run so far."""
+        model = self.failover.model()
+        senders = [t.sender for t in self.req.prompt]
+        senders += [*self.c.steer_senders, *(t.sender for t in self.c.steer)]
+        return select_tools(
+            self.req.tools, self.c.tool_policy, model.provider, model.model, senders
+        )
 
     async def _choose_model_and_profile(self) -> LoopEnd | None:
         """Before the first model call: the model and auth profile to start with (SPEC §4.1,
@@ -435,6 +482,7 @@ class AgentRunWorkflow(LegacyFailover):
         last = announce[-1] if announce else None
         if last and last.kind == EventKind.TURN_END and last.turn_index == turn - 1:
             close_turn = bool(announce.pop().has_tool_calls)
+        tools = self.tools()
         try:
             result: ModelCallResult = await workflow.execute_activity(
                 CALL_MODEL,
@@ -446,7 +494,8 @@ class AgentRunWorkflow(LegacyFailover):
                     create_workspace=self.req.create_workspace,
                     model=self.failover.model(),
                     thinking=self._thinking(),
-                    tools=self.req.tools,
+                    tools=tools.offered,
+                    refusals=tools.refusals,
                     append_user=append,
                     unanswered_reason=self.c.unanswered_reason,
                     assistant_entry_id=self._entry_id(turn),

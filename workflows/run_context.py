@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         TimeoutCompactionDecision,
         decide_timeout_compaction,
     )
+    from workflows.policy.tool_policy import ToolSelection
 
 # Runs recorded before context recovery ended at their first overflow.
 CONTEXT_RECOVERY_PATCH = "context-recovery"
@@ -99,6 +100,8 @@ class ContextHost(Protocol):
     def show(self, text: str) -> None: ...
 
     def window_cap(self) -> int | None: ...
+
+    def tools(self) -> ToolSelection: ...
 
 
 class ContextRecovery:
@@ -291,7 +294,7 @@ class ContextRecovery:
                     observed_tokens=failure.observed_tokens,
                     observed_limit=failure.observed_limit or self.provider_window(),
                     window_cap=self.h.window_cap(),
-                    tools=req.tools,
+                    tools=self.h.tools().offered,
                     idle_timeout_seconds=req.idle_timeout_seconds,
                     number=n,
                 ),
