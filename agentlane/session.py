@@ -157,6 +157,7 @@ class SessionPhase(StrEnum):
 class SessionStatus(BaseModel):
     key: str
     phase: SessionPhase
+    agent_id: str = "main"
     current_run_id: str | None = None
     queue_length: int = 0
     queued_modes: list[QueueMode] = Field(default_factory=list)

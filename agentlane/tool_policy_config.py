@@ -227,3 +227,18 @@ def scoped_layers(tools: ToolsConfig, routing: Routing, sender: str | None) -> l
             layers.append(Layer(name="group", source=source, rules=group))
         break
     return layers
+
+
+class ToolReport(BaseModel):
+    """`agentlane tools <key>`: what the session's next run is offered, and which layer removed
+    each of the other tools."""
+
+    session_key: str
+    session_exists: bool
+    agent_id: str
+    model: str
+    routing: Routing = Routing()
+    sender: str | None = None
+    offered: list[str]
+    removed: dict[str, str] = Field(default_factory=dict)
+    unknown_entries: list[str] = Field(default_factory=list)

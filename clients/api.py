@@ -51,7 +51,7 @@ from agentlane.branches import (
     TreeNode,
     branch_key,
 )
-from agentlane.config import AgentlaneConfig, ConfigError, ConfigWatcher
+from agentlane.config import AgentlaneConfig, ConfigError, ConfigWatcher, UnknownAgentError
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
     check_session_key,
@@ -77,7 +77,7 @@ from agentlane.queue_settings import (
     QueueSettings,
     parse_queue_directive,
 )
-from agentlane.run import EntrySource, ExecutionResult, ModelRef
+from agentlane.run import EntrySource, ExecutionRequest, ExecutionResult, ModelRef
 from agentlane.search_attribute_values import read as read_attributes
 from agentlane.search_attribute_values import typed as typed_attributes
 from agentlane.session import (
@@ -92,12 +92,14 @@ from agentlane.session import (
 from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
+from agentlane.tool_policy_config import AgentTools, ToolReport, policy_input
 from agentlane.transcript import TranscriptEntry
 from agentlane.webhook_targets import check_callback_target
 from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from clients import schedules
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
 from workflows.agent_run import AgentRunWorkflow
+from workflows.policy.tool_policy import select_tools
 from workflows.session import SessionWorkflow
 
 T = TypeVar("T")
@@ -679,6 +681,41 @@ class AgentlaneClient:
                 update={"webhook": await self._webhook_attempts(handle, status.webhook)}
             )
         return status
+
+    async def session_tools(
+        self, session_key: str, *, routing: Routing | None = None, sender: str | None = None
+    ) -> ToolReport:
+        """The tools the session's next run is offered (SPEC §13.3), computed as the run does
+        from this deployment's config, the session's agent and model, and the routing and
+        sender of the message that would start it; and which layer removed each of the others.
+        A session that does not exist is shown as a new one would be."""
+        key = check_session_key(session_key)
+        try:
+            status = await self.status(key)
+            exists, agent_id, model = True, status.agent_id, status.model
+        except SessionNotFound:
+            exists, agent_id, model = False, "main", self._default_model()
+        config = self._config()
+        try:
+            agent: AgentTools | None = config.agent(agent_id).tool_rules()
+        except UnknownAgentError:
+            agent = None
+        routing = routing or Routing()
+        policy = policy_input(config.tools, agent, agent_id, routing, sender)
+        provider, _, name = model.partition("/")
+        tools = ExecutionRequest.model_fields["tools"].get_default(call_default_factory=True)
+        selection = select_tools(tools, policy, provider, name, [sender])
+        return ToolReport(
+            session_key=key,
+            session_exists=exists,
+            agent_id=agent_id,
+            model=model,
+            routing=routing,
+            sender=sender,
+            offered=selection.offered,
+            removed=selection.removed,
+            unknown_entries=selection.unknown_entries,
+        )
 
     async def _webhook_attempts(
         self, handle: WorkflowHandle[Any, Any], hook: WebhookStatus

@@ -196,6 +196,34 @@ async def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _tools(args: argparse.Namespace) -> int:
+    """The tools the session's next run is offered, and which policy layer removed the rest."""
+    from agentlane.config import ConfigError
+    from clients.api import AgentlaneClient
+
+    client = await AgentlaneClient.connect()
+    routing = Routing(channel=args.channel, to=args.to, thread=args.thread)
+    try:
+        report = await client.session_tools(args.session, routing=routing, sender=args.sender)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    if args.json:
+        print(report.model_dump_json(indent=2))
+        return EXIT_OK
+    new = "" if report.session_exists else " (no such session yet: as a new one would be)"
+    print(f"session {report.session_key}{new}: agent {report.agent_id}, model {report.model}")
+    print(f"offered: {', '.join(report.offered) or '(no tools)'}")
+    if report.removed:
+        width = max(len(name) for name in report.removed)
+        print("removed:")
+        for name, layer in report.removed.items():
+            print(f"  {name:<{width}}  by {layer}")
+    for entry in report.unknown_entries:
+        print(f"warning: the allowlist entry {entry!r} names no known tool", file=sys.stderr)
+    return EXIT_OK
+
+
 async def _abort(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
@@ -742,6 +770,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="idle / running / streaming / compacting, run, usage")
     p.add_argument("session")
     p.set_defaults(func=_status)
+
+    p = sub.add_parser(
+        "tools", help="the tools a session's next run is offered, and what the policy removed"
+    )
+    p.add_argument("session")
+    p.add_argument("--sender", help="as for a message from this sender (owner-only tools)")
+    p.add_argument("--channel", help="as for a message through this channel")
+    p.add_argument("--to", help="... to this group or recipient (routing.to)")
+    p.add_argument("--thread", help="... in this thread or topic")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_tools)
 
     p = sub.add_parser("abort", help="abort the session's current run")
     p.add_argument("session")

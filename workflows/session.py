@@ -613,6 +613,7 @@ class SessionWorkflow:
             runs=self.s.run_count,
             usage=self.s.usage,
             cost=cost_label(self.s.usage.cost),
+            agent_id=self.s.settings.agent_id,
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
             thinking=self.s.settings.thinking,

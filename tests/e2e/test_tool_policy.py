@@ -1,0 +1,258 @@
+"""The tool policy pipeline end to end (SPEC §13.3, issue 21): each layer, configured in the
+deployment's `config.toml`, removes a tool from what the real Anthropic SDK sends the (fake)
+provider, and `agentlane tools` names that layer; a call to a removed tool anyway is refused with
+a tool result that says why, and the run goes on. The config is rewritten between tests: a
+change applies from the next run on, with no worker restart."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from agentlane.messages import Routing
+from agentlane.run import ExecutionStatus
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import assert_transcript_valid
+from tests.fakes.provider_server import FakeProviderServer
+from tests.fakes.scripts import Reply, ScriptedToolCall
+from tests.harness import REPO, Deployment
+
+KEY = "sk-ant-api03-" + secrets.token_hex(24)
+CLAUDE = "anthropic/fake-claude"
+ALL = ["read", "write", "edit", "exec"]
+
+
+def models(fake: FakeProviderServer) -> str:
+    return f"""
+[[models]]
+provider = "anthropic"
+id = "fake-claude"
+api = "anthropic"
+base_url = "{fake.anthropic_base_url}"
+"""
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer(anthropic_keys=[KEY]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    server: object, fake: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("tool-policy")
+    (root / "config.toml").write_text(models(fake))
+    dep = make_deployment(server, root, ANTHROPIC_API_KEY=KEY)
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+@pytest.fixture(autouse=True)
+def _fresh(fake: FakeProviderServer) -> None:
+    fake.reset()
+
+
+def configure(deployment: Deployment, fake: FakeProviderServer, policy: str) -> None:
+    (deployment.data_dir / "config.toml").write_text(models(fake) + policy)
+
+
+async def run_once(
+    deployment: Deployment,
+    key: str,
+    text: str = "hello",
+    routing: Routing | None = None,
+    sender: str | None = None,
+) -> AgentlaneClient:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    ws = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
+    ws.mkdir(parents=True)
+    receipt = await client.send_and_start(
+        key, text, workspace=str(ws), model=CLAUDE, routing=routing, sender=sender
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    return client
+
+
+def sent_tools(fake: FakeProviderServer) -> list[str]:
+    chat = [r for r in fake.requests("anthropic") if r.purpose == "chat"]
+    assert chat, "no model call reached the provider"
+    return [t["name"] for t in chat[-1].body.get("tools", [])]
+
+
+AGENT = '\n[agents.main]\nmodel = "anthropic/fake-claude"\n'
+SLACK = Routing(channel="slack", to="C1")
+
+# (layer, config, routing, sender, the tool it removes, the layer's name in `agentlane tools`)
+LAYERS = [
+    (
+        "profile",
+        '[tools]\nprofile = "minimal"\nalso_allow = ["read", "edit", "exec"]\n',
+        None,
+        None,
+        "write",
+        "profile minimal (tools.profile)",
+    ),
+    (
+        "provider profile",
+        '[tools.by_provider."anthropic"]\nprofile = "minimal"\nalso_allow = ["read", "write", '
+        '"exec"]\n',
+        None,
+        None,
+        "edit",
+        'provider profile minimal (tools.by_provider."anthropic".profile)',
+    ),
+    ("global", '[tools]\ndeny = ["exec"]\n', None, None, "exec", "global (tools)"),
+    (
+        "global by provider",
+        '[tools.by_provider."anthropic/fake-claude"]\ndeny = ["write"]\n',
+        None,
+        None,
+        "write",
+        'global by provider (tools.by_provider."anthropic/fake-claude")',
+    ),
+    (
+        "agent",
+        AGENT + '[agents.main.tools]\ndeny = ["edit"]\n',
+        None,
+        None,
+        "edit",
+        "agent (agents.main.tools)",
+    ),
+    (
+        "agent by provider",
+        AGENT + '[agents.main.tools.by_provider."anthropic"]\ndeny = ["read"]\n',
+        None,
+        None,
+        "read",
+        'agent by provider (agents.main.tools.by_provider."anthropic")',
+    ),
+    (
+        "channel",
+        '[tools.by_channel.slack]\ndeny = ["bash"]\n',
+        SLACK,
+        None,
+        "exec",
+        "channel (tools.by_channel.slack)",
+    ),
+    (
+        "group",
+        '[tools.by_channel.slack.groups."C1"]\ndeny = ["group:fs"]\n',
+        SLACK,
+        None,
+        "write",
+        'group (tools.by_channel.slack.groups."C1")',
+    ),
+    (
+        "owner-only",
+        '[tools]\nowner_senders = ["alice"]\nowner_only = ["exec"]\n',
+        None,
+        "mallory",
+        "exec",
+        "owner-only (tools.owner_senders)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("layer", "policy", "routing", "sender", "tool", "named"), LAYERS, ids=[x[0] for x in LAYERS]
+)
+async def test_each_layer_removes_a_tool_from_the_model_call(
+    deployment: Deployment,
+    fake: FakeProviderServer,
+    layer: str,
+    policy: str,
+    routing: Routing | None,
+    sender: str | None,
+    tool: str,
+    named: str,
+) -> None:
+    configure(deployment, fake, policy)
+    key = f"policy-{uuid.uuid4().hex[:8]}"
+    client = await run_once(deployment, key, routing=routing, sender=sender)
+    offered = sent_tools(fake)
+    assert tool not in offered and offered, (layer, offered)
+    report = await client.session_tools(key, routing=routing, sender=sender)
+    assert report.session_exists and report.offered == offered
+    assert report.removed[tool] == named
+    # The same session with a message the scoped layers do not select is offered the tool
+    # again: only the channel, group and owner layers depend on the message.
+    if routing is not None or sender is not None:
+        await run_once(deployment, key, text="again")
+        assert tool in sent_tools(fake)
+
+
+async def test_a_call_to_a_removed_tool_is_refused_and_the_run_goes_on(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    configure(
+        deployment,
+        fake,
+        '[tools]\ndeny = ["exec"]\nowner_senders = ["alice"]\nowner_only = ["write"]\n',
+    )
+    fake.script(
+        Reply(tool_calls=[ScriptedToolCall(name="exec", arguments={"command": "touch pwned"})]),
+        Reply(tool_calls=[ScriptedToolCall(name="write", arguments={"path": "x", "content": "y"})]),
+        Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": "x"})]),
+        Reply(text="done"),
+    )
+    key = f"refused-{uuid.uuid4().hex[:8]}"
+    client = await run_once(deployment, key, sender="mallory")
+    results = [e for e in client.transcript(key) if e.role == Role.TOOL]
+    assert [r.is_error for r in results] == [True, True, True]
+    assert "the tool policy removed it (global (tools))" in results[0].text
+    assert results[1].text == "Error: Tool restricted to owner senders."
+    assert "x" in results[2].text  # read ran: the file was never written
+    assert not any(p.name == "pwned" for p in (deployment.data_dir / "ws").rglob("*"))
+    assert_transcript_valid(client.transcript(key))
+    # Neither tool was ever offered to the model.
+    for request in fake.requests("anthropic"):
+        names = [t["name"] for t in request.body.get("tools", [])]
+        assert "exec" not in names and "write" not in names
+
+
+def test_the_cli_prints_what_is_offered_and_what_removed_the_rest(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    configure(
+        deployment, fake, '[tools]\nprofile = "coding"\ndeny = ["exec"]\nallow = ["raed", "*"]\n'
+    )
+    env = deployment.env()
+    out = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "tools", f"none-{uuid.uuid4().hex[:6]}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "offered: read, write, edit\n" in out.stdout
+    assert "exec  by global (tools)" in out.stdout
+    assert "no such session yet" in out.stdout
+    assert "'raed' names no known tool" in out.stderr
+    # A config the policy cannot use is refused naming the file and key.
+    configure(deployment, fake, '[tools]\nprofile = "mini"\n')
+    bad = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "tools", "any"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode != 0 and "tools.profile" in bad.stderr and "config.toml" in bad.stderr
+    configure(deployment, fake, "")
