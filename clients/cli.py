@@ -570,7 +570,18 @@ def _config(args: argparse.Namespace) -> int:
     )
     for line in _chain_lines(config):
         print(line)
+    _warn_tool_names(config)
     return EXIT_OK
+
+
+def _warn_tool_names(config: AgentlaneConfig) -> None:
+    """SPEC §13.3: an allowlist entry naming no tool is only a warning (a plugin may bring it)."""
+    from agentlane.tool_calls import BASE_TOOLS
+    from workflows.policy.tool_policy import config_allow_entries, unknown_names
+
+    agents = [agent.tool_rules() for agent in config.agents.values()]
+    for name in unknown_names(config_allow_entries(config.tools, agents), BASE_TOOLS):
+        print(f"warning: the tool allowlist entry {name!r} names no known tool", file=sys.stderr)
 
 
 def _chain_lines(config: AgentlaneConfig) -> list[str]:

@@ -252,3 +252,23 @@ def test_bad_tool_settings_are_refused_naming_the_key(raw: dict[str, object], me
     with pytest.raises(ConfigError) as err:
         build_config(raw, {}, source="cfg.toml")
     assert "cfg.toml" in str(err.value) and message in str(err.value)
+
+
+def test_config_check_finds_unknown_allow_entries_anywhere() -> None:
+    from workflows.policy.tool_policy import config_allow_entries, unknown_names
+
+    config = build_config(
+        {
+            "tools": {
+                "allow": ["read", "group:fs"],
+                "by_channel": {"s": {"groups": {"g": {"by_sender": {"u": {"allow": ["wirte"]}}}}}},
+            },
+            "agents": {
+                "main": {"tools": {"by_provider": {"x": {"also_allow": ["Exec", "sesion"]}}}}
+            },
+        },
+        {},
+    )
+    agents = [a.tool_rules() for a in config.agents.values()]
+    entries = config_allow_entries(config.tools, agents)
+    assert sorted(unknown_names(entries, ["read"])) == ["sesion", "wirte"]

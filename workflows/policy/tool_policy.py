@@ -31,7 +31,14 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentlane.tool_policy_config import Layer, ProviderTools, ToolPolicyInput, ToolRules
+from agentlane.tool_policy_config import (
+    AgentTools,
+    Layer,
+    ProviderTools,
+    ToolPolicyInput,
+    ToolRules,
+    ToolsConfig,
+)
 
 ALIASES = {"bash": "exec", "apply-patch": "apply_patch"}
 
@@ -322,6 +329,12 @@ def unknown_entries(policy: ToolPolicyInput, registered: Sequence[str]) -> list[
             entries += [*(entry.allow or ()), *entry.also_allow]
     for layer in policy.scoped:
         entries += layer.rules.allow or ()
+    return unknown_names(entries, registered)
+
+
+def unknown_names(entries: Iterable[str], registered: Iterable[str]) -> list[str]:
+    """The entries that are no group, no pattern and no known or registered tool (at most 256,
+    each once)."""
     known = CORE_TOOLS | set(registered) | {"group:plugins"} | set(GROUPS)
     out: list[str] = []
     for entry in entries:
@@ -329,3 +342,22 @@ def unknown_entries(policy: ToolPolicyInput, registered: Sequence[str]) -> list[
         if key and "*" not in key and key not in known and key not in out:
             out.append(key)
     return out[:256]
+
+
+def config_allow_entries(tools: ToolsConfig, agents: Iterable[AgentTools]) -> list[str]:
+    """Every allowlist entry of the config (`config check` warns about unknown ones)."""
+    entries = [*tools.also_allow, *(tools.allow or ())]
+    tables = [tools.by_provider]
+    for agent in agents:
+        entries += [*(agent.allow or ()), *(agent.also_allow or ())]
+        tables.append(agent.by_provider)
+    for table in tables:
+        for entry in table.values():
+            entries += [*(entry.allow or ()), *entry.also_allow]
+    for channel in tools.by_channel.values():
+        entries += channel.allow or ()
+        for group in channel.groups.values():
+            entries += group.allow or ()
+            for rules in group.by_sender.values():
+                entries += rules.allow or ()
+    return entries
