@@ -185,6 +185,8 @@ class AgentRunWorkflow(LegacyFailover):
         # The reason of the latest failed model call: AgentLastError while the run deals with it.
         self.failure_reason: str | None = None
         self.telemetry = RunTelemetry(self.req)
+        # The tool policy's selections so far (`tools()`), by model and senders.
+        self.tool_selections: dict[tuple[str, str, tuple[str | None, ...]], ToolSelection] = {}
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -410,11 +412,18 @@ class AgentRunWorkflow(LegacyFailover):
         policy's layers for the model in use now (a fallback model has its provider's layers),
         and the owner-only rule for every sender of the run so far."""
         model = self.failover.model()
-        senders = [t.sender for t in self.req.prompt]
-        senders += [*self.c.steer_senders, *(t.sender for t in self.c.steer)]
-        return select_tools(
-            self.req.tools, self.c.tool_policy, model.provider, model.model, senders
-        )
+        senders = {t.sender for t in self.req.prompt}
+        senders.update(self.c.steer_senders, (t.sender for t in self.c.steer))
+        # The same inputs give the same selection: computed once per model and set of senders
+        # rather than on every step.
+        key = (model.provider, model.model, tuple(sorted(senders, key=str)))
+        selection = self.tool_selections.get(key)
+        if selection is None:
+            selection = select_tools(
+                self.req.tools, self.c.tool_policy, model.provider, model.model, list(senders)
+            )
+            self.tool_selections[key] = selection
+        return selection
 
     async def _choose_model_and_profile(self) -> LoopEnd | None:
         """Before the first model call: the model and auth profile to start with (SPEC §4.1,

@@ -160,11 +160,13 @@ def allowed(
     name: str, allow: Sequence[str] | None, deny: Sequence[str], plugins: Sequence[str] = ()
 ) -> bool:
     """SPEC §13.2's decision for one tool against one allow / deny pair (raw config entries)."""
-    tool = normalize(name)
-    denied = expand(deny, plugins)
+    return _decide(normalize(name), expand(allow or (), plugins), expand(deny, plugins))
+
+
+def _decide(tool: str, allowlist: Sequence[str], denied: Sequence[str]) -> bool:
+    """`allowed` over a normalized name and expanded patterns (expanded once per layer)."""
     if _any(denied, tool) or (tool == "apply_patch" and _any(denied, "write")):
         return False
-    allowlist = expand(allow or (), plugins)
     if not allowlist:
         return True
     return _any(allowlist, tool) or (tool == "apply_patch" and _any(allowlist, "write"))
@@ -294,8 +296,10 @@ def select_tools(
     for layer in pipeline_layers(policy, provider, model):
         label = f"{layer.name} ({layer.source})" if layer.source else layer.name
         kept = []
+        allowlist = expand(layer.rules.allow or (), plugins)
+        denied = expand(layer.rules.deny, plugins)
         for tool in remaining:
-            if allowed(tool, layer.rules.allow, layer.rules.deny, plugins):
+            if _decide(tool, allowlist, denied):
                 kept.append(tool)
             else:
                 removed[tool] = label
