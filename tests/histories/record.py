@@ -615,6 +615,32 @@ async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
             await client.wait_for_run(r.run_id or "")
 
 
+async def tool_policy(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 21, the tool policy: a run from a non-owner sender whose model calls a denied tool
+    and an owner-only one (both refused) and continues as new with its policy; then a message
+    through a channel whose layer denies more, after the config changed under the worker."""
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (dep.data_dir / "config.toml").write_text(
+        '[tools]\ndeny = ["exec"]\nowner_senders = ["alice"]\nowner_only = ["write"]\n'
+    )
+    overrides: dict[str, object] = {"run_continue_as_new_after_events": 20}
+    r = await client.send_and_start(
+        "policy",
+        "run `echo hi` then write x.txt with y then read notes.txt then read notes.txt then "
+        "read notes.txt then say done",
+        workspace=str(ws),
+        sender="mallory",
+        session_overrides=overrides,
+    )
+    await client.wait_for_run(r.run_id or "")
+    (dep.data_dir / "config.toml").write_text('[tools.by_channel.slack]\ndeny = ["read"]\n')
+    r = await client.send_and_start(
+        "policy", "read notes.txt then say done", routing=Routing(channel="slack", to="C1")
+    )
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -637,6 +663,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "scheduled": scheduled,
     "queue_drops": queue_drops,
     "thinking_and_window": thinking_and_window,
+    "tool_policy": tool_policy,
 }
 
 

@@ -305,8 +305,7 @@ def select_tools(
                 removed[tool] = label
         remaining = kept
     refusals = {
-        tool: f"Tool {tool!r} is not available: the tool policy removed it ({layer}). "
-        "Do not call it again; use the tools you were offered."
+        tool: f"Tool {tool!r} is not available: the tool policy removed it ({layer})."
         for tool, layer in removed.items()
     }
     owners_only = set(OWNER_ONLY) | {normalize(t) for t in policy.owner_only}
