@@ -405,6 +405,13 @@ class AgentRunWorkflow(LegacyFailover):
             )
         except ActivityError as err:
             return _failure(err)
+        except ApplicationError as err:
+            # A local activity's non-retryable failure arrives as itself (as in the session's
+            # local activities), not wrapped in an ActivityError.
+            return LoopEnd(
+                TerminationReason.ERROR,
+                ExecutionError(kind=ExecutionErrorKind.RUNTIME_UNAVAILABLE, message=err.message),
+            )
         return None
 
     def tools(self) -> ToolSelection:

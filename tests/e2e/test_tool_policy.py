@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentlane.messages import Routing
+from agentlane.messages import Routing, SendDisposition
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
@@ -256,3 +256,55 @@ def test_the_cli_prints_what_is_offered_and_what_removed_the_rest(
     )
     assert bad.returncode != 0 and "tools.profile" in bad.stderr and "config.toml" in bad.stderr
     configure(deployment, fake, "")
+
+
+async def test_a_policy_the_worker_cannot_read_ends_the_run_saying_why(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    # The client refuses a message while the config is invalid, so the config breaks while a
+    # queued message waits for the run before it.
+    configure(deployment, fake, "")
+    fake.script(Reply(text="first", ttft=4.0))
+    key = f"bad-{uuid.uuid4().hex[:6]}"
+    try:
+        client = await AgentlaneClient.connect(settings_for(deployment))
+        first = await client.send_and_start(
+            key, "hello", workspace=str(deployment.data_dir), model=CLAUDE
+        )
+        queued = await client.send(key, "and then", mode="followup")
+        configure(deployment, fake, '[tools]\ndeny = "exec"\n')
+        await client.wait_for_run(first.run_id or "")
+        fate = await client.wait_started(key, queued.message_seq)
+        result = await client.wait_for_run(fate.run_id or "")
+        assert result.status == ExecutionStatus.ERROR and result.error is not None
+        assert "tools.deny" in result.error.message and "config.toml" in result.error.message
+        assert len([r for r in fake.requests("anthropic") if r.purpose == "chat"]) == 1
+    finally:
+        configure(deployment, fake, "")
+
+
+async def test_a_non_owner_steering_a_run_takes_owner_only_tools_from_its_next_call(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    configure(deployment, fake, '[tools]\nowner_senders = ["alice"]\nowner_only = ["write"]\n')
+    fake.script(
+        Reply(
+            tool_calls=[ScriptedToolCall(name="read", arguments={"path": "nothing.txt"})],
+            ttft=4.0,
+        ),
+        Reply(text="done"),
+    )
+    key = f"steered-{uuid.uuid4().hex[:8]}"
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    ws = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
+    ws.mkdir(parents=True)
+    started = await client.send_and_start(
+        key, "hello", workspace=str(ws), model=CLAUDE, sender="alice"
+    )
+    steer = await client.send(key, "and this", mode="steer", sender="mallory")
+    assert steer.disposition == SendDisposition.STEERED
+    result = await client.wait_for_run(started.run_id or "")
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    chat = [r for r in fake.requests("anthropic") if r.purpose == "chat"]
+    first, last = ([t["name"] for t in r.body.get("tools", [])] for r in (chat[0], chat[-1]))
+    assert "write" in first and "write" not in last and "read" in last
