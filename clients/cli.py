@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from agentlane.branches import RESET_HELP
 from agentlane.headers import AUTH_HEADER_STYLES
@@ -18,6 +19,9 @@ from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import Routing
 from agentlane.pricing import cost_label, prices_text
 from agentlane.settings import Settings
+
+if TYPE_CHECKING:
+    from clients.api import AgentlaneClient
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,6 +71,27 @@ def _message_text(args: argparse.Namespace) -> str:
     return " ".join(args.text)
 
 
+async def _offset_before_send(client: AgentlaneClient, key: str) -> int:
+    """Where the session's stream ends now (a query, which a worker answers): the run's events
+    come after it. With no worker polling there is nothing to wait for (0: the send will say
+    there is no worker)."""
+    call = asyncio.ensure_future(client.events_offset(key))
+    done, _ = await asyncio.wait({call}, timeout=1)
+    if not done and await client.workers_polling():
+        done, _ = await asyncio.wait({call}, timeout=2)
+    if not done:
+        call.cancel()
+    try:
+        return await call if done else 0
+    except Exception:
+        return 0
+
+
+def _tell_waiting(why: str) -> None:
+    """A call waits for a busy worker: say so rather than wait in silence."""
+    print(why, file=sys.stderr, flush=True)
+
+
 async def _send(args: argparse.Namespace) -> int:
     from agentlane.messages import FateState, SendDisposition
     from agentlane.run import ExecutionStatus
@@ -82,12 +107,7 @@ async def _send(args: argparse.Namespace) -> int:
         )
         return EXIT_REJECTED
     client = await AgentlaneClient.connect()
-    offset = 0
-    if args.watch:
-        try:
-            offset = await asyncio.wait_for(client.events_offset(args.session), 3)
-        except Exception:
-            offset = 0
+    offset = await _offset_before_send(client, args.session) if args.watch else 0
     try:
         receipt = await client.send(
             args.session,
@@ -99,6 +119,7 @@ async def _send(args: argparse.Namespace) -> int:
             message_id=args.message_id,
             queue=args.queue,
             session_overrides={"auth_profile": args.profile} if args.profile else None,
+            on_wait=_tell_waiting,
         )
     except (SendRejected, ValueError) as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -188,7 +209,7 @@ async def _status(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    status = await client.status(args.session)
+    status = await client.status(args.session, on_wait=_tell_waiting)
     print(status.model_dump_json(indent=2, exclude_none=True))
     return 0
 
