@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from activities.cancellation import cancelled_for_good
 from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.stream_publishers import EventLease, SessionPublishers
+from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, read_file, write_file
 from activities.tools.results import ToolResult
@@ -117,6 +118,14 @@ class ToolActivities:
         execute: Callable[[ToolCall, EventLease], Awaitable[ToolResult]],
     ) -> ToolCallOutcome:
         started = time.monotonic()
+        new_here = RUNS_SEEN.first_here(inp.run_id)
+        if activity.info().attempt > 1 or new_here:
+            # The previous attempt's (or step's) worker may have died with the run's events
+            # unsent: they go out again before anything of this step.
+            await Republisher(self.store, self.publishers).republish(
+                activity.client(), inp.session_key, inp.run_id
+            )
+            activity.heartbeat()
         existing = await asyncio.to_thread(
             self.store.tool_result, inp.session_key, inp.tool_call_id
         )

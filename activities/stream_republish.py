@@ -1,0 +1,307 @@
+"""Publishes again, from the transcript, the events of a run that a killed worker never sent.
+
+Steps hand their events to a per-process buffer and return without waiting for it (README
+"Event order"); a worker killed with kill -9 inside that window loses them from the stream, never
+from the transcript. What the transcript holds can be told again:
+
+- an assistant entry: `message_start`, the text consumers have not been shown (one `text_delta`
+  from where the stream's text of that message stops, or a `message_reset` and all of it when
+  they differ), `message_end` with its stop reason and usage;
+- an executed tool call (a result its activity wrote, with its duration): `tool_execution_start`
+  with the call's input preview and `tool_execution_end` with its outcome.
+
+Republished events keep the ids the lost ones had (their text delta's id names the republish),
+and carry `data["republished"] = True`. What cannot be rebuilt (streamed reasoning, block
+replies, an exec's output preview) stays lost; the run's end announces what it expected and did
+not find in a `stream_gap` (activities/stream_gaps.py).
+
+When: a step that is a retry (attempt > 1: its previous attempt's worker may have died), or the
+first step of a run this worker process runs (the run's previous step may have run on a worker
+that died right after it), tells the run's lost events again before its own; the run's end
+(`finish_run`) does the same for whatever is still missing. Only entries at least
+`settle_seconds` old count as lost: a live worker's last batch may still be on its way (one
+batch interval, plus a signal round trip), and republishing it too would show it twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.workflow_streams import PollInput, PollResult
+
+from activities.event_publishing import OFFSET_QUERY, POLL_QUERY, decode_events
+from activities.model_output.normalization import normalize_text
+from activities.stream_gaps import TAIL_WINDOW, expected_event_ids
+from activities.stream_publishers import SessionPublishers
+from activities.transcript_store import TranscriptStore
+from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind, lifecycle_event_id
+from agentlane.ids import events_workflow_id
+from agentlane.transcript import Role, ToolCall, TranscriptEntry
+
+# How old an entry must be before its missing events count as lost, on top of the batch
+# interval: a live worker sends its batch one interval after it was filled, plus a round trip.
+SETTLE_MARGIN_SECONDS = 2.0
+_TURN = re.compile(r":t(\d+)$")
+
+log = logging.getLogger(__name__)
+# How many run ids a worker process remembers having run a step of (oldest forgotten first).
+RUNS_REMEMBERED = 4096
+
+
+class RunsSeen:
+    """The runs this worker process has run a step of: a step of a run new here may follow a
+    step that ran on a worker that died."""
+
+    def __init__(self, limit: int = RUNS_REMEMBERED) -> None:
+        self._runs: OrderedDict[str, None] = OrderedDict()
+        self._limit = limit
+
+    def first_here(self, run_id: str) -> bool:
+        """Whether this is the first step of `run_id` here (and remember it)."""
+        if run_id in self._runs:
+            self._runs.move_to_end(run_id)
+            return False
+        self._runs[run_id] = None
+        while len(self._runs) > self._limit:
+            self._runs.popitem(last=False)
+        return True
+
+
+RUNS_SEEN = RunsSeen()
+
+
+def shown_text(events: Sequence[AgentEvent], message_id: str) -> str:
+    """What consumers have been shown of one message (its deltas, after its last reset)."""
+    text = ""
+    for event in events:
+        if event.message_id != message_id:
+            continue
+        if event.kind == EventKind.MESSAGE_RESET:
+            text = ""
+        elif event.kind == EventKind.TEXT_DELTA and event.text and event.index is not None:
+            text = text[: event.index].ljust(event.index) + event.text
+    return text
+
+
+def rebuild(
+    session_key: str,
+    run_id: str,
+    entries: Sequence[TranscriptEntry],
+    stream: Sequence[AgentEvent],
+    missing: Mapping[str, str],
+) -> list[AgentEvent]:
+    """The events to publish again, in transcript order, for the `missing` event ids (event id
+    -> transcript entry id, as `expected_event_ids` names them). `stream`: the run's events the
+    stream holds. Pure: no I/O."""
+    # Imported here: the tool activities call into this module.
+    from activities.tool_calls import preview_args
+
+    calls: dict[str, tuple[ToolCall | None, TranscriptEntry | None]] = {}
+    out: list[AgentEvent] = []
+
+    def event(
+        kind: EventKind,
+        event_id: str,
+        entry: TranscriptEntry,
+        data: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> None:
+        out.append(
+            AgentEvent(
+                kind=kind,
+                event_id=event_id,
+                session_key=session_key,
+                run_id=run_id,
+                ts=entry.ts,
+                data={**(data or {}), "republished": True},
+                **fields,
+            )
+        )
+
+    for entry in entries:
+        if entry.run_id != run_id:
+            continue
+        if entry.role == Role.ASSISTANT:
+            for made in entry.tool_calls:
+                calls[made.id] = (made, entry)
+            mid, turn = entry.id, _turn_of(entry.id)
+            start_id = f"{mid}/{EventKind.MESSAGE_START.value}"
+            end_id = f"{mid}/{EventKind.MESSAGE_END.value}"
+            if start_id in missing:
+                event(
+                    EventKind.MESSAGE_START,
+                    start_id,
+                    entry,
+                    turn_index=turn,
+                    message_id=mid,
+                    data={"model": entry.model} if entry.model else {},
+                )
+            if end_id not in missing:
+                continue
+            # The text goes before its end (one process sends a message's events in order), so
+            # only a message whose end is lost can lack text.
+            visible = normalize_text(entry.text) or ""
+            shown = shown_text(stream, mid)
+            if shown != visible:
+                start = len(shown)
+                if not visible.startswith(shown):
+                    event(
+                        EventKind.MESSAGE_RESET,
+                        f"{mid}/{EventKind.MESSAGE_RESET.value}/republished",
+                        entry,
+                        turn_index=turn,
+                        message_id=mid,
+                    )
+                    start = 0
+                if visible[start:]:
+                    event(
+                        EventKind.TEXT_DELTA,
+                        f"{mid}/republished/d/{start}",
+                        entry,
+                        turn_index=turn,
+                        message_id=mid,
+                        text=visible[start:],
+                        index=start,
+                    )
+            event(
+                EventKind.MESSAGE_END,
+                end_id,
+                entry,
+                turn_index=turn,
+                message_id=mid,
+                stop_reason=entry.stop_reason,
+                usage=entry.usage,
+            )
+        elif entry.role == Role.TOOL and entry.tool_call_id:
+            cid = entry.tool_call_id
+            start_id = f"{cid}/{EventKind.TOOL_EXECUTION_START.value}"
+            end_id = f"{cid}/{EventKind.TOOL_EXECUTION_END.value}"
+            if start_id not in missing and end_id not in missing:
+                continue
+            call, owner = calls.get(cid, (None, None))
+            common: dict[str, Any] = {
+                "turn_index": _turn_of(owner.id) if owner else None,
+                "message_id": owner.id if owner else None,
+                "tool_call_id": cid,
+                "tool_name": entry.tool_name or (call.name if call else None),
+            }
+            if start_id in missing:
+                preview = {"input": preview_args(call.arguments)} if call else {}
+                event(EventKind.TOOL_EXECUTION_START, start_id, entry, data=preview, **common)
+            if end_id in missing:
+                duration = entry.meta.get("duration_ms")
+                event(
+                    EventKind.TOOL_EXECUTION_END,
+                    end_id,
+                    entry,
+                    success=not entry.is_error,
+                    summary=str(entry.meta.get("summary", "")),
+                    text=entry.text[:2000],
+                    duration_ms=duration if isinstance(duration, int) else None,
+                    **common,
+                )
+    return out
+
+
+def _turn_of(entry_id: str) -> int | None:
+    found = _TURN.search(entry_id)
+    return int(found.group(1)) if found else None
+
+
+def settled(
+    missing: Mapping[str, str],
+    entries: Sequence[TranscriptEntry],
+    settle_seconds: float,
+    now: float,
+) -> dict[str, str]:
+    """The missing events whose entries are old enough to count as lost."""
+    ts = {e.id: e.ts for e in entries}
+    return {
+        eid: entry for eid, entry in missing.items() if ts.get(entry, now) <= now - settle_seconds
+    }
+
+
+async def run_events(client: Client, session_key: str, run_id: str) -> list[AgentEvent]:
+    """The run's events in the stream, read from the tail back to its `agent_start` (queries: no
+    history cost)."""
+    handle = client.get_workflow_handle(events_workflow_id(session_key))
+    converter = client.data_converter.payload_converter
+    end: int = await handle.query(OFFSET_QUERY, result_type=int)
+    start_id = lifecycle_event_id(run_id, EventKind.AGENT_START)
+    window = TAIL_WINDOW
+    while True:
+        begin = max(0, end - window)
+        events: list[AgentEvent] = []
+        offset = begin
+        while offset < end:
+            result = await handle.query(
+                POLL_QUERY,
+                PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
+                result_type=PollResult,
+            )
+            events.extend(e for e in decode_events(result, converter) if e.run_id == run_id)
+            if not result.items or not result.more_ready:
+                break
+            offset = result.next_offset
+        if begin == 0 or any(e.event_id == start_id for e in events):
+            return events
+        window *= 2
+
+
+class Republisher:
+    """Finds a run's lost events and publishes them again through the process's publishers."""
+
+    def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
+        self.store = store
+        self.publishers = publishers
+        self.settle_seconds = publishers.batch_interval_seconds + SETTLE_MARGIN_SECONDS
+
+    async def lost(
+        self, client: Client, session_key: str, run_id: str, *, wait_to_settle: bool = False
+    ) -> tuple[list[AgentEvent], dict[str, str]]:
+        """The events to publish again, and what is still missing after them (event id ->
+        entry id). `wait_to_settle`: an entry too young to tell is waited for (the run's end,
+        the last chance) instead of left for later."""
+        entries = await asyncio.to_thread(self.store.read, session_key)
+        expected = expected_event_ids(entries, run_id)
+        if not expected:
+            return [], {}
+        while True:
+            stream = await run_events(client, session_key, run_id)
+            seen = {e.event_id for e in stream}
+            missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
+            now = time.time()
+            lost = settled(missing, entries, self.settle_seconds, now)
+            if not wait_to_settle or len(lost) == len(missing):
+                break
+            youngest = max(e.ts for e in entries if e.id in set(missing.values()))
+            await asyncio.sleep(max(0.1, youngest + self.settle_seconds - now))
+        events = rebuild(session_key, run_id, entries, stream, lost)
+        rebuilt = {e.event_id for e in events}
+        return events, {eid: entry for eid, entry in missing.items() if eid not in rebuilt}
+
+    async def republish(self, client: Client, session_key: str, run_id: str) -> int:
+        """Publish the run's lost events now, ahead of anything this process publishes for the
+        session after this call; best effort (a failed check never fails the step)."""
+        try:
+            events, _ = await self.lost(client, session_key, run_id)
+        except Exception as err:  # events are best effort; the transcript is the record
+            log.warning("could not check run %s's events in the stream: %s", run_id, err)
+            return 0
+        if events:
+            log.warning(
+                "run %s: publishing again %d events a stopped worker never sent",
+                run_id,
+                len(events),
+            )
+            async with self.publishers.lease(client, session_key) as publisher:
+                for event in events:
+                    publisher.publish(event)
+        return len(events)
