@@ -69,6 +69,8 @@ class RunFinishActivity:
                 announced = set()
             events = [e for e in events if e.event_id not in announced]
         recovered = await self._gap(inp)
+        again = {e.event_id for e in recovered}
+        events = [e for e in events if e.event_id not in again]
         async with lease as publisher:
             for event in recovered:
                 publisher.publish(event)

@@ -8,7 +8,9 @@ from the transcript. What the transcript holds can be told again:
   from where the stream's text of that message stops, or a `message_reset` and all of it when
   they differ), `message_end` with its stop reason and usage;
 - an executed tool call (a result its activity wrote, with its duration): `tool_execution_start`
-  with the call's input preview and `tool_execution_end` with its outcome.
+  with the call's input preview and `tool_execution_end` with its outcome;
+- the run's `agent_start` (with the model, from its first message) and the turn boundaries
+  (`turn_start` of each turn with a message, `turn_end` of each turn followed by another).
 
 Republished events keep the ids the lost ones had (their text delta's id names the republish),
 and carry `data["republished"] = True`. What cannot be rebuilt (streamed reasoning, block
@@ -90,6 +92,40 @@ def shown_text(events: Sequence[AgentEvent], message_id: str) -> str:
     return text
 
 
+def lifecycle_missing(
+    entries: Sequence[TranscriptEntry], run_id: str, seen: set[str]
+) -> dict[str, str]:
+    """The run's lifecycle events the transcript implies and the stream lacks (event id ->
+    transcript entry id): `agent_start` once the run has an entry, `turn_start` of each turn
+    with a message, `turn_end` of each turn a later message follows (the last turn's end is
+    the run end's to publish)."""
+    own = [e for e in entries if e.run_id == run_id]
+    if not own:
+        return {}
+    out: dict[str, str] = {}
+    start = lifecycle_event_id(run_id, EventKind.AGENT_START)
+    if start not in seen:
+        out[start] = own[0].id
+    turns = _turns(own)
+    for turn, entry in turns.items():
+        opened = lifecycle_event_id(run_id, EventKind.TURN_START, turn)
+        if opened not in seen:
+            out[opened] = entry.id
+        closed = lifecycle_event_id(run_id, EventKind.TURN_END, turn - 1)
+        if turn - 1 in turns and closed not in seen:
+            out[closed] = entry.id
+    return out
+
+
+def _turns(own: Sequence[TranscriptEntry]) -> dict[int, TranscriptEntry]:
+    turns: dict[int, TranscriptEntry] = {}
+    for entry in own:
+        turn = _turn_of(entry.id)
+        if entry.role == Role.ASSISTANT and turn is not None and not entry.id.endswith("/partial"):
+            turns[turn] = entry
+    return turns
+
+
 def rebuild(
     session_key: str,
     run_id: str,
@@ -125,13 +161,35 @@ def rebuild(
             )
         )
 
-    for entry in entries:
-        if entry.run_id != run_id:
-            continue
+    own = [e for e in entries if e.run_id == run_id]
+    turns = _turns(own)
+    started = lifecycle_event_id(run_id, EventKind.AGENT_START)
+    if own and started in missing:
+        first = next((e for e in turns.values() if e.model), None)
+        event(
+            EventKind.AGENT_START,
+            started,
+            own[0],
+            data={"model": first.model} if first is not None else {},
+        )
+    for entry in own:
         if entry.role == Role.ASSISTANT:
             for made in entry.tool_calls:
                 calls[made.id] = (made, entry)
             mid, turn = entry.id, _turn_of(entry.id)
+            if turn is not None and turns.get(turn) is entry:
+                closed = lifecycle_event_id(run_id, EventKind.TURN_END, turn - 1)
+                if closed in missing and turn - 1 in turns:
+                    event(
+                        EventKind.TURN_END,
+                        closed,
+                        entry,
+                        turn_index=turn - 1,
+                        has_tool_calls=bool(turns[turn - 1].tool_calls),
+                    )
+                opened = lifecycle_event_id(run_id, EventKind.TURN_START, turn)
+                if opened in missing:
+                    event(EventKind.TURN_START, opened, entry, turn_index=turn)
             start_id = f"{mid}/{EventKind.MESSAGE_START.value}"
             end_id = f"{mid}/{EventKind.MESSAGE_END.value}"
             if start_id in missing:
@@ -277,6 +335,7 @@ class Republisher:
             stream = await run_events(client, session_key, run_id)
             seen = {e.event_id for e in stream}
             missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
+            missing.update(lifecycle_missing(entries, run_id, seen))
             now = time.time()
             lost = settled(missing, entries, self.settle_seconds, now)
             if not wait_to_settle or len(lost) == len(missing):
@@ -301,7 +360,10 @@ class Republisher:
                 run_id,
                 len(events),
             )
-            async with self.publishers.lease(client, session_key) as publisher:
+            # Waited for: the step reads the stream back next (what a retried model call may
+            # show, which announcements it still owes) and must find these there.
+            lease = self.publishers.lease(client, session_key, wait_for_flush=True)
+            async with lease as publisher:
                 for event in events:
                     publisher.publish(event)
         return len(events)

@@ -80,6 +80,16 @@ async def test_events_lost_with_a_killed_worker_are_published_again(dep: Deploym
     assert read_end.data.get("republished") and "alpha" in (read_end.text or "")
     assert read_end.success and read_end.duration_ms is not None
     assert read_end.message_id and read_end.turn_index == 0
+    # The run's lifecycle too, once each and in its place.
+    assert events[0].kind == EventKind.AGENT_START
+    assert [e.kind for e in events].count(EventKind.AGENT_START) == 1
+    turns = [
+        (e.kind, e.turn_index)
+        for e in events
+        if e.kind in (EventKind.TURN_START, EventKind.TURN_END)
+    ]
+    assert turns == sorted(set(turns), key=turns.index)  # no repeats
+    assert (EventKind.TURN_START, 0) in turns and (EventKind.TURN_END, 0) in turns
     # Everything was rebuilt: no gap is left to announce.
     assert EventKind.STREAM_GAP not in {e.kind for e in events}
     assert events[-1].kind == EventKind.AGENT_END
