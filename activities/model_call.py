@@ -321,10 +321,11 @@ class ModelCallActivity:
     async def call_model(self, inp: ModelCallInput) -> ModelCallResult:
         info = activity.info()
         new_here = RUNS_SEEN.first_here(inp.run_id)
+        in_stream: set[str] = set()
         if info.attempt > 1 or (new_here and inp.turn_index > 0):
             # The previous attempt's (or step's) worker may have died with the run's events
             # unsent: they go out again before anything of this step.
-            await Republisher(self.store, self.publishers).republish(
+            in_stream = await Republisher(self.store, self.publishers).republish(
                 activity.client(), inp.session_key, inp.run_id
             )
             activity.heartbeat()
@@ -394,8 +395,11 @@ class ModelCallActivity:
                 event = announcement.to_event(inp.session_key, inp.run_id)
                 if event.event_id not in announced:  # an earlier attempt announced it already
                     publisher.publish(event)
-            # Not urgent: it goes out with the first text, or at the next tick.
-            publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt))
+            # Not urgent: it goes out with the first text, or at the next tick. Once: a retry
+            # whose earlier attempt announced it does not again.
+            start = self._message_event(inp, EventKind.MESSAGE_START, info.attempt)
+            if start.event_id not in in_stream:
+                publisher.publish(start)
             if prior_unknown:
                 # Nothing is known about what an earlier attempt showed: tell consumers to drop
                 # anything they have for this message.

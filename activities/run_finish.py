@@ -96,9 +96,10 @@ class RunFinishActivity:
         republished: list[AgentEvent] = []
         if missing:
             try:
-                republished, missing = await Republisher(self.store, self.publishers).lost(
+                found = await Republisher(self.store, self.publishers).lost(
                     activity.client(), result.session_key, result.run_id, wait_to_settle=True
                 )
+                republished, missing = found.events, found.missing
             except Exception as err:
                 log.warning("could not rebuild run %s's lost events: %s", result.run_id, err)
         if republished:

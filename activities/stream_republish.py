@@ -33,6 +33,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client
@@ -313,6 +314,13 @@ async def run_events(client: Client, session_key: str, run_id: str) -> list[Agen
         window *= 2
 
 
+@dataclass
+class Recovery:
+    events: list[AgentEvent]  # to publish again
+    missing: dict[str, str]  # still missing after them: event id -> transcript entry id
+    in_stream: set[str]  # ids of the run's events in the stream, with the republished ones
+
+
 class Republisher:
     """Finds a run's lost events and publishes them again through the process's publishers."""
 
@@ -323,15 +331,13 @@ class Republisher:
 
     async def lost(
         self, client: Client, session_key: str, run_id: str, *, wait_to_settle: bool = False
-    ) -> tuple[list[AgentEvent], dict[str, str]]:
-        """The events to publish again, and what is still missing after them (event id ->
-        entry id). `wait_to_settle`: an entry too young to tell is waited for (the run's end,
-        the last chance) instead of left for later."""
+    ) -> Recovery:
+        """The events to publish again, what is still missing after them, and what the stream
+        holds of the run. `wait_to_settle`: entries too young to tell are waited for once (the
+        run's end, the last chance) instead of left for later."""
         entries = await asyncio.to_thread(self.store.read, session_key)
         expected = expected_event_ids(entries, run_id)
-        if not expected:
-            return [], {}
-        while True:
+        for _ in range(2):
             stream = await run_events(client, session_key, run_id)
             seen = {e.event_id for e in stream}
             missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
@@ -340,30 +346,34 @@ class Republisher:
             lost = settled(missing, entries, self.settle_seconds, now)
             if not wait_to_settle or len(lost) == len(missing):
                 break
-            youngest = max(e.ts for e in entries if e.id in set(missing.values()))
+            young = set(missing.values()) - set(lost.values())
+            youngest = max((e.ts for e in entries if e.id in young), default=now)
             await asyncio.sleep(max(0.1, youngest + self.settle_seconds - now))
         events = rebuild(session_key, run_id, entries, stream, lost)
         rebuilt = {e.event_id for e in events}
-        return events, {eid: entry for eid, entry in missing.items() if eid not in rebuilt}
+        still = {eid: entry for eid, entry in missing.items() if eid not in rebuilt}
+        return Recovery(events, still, seen | rebuilt)
 
-    async def republish(self, client: Client, session_key: str, run_id: str) -> int:
+    async def republish(self, client: Client, session_key: str, run_id: str) -> set[str]:
         """Publish the run's lost events now, ahead of anything this process publishes for the
-        session after this call; best effort (a failed check never fails the step)."""
+        session after this call. Answers the ids of the run's events the stream now holds (a
+        retried step need not announce those again); best effort: a failed check never fails
+        the step (and answers nothing)."""
         try:
-            events, _ = await self.lost(client, session_key, run_id)
+            found = await self.lost(client, session_key, run_id)
         except Exception as err:  # events are best effort; the transcript is the record
             log.warning("could not check run %s's events in the stream: %s", run_id, err)
-            return 0
-        if events:
+            return set()
+        if found.events:
             log.warning(
                 "run %s: publishing again %d events a stopped worker never sent",
                 run_id,
-                len(events),
+                len(found.events),
             )
             # Waited for: the step reads the stream back next (what a retried model call may
             # show, which announcements it still owes) and must find these there.
             lease = self.publishers.lease(client, session_key, wait_for_flush=True)
             async with lease as publisher:
-                for event in events:
+                for event in found.events:
                     publisher.publish(event)
-        return len(events)
+        return found.in_stream

@@ -119,10 +119,11 @@ class ToolActivities:
     ) -> ToolCallOutcome:
         started = time.monotonic()
         new_here = RUNS_SEEN.first_here(inp.run_id)
+        in_stream: set[str] = set()
         if activity.info().attempt > 1 or new_here:
             # The previous attempt's (or step's) worker may have died with the run's events
             # unsent: they go out again before anything of this step.
-            await Republisher(self.store, self.publishers).republish(
+            in_stream = await Republisher(self.store, self.publishers).republish(
                 activity.client(), inp.session_key, inp.run_id
             )
             activity.heartbeat()
@@ -140,13 +141,11 @@ class ToolActivities:
             )
         call = await asyncio.to_thread(self._find_call, inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
-            publisher.publish(
-                self._event(
-                    inp,
-                    EventKind.TOOL_EXECUTION_START,
-                    data={"input": preview_args(call.arguments)},
-                )
+            start = self._event(
+                inp, EventKind.TOOL_EXECUTION_START, data={"input": preview_args(call.arguments)}
             )
+            if start.event_id not in in_stream:  # a retry whose first attempt announced it
+                publisher.publish(start)
             # Heartbeats let Temporal notice a dead worker within the heartbeat timeout and
             # deliver cancellation (abort) to a running tool.
             beats = asyncio.create_task(_heartbeat_forever())
