@@ -486,13 +486,18 @@ class AgentlaneClient:
         """Retry what the server refused for load (a workflow takes only so many updates at
         once) and updates it aborted because the session continued as new or closed under them:
         a burst of senders waits its turn instead of failing. A retried send that the session had
-        in fact taken comes back as its own duplicate (see `_own_duplicate`)."""
+        in fact taken comes back as its own duplicate (see `_own_duplicate`). Also an update
+        the server dropped because the workflow task that carried it went unprocessed (a worker
+        paused or overloaded past the task timeout): it was never taken."""
         delay = 0.02
         while True:
             try:
                 return await call()
             except RPCError as err:
                 if not _retryable(err):
+                    raise
+            except WorkflowUpdateFailedError as err:
+                if UNPROCESSED_UPDATE not in _failure_text(err):
                     raise
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
@@ -564,13 +569,18 @@ class AgentlaneClient:
         try:
             receipt: AbortReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
             return receipt
-        except _NoAnswer:
-            pass
+        except _NoAnswer as gave_up:
+            presence = gave_up.presence
         # The signal is durable: the run stops as soon as a worker picks the session up.
         await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))
+        if presence.polling:
+            raise WorkerBusy(
+                f"abort recorded for session {key}, but {presence.describe()}: it takes effect "
+                "when the worker gets to it"
+            )
         raise NoWorker(
-            f"abort recorded for session {key}, but no worker answered within "
-            f"{WORKER_WAIT_SECONDS:.0f} s: it takes effect when a worker starts; {NO_WORKER_HINT}"
+            f"abort recorded for session {key}, but {presence.describe()}: it takes effect "
+            f"when a worker starts; {NO_WORKER_HINT}"
         )
 
     # -- reset and branches (issue 10) --------------------------------------------------------
@@ -591,11 +601,10 @@ class AgentlaneClient:
             receipt: ResetReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
-        except _NoAnswer:
+        except _NoAnswer as gave_up:
             raise NoWorker(
-                f"session {key} exists, but no worker answered within "
-                f"{WORKER_WAIT_SECONDS:.0f} s, so the reset is not confirmed (it may still "
-                f"happen when a worker starts); {NO_WORKER_HINT}"
+                f"session {key} exists, but {gave_up.presence.describe()}, so the reset is not "
+                f"confirmed (it may still happen when a worker starts); {NO_WORKER_HINT}"
             ) from None
         return receipt
 
@@ -659,11 +668,10 @@ class AgentlaneClient:
             except WorkflowFailureError as failure:
                 raise BranchRejected(_cause_text(failure)) from err
             raise
-        except _NoAnswer:
+        except _NoAnswer as gave_up:
             raise NoWorker(
-                f"branch {key} of {parent} started, but no worker answered within "
-                f"{WORKER_WAIT_SECONDS:.0f} s: its history is copied when a worker starts; "
-                f"{NO_WORKER_HINT}"
+                f"branch {key} of {parent} started, but {gave_up.presence.describe()}: its "
+                f"history is copied when a worker starts; {NO_WORKER_HINT}"
             ) from None
         return receipt
 
@@ -1036,6 +1044,10 @@ class AgentlaneClient:
 
     async def delete_schedule(self, schedule_id: str) -> None:
         await schedules.delete_schedule(self.client, schedule_id)
+
+
+# How the server words an update it dropped because no worker processed the task carrying it.
+UNPROCESSED_UPDATE = "wasn't processed by worker"
 
 
 def _retryable(err: RPCError) -> bool:

@@ -126,10 +126,11 @@ async def test_no_worker_answers_within_5s_and_the_message_runs_later(
         assert f"no worker polls task queue {no_worker.task_queue}" in out.stderr
         assert "agentlane worker" in out.stderr
         assert took < 5, f"{args}: answered after {took:.1f} s"
-    started = time.monotonic()
-    out = await acli(no_worker, "status", key)
-    assert out.returncode == 5 and "no worker polls" in out.stderr, out.stderr
-    assert time.monotonic() - started < 5
+    for command in (["status", key], ["queue", key, "followup"], ["abort", key]):
+        started = time.monotonic()
+        out = await acli(no_worker, *command)
+        assert out.returncode == 5 and "no worker polls" in out.stderr, (command, out.stderr)
+        assert time.monotonic() - started < 5, command
     no_worker.start_worker()
     try:
         client = await AgentlaneClient.connect(settings_for(no_worker))
@@ -198,20 +199,42 @@ async def test_a_paused_worker_is_busy_not_absent(no_worker: Deployment, tmp_pat
         assert out.returncode == 0, out.stderr
         os.killpg(worker.pid, signal.SIGSTOP)
         try:
-            started = time.monotonic()
-            send = asyncio.create_task(acli(no_worker, "send", key, "say busy", "--no-watch"))
-            status = asyncio.create_task(acli(no_worker, "status", key))
-            await asyncio.sleep(8)  # past the 4 s after which "no worker" used to be said
-            assert not send.done() and not status.done()
+            commands = {
+                "send": ["send", key, "say busy", "--no-watch"],
+                "status": ["status", key],
+            }
+            procs = {
+                name: await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "clients.cli",
+                    *args,
+                    cwd=REPO,
+                    env=no_worker.env(),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                for name, args in commands.items()
+            }
+            # Each says why it waits (once past its first seconds), and keeps waiting.
+            for name, proc in procs.items():
+                assert proc.stderr is not None
+                line = (await asyncio.wait_for(proc.stderr.readline(), 40)).decode()
+                assert "but is busy; waiting up to 60 s" in line, (name, line)
+                assert f"task queue {no_worker.task_queue}" in line
+            await asyncio.sleep(2)
+            assert all(proc.returncode is None for proc in procs.values())
         finally:
             os.killpg(worker.pid, signal.SIGCONT)
-        out, shown = await send, await status
-        assert time.monotonic() - started < 60
-        assert out.returncode == 0, out.stderr
-        assert "is busy; waiting up to" in out.stderr and "no worker" not in out.stderr
-        assert out.stderr.splitlines()[-1].startswith(("started", "queued")), out.stderr
-        assert shown.returncode == 0, shown.stderr
-        assert "is busy; waiting up to" in shown.stderr
-        assert json.loads(shown.stdout)["key"] == key
+        results = {}
+        for name, proc in procs.items():
+            stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+            results[name] = (proc.returncode, stdout.decode(), stderr.decode())
+        code, _, stderr = results["send"]
+        assert code == 0, stderr
+        assert stderr.startswith(("started", "queued")) and "no worker" not in stderr, stderr
+        code, stdout, stderr = results["status"]
+        assert code == 0, stderr
+        assert json.loads(stdout)["key"] == key
     finally:
         no_worker.stop_workers()
