@@ -50,7 +50,7 @@ from agentlane.transcript import Role, ToolCall, TranscriptEntry
 
 # How old an entry must be before its missing events count as lost, on top of the batch
 # interval: a live worker sends its batch one interval after it was filled, plus a round trip.
-SETTLE_MARGIN_SECONDS = 2.0
+SETTLE_MARGIN_SECONDS = 1.5
 _TURN = re.compile(r":t(\d+)$")
 
 log = logging.getLogger(__name__)
@@ -287,9 +287,18 @@ def settled(
     }
 
 
-async def run_events(client: Client, session_key: str, run_id: str) -> list[AgentEvent]:
-    """The run's events in the stream, read from the tail back to its `agent_start` (queries: no
-    history cost)."""
+@dataclass
+class RunEvents:
+    events: list[AgentEvent]
+    # Set when the stream no longer holds the run's start (it was truncated when the events
+    # workflow continued as new): the time of its oldest event kept. What was published
+    # before then may be gone without having been lost.
+    horizon: float | None = None
+
+
+async def run_events(client: Client, session_key: str, run_id: str) -> RunEvents:
+    """The run's events in the stream, read from the tail back to its `agent_start` or the
+    oldest event the stream keeps (queries: no history cost)."""
     handle = client.get_workflow_handle(events_workflow_id(session_key))
     converter = client.data_converter.payload_converter
     end: int = await handle.query(OFFSET_QUERY, result_type=int)
@@ -299,19 +308,57 @@ async def run_events(client: Client, session_key: str, run_id: str) -> list[Agen
         begin = max(0, end - window)
         events: list[AgentEvent] = []
         offset = begin
+        oldest: tuple[int, float] | None = None  # offset and time of the first item read
         while offset < end:
             result = await handle.query(
                 POLL_QUERY,
                 PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
                 result_type=PollResult,
             )
-            events.extend(e for e in decode_events(result, converter) if e.run_id == run_id)
+            decoded = decode_events(result, converter)
+            if oldest is None and decoded:
+                oldest = (result.items[0].offset, decoded[0].ts)
+            events.extend(e for e in decoded if e.run_id == run_id)
             if not result.items or not result.more_ready:
                 break
             offset = result.next_offset
-        if begin == 0 or any(e.event_id == start_id for e in events):
-            return events
+        if any(e.event_id == start_id for e in events):
+            return RunEvents(events)
+        if oldest is not None and oldest[0] > begin:
+            # A query starts at the oldest item kept: the part before it is truncated.
+            return RunEvents(events, horizon=oldest[1])
+        if begin == 0:
+            return RunEvents(events)
         window *= 2
+
+
+def published_after(
+    missing: Mapping[str, str], entries: Sequence[TranscriptEntry], horizon: float
+) -> dict[str, str]:
+    """The missing events that were published after `horizon` (so the stream would still hold
+    them had they been sent). A step's first events go out when it starts: a model call starts
+    after the entry before its own, a tool call `duration_ms` before its result."""
+    started: dict[str, float] = {}
+    previous: float | None = None
+    for e in entries:
+        duration = e.meta.get("duration_ms")
+        if e.role == Role.TOOL and isinstance(duration, int):
+            started[e.id] = e.ts - duration / 1000
+        else:
+            started[e.id] = previous if previous is not None else e.ts
+        previous = e.ts
+    ends = {e.id: e.ts for e in entries}
+    out: dict[str, str] = {}
+    for eid, entry_id in missing.items():
+        if eid.endswith(f"/{EventKind.AGENT_START.value}"):
+            continue  # the run's start is exactly what the stream no longer holds
+        at_end = eid.endswith(
+            (f"/{EventKind.MESSAGE_END.value}", f"/{EventKind.TOOL_EXECUTION_END.value}")
+        )
+        when = (ends if at_end else started).get(entry_id, 0.0)
+        if when > horizon:
+            out[eid] = entry_id
+    return out
 
 
 @dataclass
@@ -338,10 +385,13 @@ class Republisher:
         entries = await asyncio.to_thread(self.store.read, session_key)
         expected = expected_event_ids(entries, run_id)
         for _ in range(2):
-            stream = await run_events(client, session_key, run_id)
+            read = await run_events(client, session_key, run_id)
+            stream = read.events
             seen = {e.event_id for e in stream}
             missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
             missing.update(lifecycle_missing(entries, run_id, seen))
+            if read.horizon is not None:
+                missing = published_after(missing, entries, read.horizon)
             now = time.time()
             lost = settled(missing, entries, self.settle_seconds, now)
             if not wait_to_settle or len(lost) == len(missing):

@@ -6,6 +6,7 @@ from activities.stream_gaps import expected_event_ids
 from activities.stream_republish import (
     RunsSeen,
     lifecycle_missing,
+    published_after,
     rebuild,
     settled,
     shown_text,
@@ -169,3 +170,20 @@ def test_a_worker_remembers_the_runs_it_ran_a_step_of() -> None:
     assert seen.first_here("a") and not seen.first_here("a")
     assert seen.first_here("b") and seen.first_here("c")
     assert seen.first_here("a")  # the oldest was forgotten
+
+
+def test_what_a_truncated_stream_dropped_is_not_taken_for_lost() -> None:
+    # The events workflow kept only what was published from 11.5 on: the run's start, its first
+    # message's start and its turn start (published when the call began, after the user entry
+    # at 10) are gone by truncation, not lost. Its end (11.0) is too. The read's start was
+    # published at 12.0 - 0.007, its end at 12; the second message's after 12.
+    entries = transcript()
+    missing = everything_missing(entries)
+    kept = published_after(missing, entries, horizon=11.5)
+    assert lifecycle_event_id(RUN, EventKind.AGENT_START) not in kept
+    assert f"{T0}/message_start" not in kept and f"{T0}/message_end" not in kept
+    assert lifecycle_event_id(RUN, EventKind.TURN_START, 0) not in kept
+    assert {"c1/tool_execution_start", "c1/tool_execution_end", f"{T1}/message_end"} <= set(kept)
+    # Turn 1 began when the read's result was written (12.0).
+    assert lifecycle_event_id(RUN, EventKind.TURN_START, 1) in kept
+    assert published_after(missing, entries, horizon=20.0) == {}
