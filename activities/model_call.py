@@ -325,9 +325,9 @@ class ModelCallActivity:
         if info.attempt > 1 or (new_here and inp.turn_index > 0):
             # The previous attempt's (or step's) worker may have died with the run's events
             # unsent: they go out again before anything of this step.
-            in_stream = await Republisher(self.store, self.publishers).republish(
-                activity.client(), inp.session_key, inp.run_id
-            )
+            in_stream = await Republisher.for_step(
+                self.store, self.publishers, info.attempt
+            ).republish(activity.client(), inp.session_key, inp.run_id)
             activity.heartbeat()
         workspace = await asyncio.to_thread(self._workspace, inp)
         existing = await asyncio.to_thread(self.store.get, inp.session_key, inp.assistant_entry_id)

@@ -51,6 +51,9 @@ from agentlane.transcript import Role, ToolCall, TranscriptEntry
 # How old an entry must be before its missing events count as lost, on top of the batch
 # interval: a live worker sends its batch one interval after it was filled, plus a round trip.
 SETTLE_MARGIN_SECONDS = 1.5
+# For a step that is not a retry (its run's first step on this worker): the run's previous step
+# most likely ran on a live worker that is still sending, so only clearly old entries count.
+FIRST_HERE_SETTLE_MARGIN_SECONDS = 5.0
 _TURN = re.compile(r":t(\d+)$")
 
 log = logging.getLogger(__name__)
@@ -371,10 +374,22 @@ class Recovery:
 class Republisher:
     """Finds a run's lost events and publishes them again through the process's publishers."""
 
-    def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
+    def __init__(
+        self,
+        store: TranscriptStore,
+        publishers: SessionPublishers,
+        settle_margin: float = SETTLE_MARGIN_SECONDS,
+    ) -> None:
         self.store = store
         self.publishers = publishers
-        self.settle_seconds = publishers.batch_interval_seconds + SETTLE_MARGIN_SECONDS
+        self.settle_seconds = publishers.batch_interval_seconds + settle_margin
+
+    @classmethod
+    def for_step(
+        cls, store: TranscriptStore, publishers: SessionPublishers, attempt: int
+    ) -> Republisher:
+        margin = SETTLE_MARGIN_SECONDS if attempt > 1 else FIRST_HERE_SETTLE_MARGIN_SECONDS
+        return cls(store, publishers, margin)
 
     async def lost(
         self, client: Client, session_key: str, run_id: str, *, wait_to_settle: bool = False

@@ -123,9 +123,9 @@ class ToolActivities:
         if activity.info().attempt > 1 or new_here:
             # The previous attempt's (or step's) worker may have died with the run's events
             # unsent: they go out again before anything of this step.
-            in_stream = await Republisher(self.store, self.publishers).republish(
-                activity.client(), inp.session_key, inp.run_id
-            )
+            in_stream = await Republisher.for_step(
+                self.store, self.publishers, activity.info().attempt
+            ).republish(activity.client(), inp.session_key, inp.run_id)
             activity.heartbeat()
         existing = await asyncio.to_thread(
             self.store.tool_result, inp.session_key, inp.tool_call_id
