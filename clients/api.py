@@ -134,7 +134,7 @@ READ_RETRY_SECONDS = 60.0
 # A live worker renews its long poll at least this often (the server ends polls after a minute).
 POLLER_FRESH_SECONDS = 75.0
 # When a call's first answer is due: after this long with no worker polling, none is waited for.
-ABSENCE_CHECK_SECONDS = 1.5
+ABSENCE_CHECK_SECONDS = 0.75
 # While waiting for a busy worker, how often the task queue's pollers are looked at again (a
 # worker that stopped polling meanwhile is no longer waited for).
 BUSY_RECHECK_SECONDS = 5.0

@@ -76,13 +76,15 @@ async def _offset_before_send(client: AgentlaneClient, key: str) -> int:
     come after it. With no worker polling there is nothing to wait for (0: the send will say
     there is no worker)."""
     call = asyncio.ensure_future(client.events_offset(key))
-    done, _ = await asyncio.wait({call}, timeout=1)
+    done, _ = await asyncio.wait({call}, timeout=0.5)
     if not done and await client.workers_polling():
-        done, _ = await asyncio.wait({call}, timeout=2)
+        done, _ = await asyncio.wait({call}, timeout=2.5)
     if not done:
         call.cancel()
+        await asyncio.wait({call})
+        return 0
     try:
-        return await call if done else 0
+        return call.result()
     except Exception:
         return 0
 
