@@ -16,6 +16,7 @@ from agentlane.events import AgentEvent, EventKind
 from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient, MessageView
 from tests.conftest import make_deployment, settings_for
+from tests.e2e.gateway_support import GatewayServer, agent_end_of, read_sse
 from tests.harness import Deployment
 
 
@@ -41,20 +42,38 @@ async def test_events_lost_with_a_killed_worker_are_published_again(dep: Deploym
         key, "read notes.txt then run `sleep 2` then say done", workspace=str(ws)
     )
     assert receipt.run_id
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if any(e.role.value == "tool" for e in client.transcript(key)):
-            break
-        await asyncio.sleep(0.05)
-    victim.kill9()
-    dep.start_worker()
-    result = await client.wait_for_run(receipt.run_id)
-    assert result.status == ExecutionStatus.SUCCESS, result.error
+    # A client follows the run through the gateway's SSE stream all along, kill included.
+    gateway = GatewayServer(settings_for(dep))
+    with gateway:
+        http = gateway.http(gateway.token(name="gap"))
+        follower = asyncio.create_task(
+            read_sse(
+                http, f"/v1/sessions/{key}/events?from=0", agent_end_of(receipt.run_id), timeout=120
+            )
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if any(e.role.value == "tool" for e in client.transcript(key)):
+                break
+            await asyncio.sleep(0.05)
+        victim.kill9()
+        dep.start_worker()
+        result = await client.wait_for_run(receipt.run_id)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        followed = await follower
+        await http.aclose()
+    sse = [ev for ev in followed.events if ev.id is not None]
+    offsets = [int(ev.id or -1) for ev in sse]
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets skip or repeat"
+    sse_ids = [ev.json()["event_id"] for ev in sse]
+    assert len(sse_ids) == len(set(sse_ids)), "an event reached the follower twice"
+    assert not [ev for ev in followed.events if ev.event in ("gap", "stream_gap")]
     events: list[AgentEvent] = []
     async for item in client.watch(key, 0, until_run=receipt.run_id):
         events.append(item.event)
     ids = [e.event_id for e in events]
     assert len(ids) == len(set(ids)), "an event reached the stream twice"
+    assert sse_ids == ids  # the follower saw exactly the stream
     transcript = client.transcript(key)
     expected = expected_event_ids(transcript, receipt.run_id)
     missing = [eid for eid in expected if eid not in set(ids)]
