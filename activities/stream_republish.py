@@ -36,10 +36,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 
 from activities.event_publishing import OFFSET_QUERY, POLL_QUERY, decode_events
+from activities.liveness import heartbeat_forever
 from activities.model_output.normalization import normalize_text
 from activities.stream_gaps import TAIL_WINDOW, expected_event_ids
 from activities.stream_publishers import SessionPublishers
@@ -424,6 +426,15 @@ class Republisher:
         session after this call. Answers the ids of the run's events the stream now holds (a
         retried step need not announce those again); best effort: a failed check never fails
         the step (and answers nothing)."""
+        # The step's heartbeat timeout runs from its start: keep it alive meanwhile.
+        beats = asyncio.create_task(heartbeat_forever()) if activity.in_activity() else None
+        try:
+            return await self._republish(client, session_key, run_id)
+        finally:
+            if beats is not None:
+                beats.cancel()
+
+    async def _republish(self, client: Client, session_key: str, run_id: str) -> set[str]:
         try:
             found = await self.lost(client, session_key, run_id)
         except Exception as err:  # events are best effort; the transcript is the record
