@@ -22,7 +22,9 @@ first step of a run this worker process runs (the run's previous step may have r
 that died right after it), tells the run's lost events again before its own; the run's end
 (`finish_run`) does the same for whatever is still missing. Only entries at least
 `settle_seconds` old count as lost: a live worker's last batch may still be on its way (one
-batch interval, plus a signal round trip), and republishing it too would show it twice.
+batch interval, plus a signal round trip), and republishing it too would show it twice. And
+when the stream no longer holds the run's start (the events workflow truncated it as it
+continued as new), only what was published after its oldest kept event counts.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from activities.event_publishing import OFFSET_QUERY, POLL_QUERY, decode_events
 from activities.liveness import heartbeat_forever
 from activities.model_output.normalization import normalize_text
-from activities.stream_gaps import TAIL_WINDOW, expected_event_ids
+from activities.stream_gaps import expected_event_ids
 from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind, lifecycle_event_id
@@ -56,6 +58,8 @@ SETTLE_MARGIN_SECONDS = 1.5
 # For a step that is not a retry (its run's first step on this worker): the run's previous step
 # most likely ran on a live worker that is still sending, so only clearly old entries count.
 FIRST_HERE_SETTLE_MARGIN_SECONDS = 5.0
+# Read back this many events at first; doubled until the run's start is found.
+TAIL_WINDOW = 2_000
 _TURN = re.compile(r":t(\d+)$")
 
 log = logging.getLogger(__name__)
