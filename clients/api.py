@@ -503,7 +503,10 @@ class AgentlaneClient:
             delay = min(delay * 2, 1.0)
 
     async def configure_queue(
-        self, session_key: str, directive: str | QueueOptions
+        self,
+        session_key: str,
+        directive: str | QueueOptions,
+        on_wait: Callable[[str], None] | None = None,
     ) -> QueueSettings:
         """The `/queue` directive (SPEC §17.2): `mode:collect debounce:2s cap:10 drop:old`, a bare
         mode word, or `reset`. Answers the settings now in force."""
@@ -523,7 +526,9 @@ class AgentlaneClient:
             )
         )
         try:
-            settings: QueueSettings = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+            settings: QueueSettings = await self._answer_or_no_worker(
+                call, WORKER_WAIT_SECONDS, on_wait
+            )
         except _NoAnswer as gave_up:
             raise _no_worker(key, gave_up.presence) from None
         return settings
@@ -555,7 +560,12 @@ class AgentlaneClient:
         handle = await self._running_session(check_session_key(session_key))
         await handle.signal(SessionWorkflow.close)
 
-    async def abort(self, session_key: str, reason: str = "user abort") -> AbortReceipt:
+    async def abort(
+        self,
+        session_key: str,
+        reason: str = "user abort",
+        on_wait: Callable[[str], None] | None = None,
+    ) -> AbortReceipt:
         """Abort the session's run in flight. The receipt names it, or says there was none."""
         key = check_session_key(session_key)
         handle = await self._running_session(key)
@@ -567,7 +577,9 @@ class AgentlaneClient:
             )
         )
         try:
-            receipt: AbortReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+            receipt: AbortReceipt = await self._answer_or_no_worker(
+                call, WORKER_WAIT_SECONDS, on_wait
+            )
             return receipt
         except _NoAnswer as gave_up:
             presence = gave_up.presence

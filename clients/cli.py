@@ -220,7 +220,7 @@ async def _abort(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    receipt = await client.abort(args.session, args.reason)
+    receipt = await client.abort(args.session, args.reason, on_wait=_tell_waiting)
     print(receipt.note)
     if receipt.run_id is None:
         return EXIT_OK
@@ -271,9 +271,9 @@ async def _queue(args: argparse.Namespace) -> int:
     settings: QueueSettings | None
     try:
         if words:
-            settings = await client.configure_queue(args.session, words)
+            settings = await client.configure_queue(args.session, words, on_wait=_tell_waiting)
         else:
-            status = await client.status(args.session)
+            status = await client.status(args.session, on_wait=_tell_waiting)
             settings = status.queue_settings
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
