@@ -594,11 +594,62 @@ async def telemetry_case(stack: Stack, figures: Figures) -> None:
         dep.stop_workers()
 
 
+# -- the workflow sandbox: what a new workflow costs the worker --------------------------------
+
+SANDBOX_RUNS = 5 if QUICK else 40
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def sandbox_case(stack: Stack, figures: Figures) -> None:
+    """New sessions, one 1-step run each (3 new workflows: session, events stream, run), against
+    a worker whose sandbox reloads every workflow module per instance (the SDK default,
+    AGENTLANE_SANDBOX_RELOAD=1) and one that passes the project's modules through
+    (workers/sandbox.py); the worker's CPU per message and the wall time, sequential."""
+    table = Table(
+        f"New workflows: the sandbox's cost ({SANDBOX_RUNS} new sessions, one 1-step run each)",
+        ["worker sandbox", "worker CPU ms/message", "wall ms/message"],
+    )
+    measured: dict[str, float] = {}
+    for label, reload in (("reload per workflow (SDK default)", "1"), ("project passed", "0")):
+        dep = stack.deployment(AGENTLANE_SANDBOX_RELOAD=reload)
+        worker = dep.start_worker()
+        client = await stack.client(dep)
+        for _ in range(3):  # warm-up: first imports, caches, connections
+            await run_steps(client, dep, 1)
+        cpu = process_cpu_seconds(worker.pid)
+        started = time.monotonic()
+        for _ in range(SANDBOX_RUNS):
+            await run_steps(client, dep, 1)
+        wall = (time.monotonic() - started) / SANDBOX_RUNS * 1000
+        per = (process_cpu_seconds(worker.pid) - cpu) / SANDBOX_RUNS * 1000
+        measured[reload] = per
+        table.add(label, per, wall)
+        dep.stop_workers()
+    table.print()
+    saved = measured["1"] - measured["0"]
+    note(
+        f"the worker saves {saved:.1f} ms of CPU per new session + run "
+        f"({saved / measured['1'] * 100:.0f} %); both workers in this run, one after the other"
+    )
+    figures.add("sandbox_reload_cpu_per_message", measured["1"], "ms")
+    figures.add("sandbox_passthrough_cpu_per_message", measured["0"], "ms")
+
+
 async def main() -> None:
     figures = Figures()
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "telemetry":
         async with bench_stack("bench-engine") as stack:
             await telemetry_case(stack, figures)
+        figures.print()
+        return
+    if os.environ.get("AGENTLANE_BENCH_ONLY") == "sandbox":
+        async with bench_stack("bench-engine") as stack:
+            await sandbox_case(stack, figures)
         figures.print()
         return
     async with bench_stack("bench-engine") as stack:
@@ -775,6 +826,7 @@ async def main() -> None:
         await codec_case(stack, figures, e_med, e_p95, sizes)
         dep.stop_workers()  # the cases below run their own workers
         await telemetry_case(stack, figures)
+        await sandbox_case(stack, figures)
 
         # 4. stream history per second of streaming, per batch interval
         stream_table = Table(

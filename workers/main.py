@@ -46,6 +46,7 @@ from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
 from clients.api import AgentlaneClient, SendRejected
 from workers.in_flight import InFlight
+from workers.sandbox import workflow_runner
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
@@ -113,6 +114,7 @@ def build_workers(
             client,
             task_queue=settings.workflow_task_queue,
             workflows=list(WORKFLOWS),
+            workflow_runner=workflow_runner(),
             activities=[
                 *tools.all(),
                 finish.finish_run,
