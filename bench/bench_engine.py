@@ -640,6 +640,68 @@ async def sandbox_case(stack: Stack, figures: Figures) -> None:
     figures.add("sandbox_passthrough_cpu_per_message", measured["0"], "ms")
 
 
+# -- worker memory over many new sessions --------------------------------------------------------
+
+MEMORY_SESSIONS = 40 if QUICK else 300
+MEMORY_SAMPLE_EVERY = 10 if QUICK else 50
+MEMORY_CONCURRENCY = 10
+
+
+def process_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def gated_run(gate: asyncio.Semaphore, client: AgentlaneClient, dep: Deployment) -> None:
+    async with gate:
+        await run_steps(client, dep, 1)
+
+
+async def memory_case(stack: Stack, figures: Figures) -> None:
+    """A worker's RSS as new sessions arrive (one 1-step run each, MEMORY_CONCURRENCY at once):
+    each session leaves its session and events workflows open, in the worker's workflow cache
+    until they fall out of it. SDK defaults against this worker's settings."""
+    configs = [
+        (
+            "SDK defaults: reload sandbox, cache 1000",
+            {"AGENTLANE_SANDBOX_RELOAD": "1", "AGENTLANE_MAX_CACHED_WORKFLOWS": "1000"},
+        ),
+        ("passthrough, cache 1000", {"AGENTLANE_MAX_CACHED_WORKFLOWS": "1000"}),
+        ("passthrough, cache 200", {"AGENTLANE_MAX_CACHED_WORKFLOWS": "200"}),
+    ]
+    marks = list(range(MEMORY_SAMPLE_EVERY, MEMORY_SESSIONS + 1, MEMORY_SAMPLE_EVERY))
+    table = Table(
+        f"Worker RSS (MB) after N new sessions (one 1-step run each, {MEMORY_CONCURRENCY} at once)",
+        ["worker", "at start", *[f"N={n}" for n in marks], "KB/session after N=" + str(marks[0])],
+    )
+    for label, env in configs:
+        dep = stack.deployment(**env)
+        worker = dep.start_worker()
+        client = await stack.client(dep)
+        await run_steps(client, dep, 1)  # warm-up: imports, connections
+        row: list[object] = [label, process_rss_mb(worker.pid)]
+        gate = asyncio.Semaphore(MEMORY_CONCURRENCY)
+
+        for _ in marks:
+            await asyncio.gather(
+                *(gated_run(gate, client, dep) for _ in range(MEMORY_SAMPLE_EVERY))
+            )
+            row.append(process_rss_mb(worker.pid))
+        rss = [float(x) for x in row[2:]]
+        per = (rss[-1] - rss[0]) * 1024 / (marks[-1] - marks[0]) if len(marks) > 1 else 0.0
+        row.append(per)
+        table.add(*row)
+        figures.add(f"rss_after_{marks[-1]}_sessions[{label}]", rss[-1], "MB")
+        dep.stop_workers()
+    table.print()
+    note(
+        "RSS read from /proc after each batch; the slope is the growth per new session past "
+        "the first batch. A session's two open workflows stay cached until the cache is full."
+    )
+
+
 async def main() -> None:
     figures = Figures()
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "telemetry":
@@ -650,6 +712,12 @@ async def main() -> None:
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "sandbox":
         async with bench_stack("bench-engine") as stack:
             await sandbox_case(stack, figures)
+        await memory_case(stack, figures)
+        figures.print()
+        return
+    if os.environ.get("AGENTLANE_BENCH_ONLY") == "memory":
+        async with bench_stack("bench-engine") as stack:
+            await memory_case(stack, figures)
         figures.print()
         return
     async with bench_stack("bench-engine") as stack:
@@ -827,6 +895,7 @@ async def main() -> None:
         dep.stop_workers()  # the cases below run their own workers
         await telemetry_case(stack, figures)
         await sandbox_case(stack, figures)
+        await memory_case(stack, figures)
 
         # 4. stream history per second of streaming, per batch interval
         stream_table = Table(

@@ -115,6 +115,7 @@ def build_workers(
             task_queue=settings.workflow_task_queue,
             workflows=list(WORKFLOWS),
             workflow_runner=workflow_runner(),
+            max_cached_workflows=settings.max_cached_workflows,
             activities=[
                 *tools.all(),
                 finish.finish_run,
