@@ -700,6 +700,44 @@ async def memory_case(stack: Stack, figures: Figures) -> None:
         "RSS read from /proc after each batch; the slope is the growth per new session past "
         "the first batch. A session's two open workflows stay cached until the cache is full."
     )
+    await aging_case(stack, figures)
+
+
+AGING_SESSIONS = 4 if QUICK else 10
+AGING_ROUNDS = 3 if QUICK else 30
+
+
+async def next_run(client: AgentlaneClient, key: str, ws: Path, runs: int) -> None:
+    receipt = await client.send_and_start(key, instruction(1), workspace=str(ws))
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 600)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    await wait_idle(client, key, runs=runs)
+
+
+async def aging_case(stack: Stack, figures: Figures) -> None:
+    """The same sessions, run after run (this worker's settings): RSS as they age."""
+    dep = stack.deployment()
+    worker = dep.start_worker()
+    client = await stack.client(dep)
+    keys = [fresh_key("age") for _ in range(AGING_SESSIONS)]
+    spaces = {key: workspace(dep, key) for key in keys}
+    marks = sorted({1, *range(5, AGING_ROUNDS + 1, 5)})
+    rss: list[float] = []
+    for rnd in range(1, AGING_ROUNDS + 1):
+        await asyncio.gather(*(next_run(client, k, spaces[k], rnd) for k in keys))
+        if rnd in marks:
+            rss.append(process_rss_mb(worker.pid))
+    dep.stop_workers()
+    table = Table(
+        f"Worker RSS (MB) as {AGING_SESSIONS} sessions age (one 1-step run each per round)",
+        ["after round", *[str(m) for m in marks]],
+    )
+    table.add("RSS MB", *rss)
+    table.print()
+    per_run = (rss[-1] - rss[1]) * 1024 / ((marks[-1] - marks[1]) * AGING_SESSIONS)
+    note(f"growth after round {marks[1]}: {per_run:.1f} KB per run")
+    figures.add("rss_growth_per_run_aging", per_run, "KB")
 
 
 async def main() -> None:
