@@ -11,10 +11,12 @@ passed through: imported once by the worker, shared by every instance.
 
 The price, measured: the sandbox's runtime checks see a module's calls through the restricted
 modules it imported inside the sandbox, so a passed-through module's own call to `time.time()`
-or `random` is no longer refused. The guard moves to the tests: `tests/test_replay.py` replays
-every recorded history under the strict, reloading sandbox (where such a call fails the replay)
-as well as under this one. Third-party modules other than the SDK's own passthroughs are still
-re-imported per workflow.
+or `random` is no longer refused. That loss is the workflow definition modules' own code (the
+helpers were already passed through by `imports_passed_through`). The guard moves to the tests:
+`tests/unit/test_workflow_determinism.py` reads every module under `workflows/` for a clock,
+randomness, I/O or thread import and `datetime.now()`, and `tests/test_replay.py` replays every
+recorded history under the strict, reloading sandbox as well as under this one. Third-party
+modules other than the SDK's own passthroughs are still re-imported per workflow.
 
 `AGENTLANE_SANDBOX_RELOAD=1` brings back the SDK's default: to measure the difference
 (`bench/bench_engine.py` prints both) or to develop workflow code under the strict checks.
