@@ -753,7 +753,6 @@ async def main() -> None:
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "sandbox":
         async with bench_stack("bench-engine") as stack:
             await sandbox_case(stack, figures)
-        await memory_case(stack, figures)
         figures.print()
         return
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "memory":
