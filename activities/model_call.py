@@ -58,6 +58,7 @@ from activities.providers.error_classification import (
 )
 from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
+from activities.stream_gaps import record_run_start
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.system_prompt import build_system_prompt
 from activities.tools.specs import tool_specs
@@ -374,6 +375,9 @@ class ModelCallActivity:
             # round trip less per step), and the heartbeat timeout is 3 s.
             activity.heartbeat()
 
+        if any(a.kind == EventKind.AGENT_START for a in inp.announce):
+            # Where this run's events begin in the stream: its end reads from there only.
+            await record_run_start(client, self.store, inp.session_key, inp.run_id)
         # As late as possible before the request goes out: the run chose this profile when it
         # scheduled the call, and the call may have waited for a slot since.
         self._check_not_cooling(inp)
