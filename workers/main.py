@@ -34,7 +34,9 @@ from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
+from agentlane.data_converter import LocalFileStorageDriver
 from agentlane.encryption import EncryptionConfigError
+from agentlane.payload_gc import collect_forever
 from agentlane.private_files import make_private_dir
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
@@ -145,6 +147,21 @@ def build_workers(
     ]
 
 
+def start_payload_gc(client: Client, settings: Settings) -> asyncio.Task[None] | None:
+    """Offloaded payloads nothing can read any more are removed on a timer (payload_gc.py)."""
+    if settings.payload_gc_interval.total_seconds() <= 0:
+        return None
+    return asyncio.create_task(
+        collect_forever(
+            client,
+            LocalFileStorageDriver(settings.payloads_dir),
+            interval=settings.payload_gc_interval,
+            grace=settings.payload_grace,
+            retention=settings.payload_retention,
+        )
+    )
+
+
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
@@ -161,6 +178,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
         except (NotImplementedError, RuntimeError):
             pass
     tasks = [asyncio.create_task(w.run()) for w in workers]
+    gc = start_payload_gc(client, settings)
     log.info(
         "worker %s up on %s (queues %s, %s)",
         os.getpid(),
@@ -188,6 +206,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
+    if gc is not None:
+        gc.cancel()
     await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
     # Activities no longer wait for their events on success; send what they left.
     try:
