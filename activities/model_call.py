@@ -364,8 +364,13 @@ class ModelCallActivity:
             # Only a retry needs to know what an earlier attempt showed, and it reads that back
             # from the stream itself (a query: no history, and no cost to first attempts).
             try:
+                # From the run's start (recorded by its first call), not the stream's: the
+                # answers stay small, whatever the session's age.
+                start = await asyncio.to_thread(
+                    self.store.stream_start, inp.session_key, inp.run_id
+                )
                 prior_text, announced = await published_so_far(
-                    client, inp.session_key, 0, inp.assistant_entry_id, inp.run_id
+                    client, inp.session_key, start or 0, inp.assistant_entry_id, inp.run_id
                 )
             except Exception as err:
                 log.warning("could not read back the earlier attempt's text: %s", err)
