@@ -6,8 +6,10 @@ read, reply. Per window (5 minutes by default) it prints runs/s, run p50/p99 (se
 the last step's p50 (the final model call's scheduling -> the run's completion, from the
 histories of one run in `--sample`), worker and server RSS, the data dir's growth per run
 (bytes of everything the deployment wrote outside Temporal: transcripts, records, payloads;
-the worker log left out), payload files, and the worker log's TMPRL1104 lines (a workflow task
-over the threshold, set to 1 s here with TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS).
+the worker log left out), the worker's and the server's CPU time per run (user + system: the
+load-independent figure on a shared machine), payload files, and the worker log's TMPRL1104
+lines (a workflow task over the threshold, set to 1 s here with
+TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS).
 Then SIGTERM to the worker and the time it takes to exit.
 
     .venv/bin/python bench/bench_soak.py --sessions 20 --minutes 10 --window-minutes 2.5
@@ -59,6 +61,18 @@ def rss_mb(pid: int | None) -> float:
     except OSError:
         pass
     return float("nan")
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (what a run costs on a shared machine, where
+    wall-clock throughput moves with everyone else's load)."""
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def data_bytes(root: Path) -> tuple[int, int]:
@@ -176,6 +190,8 @@ async def main() -> None:
                 "run p50 ms",
                 "run p99 ms",
                 "last step p50 ms",
+                "worker CPU ms/run",
+                "server CPU ms/run",
                 "worker RSS MB",
                 "server RSS MB",
                 "data dir B/run",
@@ -188,8 +204,18 @@ async def main() -> None:
         tasks = [asyncio.create_task(session(key)) for key in keys]
         base_bytes, _ = data_bytes(dep.data_dir)
         warned = 0
-        rows: list[tuple[float, float, float]] = []
+        cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
+        rows: list[tuple[float, float, float, float]] = []
         window_start = began
+        # Interrupted (Ctrl-C, SIGTERM): the sessions' loops stop with the stack.
+        stack_close = stack.close
+
+        def close() -> None:
+            for task in tasks:
+                task.cancel()
+            stack_close()
+
+        stack.close = close  # type: ignore[method-assign]
         while not all(t.done() for t in tasks):
             window_end = min(window_start + window_s, stop_at)
             await asyncio.wait(tasks, timeout=max(0.0, window_end - time.monotonic()))
@@ -202,6 +228,12 @@ async def main() -> None:
             now = time.monotonic()
             elapsed = now - began
             span, window_start = now - window_start, now
+            now_cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
+            runs = max(1, len(w.runs))
+            worker_cpu, server_cpu = (
+                (b - a) * 1000 / runs for a, b in zip(cpu, now_cpu, strict=True)
+            )
+            cpu = now_cpu
             per_run = (size - base_bytes) / len(w.runs) if w.runs else float("nan")
             rps = len(w.runs) / span
             worker_rss = rss_mb(worker.pid)
@@ -212,6 +244,8 @@ async def main() -> None:
                 f"{pct(w.runs, 0.5) * 1000:.0f}",
                 f"{pct(w.runs, 0.99) * 1000:.0f}",
                 f"{pct(w.last_steps, 0.5) * 1000:.0f}",
+                f"{worker_cpu:.0f}",
+                f"{server_cpu:.0f}",
                 f"{worker_rss:.0f}",
                 f"{rss_mb(stack.server.pid()):.0f}",
                 f"{per_run:.0f}",
@@ -220,7 +254,7 @@ async def main() -> None:
                 w.errors,
             )
             note(f"  window to {elapsed / 60:.1f} min: {len(w.runs)} runs, {rps:.2f} runs/s")
-            rows.append((rps, worker_rss, per_run))
+            rows.append((rps, worker_rss, per_run, worker_cpu))
             base_bytes, warned = size, log_warned
         table.print()
         await stream_report(client, keys, figures)
@@ -233,6 +267,8 @@ async def main() -> None:
         figures.add("soak_runs", total_runs)
         figures.add("soak_runs_per_s_first", f"{rows[0][0]:.2f}")
         figures.add("soak_runs_per_s_last", f"{rows[-1][0]:.2f}")
+        figures.add("soak_worker_cpu_ms_per_run_first", f"{rows[0][3]:.0f}", "ms")
+        figures.add("soak_worker_cpu_ms_per_run_last", f"{rows[-1][3]:.0f}", "ms")
         figures.add("soak_worker_rss_last", f"{rows[-1][1]:.0f}", "MB")
         figures.add("soak_data_bytes_per_run_max", f"{max(r[2] for r in rows):.0f}", "B")
         figures.add("soak_tasks_over_1s", worker.log.read_text(errors="replace").count("TMPRL1104"))
