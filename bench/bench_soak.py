@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from temporalio.api.enums.v1 import WorkflowTaskFailedCause  # noqa: E402
+
 from agentlane.ids import events_workflow_id  # noqa: E402
 from agentlane.run import ExecutionStatus  # noqa: E402
 from bench.common import (  # noqa: E402
@@ -115,6 +117,8 @@ async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figur
     workflow task of theirs failed or timed out (a stream that wedged would show here)."""
     segments = events = failed = 0
     largest = biggest = 0
+    causes: dict[str, int] = {}
+    stall = 0.0  # longest time from a failed or timed-out task to the next completed one
     for key in keys:
         chain = await workflow_chain(client.client, events_workflow_id(key))
         segments += len(chain.runs)
@@ -122,20 +126,33 @@ async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figur
             largest = max(largest, len(run.events))
             biggest = max(biggest, history_bytes(run))
             events += len(run.events)
-            failed += sum(
-                1
-                for e in run.events
-                if e.event_type
-                in (ET.EVENT_TYPE_WORKFLOW_TASK_FAILED, ET.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT)
-            )
+            failed_at: float | None = None
+            for e in run.events:
+                if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    cause = WorkflowTaskFailedCause.Name(
+                        e.workflow_task_failed_event_attributes.cause
+                    )
+                    causes[cause] = causes.get(cause, 0) + 1
+                elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                    causes["TIMED_OUT"] = causes.get("TIMED_OUT", 0) + 1
+                else:
+                    if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and failed_at:
+                        stall = max(stall, ts(e) - failed_at)
+                        failed_at = None
+                    continue
+                failed += 1
+                failed_at = failed_at or ts(e)
     note(
         f"event streams: {segments} segments over {len(keys)} sessions, at most {largest} "
-        f"events / {biggest} bytes of history in one, {failed} failed or timed-out tasks"
+        f"events / {biggest} bytes of history in one, {failed} failed or timed-out tasks "
+        f"({causes or 'none'}), longest from a failed task to the next completed one "
+        f"{stall * 1000:.0f} ms"
     )
     figures.add("soak_stream_segments", segments)
     figures.add("soak_stream_segment_events_max", largest)
     figures.add("soak_stream_segment_bytes_max", biggest, "B")
     figures.add("soak_stream_failed_tasks", failed)
+    figures.add("soak_stream_longest_stall", f"{stall * 1000:.0f}", "ms")
 
 
 async def main() -> None:
