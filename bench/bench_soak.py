@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from temporalio.api.enums.v1 import WorkflowTaskFailedCause  # noqa: E402
+from temporalio.api.enums.v1 import TimeoutType, WorkflowTaskFailedCause  # noqa: E402
 
 from agentlane.ids import events_workflow_id  # noqa: E402
 from agentlane.run import ExecutionStatus  # noqa: E402
@@ -134,7 +134,10 @@ async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figur
                     )
                     causes[cause] = causes.get(cause, 0) + 1
                 elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-                    causes["TIMED_OUT"] = causes.get("TIMED_OUT", 0) + 1
+                    # SCHEDULE_TO_START: the worker did not poll its sticky queue in time (busy),
+                    # and the task went to the normal queue; START_TO_CLOSE: a task ran 10 s.
+                    kind = TimeoutType.Name(e.workflow_task_timed_out_event_attributes.timeout_type)
+                    causes[kind] = causes.get(kind, 0) + 1
                 else:
                     if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and failed_at:
                         stall = max(stall, ts(e) - failed_at)
