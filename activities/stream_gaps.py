@@ -127,10 +127,11 @@ async def run_event_ids(
     end: int = await handle.query(OFFSET_QUERY, result_type=int)
     start_id = lifecycle_event_id(run_id, EventKind.AGENT_START)
     ids: set[str] = set()
+    last = end
     while end > 0:
         begin = max(0, end - TAIL_WINDOW)
         ids |= await _read_ids(handle, converter, run_id, begin, end)
-        if start_id in ids or begin == 0 or end - begin >= MAX_SCAN:
+        if start_id in ids or begin == 0 or last - begin >= MAX_SCAN:
             break
         end = begin
     return ids
