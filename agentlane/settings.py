@@ -41,6 +41,12 @@ class Settings(BaseModel):
     sticky_schedule_to_start: timedelta = timedelta(seconds=2)
     stream_batch_interval: timedelta = timedelta(milliseconds=200)
     payload_offload_threshold: int = 128 * 1024
+    # Offloaded payloads (agentlane/payload_gc.py): a closed workflow's go `payload_grace` after
+    # it closed; those without an owner after `payload_retention`. Each worker cleans up every
+    # `payload_gc_interval` (0: never; `agentlane gc` does it on demand).
+    payload_grace: timedelta = timedelta(minutes=10)
+    payload_retention: timedelta = timedelta(days=7)
+    payload_gc_interval: timedelta = timedelta(minutes=10)
     default_model: str = "offline/planner"
     # Payload encryption (agentlane/encryption.py): off unless one of these is set.
     encryption_keys_file: str | None = None
@@ -111,6 +117,9 @@ class Settings(BaseModel):
             max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
+            payload_grace=timedelta(seconds=float(_env("PAYLOAD_GRACE_S", "600"))),
+            payload_retention=timedelta(hours=float(_env("PAYLOAD_RETENTION_H", "168"))),
+            payload_gc_interval=timedelta(seconds=float(_env("PAYLOAD_GC_INTERVAL_S", "600"))),
             default_model=_env("MODEL", "offline/planner"),
             encryption_keys_file=os.environ.get("AGENTLANE_ENCRYPTION_KEYS_FILE") or None,
             encryption_keys=(

@@ -886,6 +886,12 @@ class AgentlaneClient:
                 if err.status == RPCStatusCode.NOT_FOUND:
                     await asyncio.sleep(0.5)  # the session's stream is starting
                     continue
+                if err.status == RPCStatusCode.FAILED_PRECONDITION:
+                    # The poll met the stream's hand-over to its next segment (its task was
+                    # failed and is being retried): resume at once, before the items carried
+                    # over are left behind.
+                    await asyncio.sleep(0.05)
+                    continue
                 await asyncio.sleep(1.0)  # the server is unreachable: reconnect and resume
             except (ConnectionError, OSError):
                 await asyncio.sleep(1.0)

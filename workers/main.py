@@ -39,7 +39,9 @@ from activities.tools import spawn
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
+from agentlane.data_converter import LocalFileStorageDriver
 from agentlane.encryption import EncryptionConfigError
+from agentlane.payload_gc import collect_forever
 from agentlane.private_files import make_private_dir
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
@@ -169,6 +171,21 @@ def build_workers(
     ]
 
 
+def start_payload_gc(client: Client, settings: Settings) -> asyncio.Task[None] | None:
+    """Offloaded payloads nothing can read any more are removed on a timer (payload_gc.py)."""
+    if settings.payload_gc_interval.total_seconds() <= 0:
+        return None
+    return asyncio.create_task(
+        collect_forever(
+            client,
+            LocalFileStorageDriver(settings.payloads_dir),
+            interval=settings.payload_gc_interval,
+            grace=settings.payload_grace,
+            retention=settings.payload_retention,
+        )
+    )
+
+
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
@@ -182,6 +199,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     hurry = asyncio.Event()
     _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
+    gc = start_payload_gc(client, settings)
     log.info(
         "worker %s up on %s (queues %s, %s)",
         os.getpid(),
@@ -209,6 +227,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
+    if gc is not None:
+        gc.cancel()
     started = time.monotonic()
     cut_short = not await _shut_down(workers, hurry)
     if cut_short:

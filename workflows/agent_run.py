@@ -772,7 +772,9 @@ class AgentRunWorkflow(LegacyFailover):
             append_user=list(self.c.pending_user),
         )
         try:
-            if workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
+            if not workflow.patched(opts.FINISH_AS_ACTIVITY_PATCH) and workflow.patched(
+                opts.LOCAL_ACTIVITIES_PATCH
+            ):
                 finished = await workflow.execute_local_activity(
                     FINISH_RUN,
                     finish,
