@@ -73,7 +73,14 @@ async def test_tools_stay_on_their_host_which_a_run_waits_for(hosts: Hosts) -> N
     key = "pinned"
     # Only host a runs: the session's first tool call runs there and pins the session to it
     # (the default workspace is made there on first use).
-    first = await client.send_and_start(key, "write a.txt with one then read a.txt")
+    # Runs and the session continue as new every few steps: the pin goes along.
+    handovers: dict[str, object] = {
+        "run_continue_as_new_after_events": 25,
+        "continue_as_new_after_events": 20,
+    }
+    first = await client.send_and_start(
+        key, "write a.txt with one then read a.txt", session_overrides=handovers
+    )
     assert first.run_id
     assert (await client.wait_for_run(first.run_id)).status == ExecutionStatus.SUCCESS
     assert (await client.status(key)).workspace_host == "a"
@@ -119,19 +126,25 @@ async def test_tools_stay_on_their_host_which_a_run_waits_for(hosts: Hosts) -> N
     entries = client.transcript(key)
     assert_transcript_valid(entries)
     assert tool_hosts(entries) == ["a"] * 8, tool_hosts(entries)
-    # In Temporal's terms: tool calls went to host a's own queue, and the one scheduled while a
-    # was gone timed out waiting for a worker there (schedule-to-start), then was scheduled again.
-    history = await client.client.get_workflow_handle(third.run_id).fetch_history()
+    # In Temporal's terms, over every segment of the run (it continued as new on the way): tool
+    # calls went to host a's own queue, and the one scheduled while a was gone timed out
+    # waiting for a worker there (schedule-to-start), then was scheduled again.
+    runs = [wf async for wf in client.client.list_workflows(f"WorkflowId = '{third.run_id}'")]
+    assert len(runs) > 1, "the run was meant to continue as new on the way"
+    events = []
+    for wf in runs:
+        handle = client.client.get_workflow_handle(wf.id, run_id=wf.run_id)
+        events += (await handle.fetch_history()).events
     queues = [
         e.activity_task_scheduled_event_attributes.task_queue.name
-        for e in history.events
+        for e in events
         if e.HasField("activity_task_scheduled_event_attributes")
         and e.activity_task_scheduled_event_attributes.activity_type.name.startswith("tool_")
     ]
     assert queues and set(queues) == {f"{hosts.a.task_queue}@host:a"}, queues
     timeouts = [
         e.activity_task_timed_out_event_attributes.failure.timeout_failure_info.timeout_type
-        for e in history.events
+        for e in events
         if e.HasField("activity_task_timed_out_event_attributes")
     ]
     assert TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START in timeouts, timeouts
