@@ -80,6 +80,9 @@ class ExecutionRequest(BaseModel):
     max_turns: int | None = None
     context_window: int | None = None
     context_window_source: str = "model"
+    # Windows providers said they enforce (SPEC §5.6) where smaller than the configured ones,
+    # by model label ("anthropic/claude-x"): the session's memory of them.
+    provider_windows: dict[str, int] = Field(default_factory=dict)
     # The longest a run waits for a rate-limited or overloaded profile to cool down (never a
     # provider's 36-hour Retry-After); past it the run ends saying when one will be ready.
     max_wait_seconds: int = 600
@@ -131,6 +134,8 @@ class ExecutionResult(BaseModel):
     source: EntrySource = EntrySource.CHAT
     # The host the run's tools ran on (workspaces per host): the session keeps it.
     workspace_host: str | None = None
+    # The provider windows known at the run's end (the request's, and any learned by it).
+    provider_windows: dict[str, int] = Field(default_factory=dict)
 
     @property
     def duration_ms(self) -> int:
@@ -184,6 +189,8 @@ class RunCarry(BaseModel):
     # run has waited for it so far (the wait is bounded per run by `host_wait_seconds`).
     workspace_host: str | None = None
     host_waited_seconds: float = 0.0
+    # Provider windows this run learned from overflow errors (model label → tokens).
+    provider_windows: dict[str, int] = Field(default_factory=dict)
 
 
 class RunInput(BaseModel):

@@ -227,6 +227,7 @@ class AgentlaneClient:
             "loop_detection": config.loop_detection,
             "context_window": window,
             "context_window_source": source,
+            "thinking": config.agent("main").thinking,
         }
         if not create and self.settings.workspaces == "host":
             # A workspace named here was checked on this host's disk: its tools run here.
@@ -257,13 +258,15 @@ class AgentlaneClient:
         queue: QueueOptions | str | None = None,
         worker_wait: float = WORKER_WAIT_SECONDS,
         source: EntrySource = EntrySource.CHAT,
+        thinking: str | None = None,
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet.
 
         Returns once the session holds the message durably, not when its run starts (learn that
         from the event stream, or with `wait_started`). `queue` sets queue options for this
         message alone (SPEC §17.2 inline: `QueueOptions`, or directive words such as
-        "debounce:0 cap:5"). With no worker answering within
+        "debounce:0 cap:5"). `thinking` sets the session's thinking level (SPEC §6 words) for
+        the runs that start from this message on. With no worker answering within
         `worker_wait` seconds the message is handed over as a signal, which the server keeps in
         history until a worker runs it, and `NoWorker` says so."""
         key = check_session_key(session_key)
@@ -281,6 +284,7 @@ class AgentlaneClient:
                 sender=sender,
                 workspace=workspace,
                 source=source,
+                thinking=thinking,
             )
             check_inbound(message)
             if message.routing.callback_url is not None:
@@ -667,7 +671,7 @@ class AgentlaneClient:
                         "usage": status.usage.plus(progress.usage),
                         "profile_id": progress.profile_id,
                         "rotations": progress.rotations,
-                        "thinking": progress.thinking,
+                        "thinking": progress.thinking or status.thinking,
                         "waiting_until": progress.waiting_until,
                         "waiting_reason": progress.waiting_reason,
                         "fallback_model": progress.fallback_model,

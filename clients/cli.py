@@ -13,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from agentlane.branches import RESET_HELP
+from agentlane.config import AgentlaneConfig
 from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import Routing
@@ -99,6 +100,7 @@ async def _send(args: argparse.Namespace) -> int:
             message_id=args.message_id,
             queue=args.queue,
             session_overrides={"auth_profile": args.profile} if args.profile else None,
+            thinking=args.thinking,
         )
     except (SendRejected, ValueError) as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -538,7 +540,29 @@ def _config(args: argparse.Namespace) -> int:
         f"configuration ok: {len(config.models)} models, default model {config.default_model}, "
         f"{len(config.agents)} agents, {len(config.auth_profiles)} auth profiles"
     )
+    for line in _chain_lines(config):
+        print(line)
     return EXIT_OK
+
+
+def _chain_lines(config: AgentlaneConfig) -> list[str]:
+    """Each configured agent's model chains: for a session on each model, where a failed call
+    goes next (SPEC §8.1). An agent written in the config appends its model to every chain of
+    its sessions, whatever model a session asked for."""
+    from activities.profile_listing import failover_config
+    from workflows.policy.model_fallback import effective_chain
+
+    if not config.agents:
+        return ["model chains: no agent is configured, so no session falls back to another model"]
+    lines = ["model chains (a session's model, then where a failed call goes next):"]
+    for agent_id in sorted(config.agents):
+        own = config.agents[agent_id].model
+        lines.append(f"  agent {agent_id}:")
+        for ref in [own, *sorted(r for r in config.models if r != own)]:
+            failover = failover_config(config, agent_id, ref)
+            chain = effective_chain(ref, failover.primary, failover.fallbacks, failover.models)
+            lines.append("    " + " → ".join(r.key for r in chain))
+    return lines
 
 
 def _codec_server(args: argparse.Namespace) -> int:
@@ -694,6 +718,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         help="pin the new session to this auth profile id: its runs never rotate away from it",
+    )
+    p.add_argument(
+        "--thinking",
+        metavar="LEVEL",
+        help="the session's thinking level from this message on: off, minimal, low, medium, "
+        "high, xhigh, adaptive (default: the agent's `thinking` in the config)",
     )
     p.add_argument("--message-id", help="provider message id, for dedupe")
     p.add_argument("--queue", help='queue options for this message alone, e.g. "debounce:0 cap:5"')
