@@ -3,9 +3,16 @@ its bound, and the settings that name a host."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
+from typing import Any, cast
 
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from activities.tool_calls import ToolActivities
+from activities.tools.results import ToolResult
 from agentlane.data_converter import CompactPydanticPayloadConverter
+from agentlane.errors import WORKSPACE_MISSING
 from agentlane.settings import Settings, check_host_id, default_host_id, host_task_queue
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome
 from workflows.policy import host_routing as p
@@ -95,3 +102,42 @@ def test_routing_fields_cost_no_history_when_unused() -> None:
     pinned = inp.model_copy(update={"host": "a", "create_workspace": True})
     back = converter.from_payloads(converter.to_payloads([pinned]), [ToolCallInput])[0]
     assert (back.host, back.create_workspace) == ("a", True)
+
+
+def _tools(host: str | None) -> ToolActivities:
+    # Neither the store nor the event stream is reached by what these tests call.
+    return ToolActivities(store=cast(Any, None), publishers=cast(Any, None), host=host)
+
+
+def _call(workspace: Path, **fields: object) -> ToolCallInput:
+    return ToolCallInput(
+        session_key="s",
+        run_id="session:s:run:1",
+        turn_index=0,
+        assistant_entry_id="session:s:run:1:t0",
+        workspace=str(workspace),
+        tool_call_id="c",
+        tool_name="write",
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+async def test_a_worker_of_another_host_touches_nothing(tmp_path: Path) -> None:
+    outcome = await _tools("b")._run(_call(tmp_path / "ws", host="a"), _never)
+    assert outcome.wrong_host and outcome.host == "b"
+    assert not (tmp_path / "ws").exists()
+
+
+async def _never(*_: object) -> ToolResult:
+    raise AssertionError("the tool ran on the wrong host")
+
+
+def test_the_host_makes_the_default_workspace_and_refuses_a_missing_one(tmp_path: Path) -> None:
+    made = tmp_path / "default"
+    _tools("a")._check_host(_call(made, create_workspace=True))
+    assert made.is_dir()
+    with pytest.raises(ApplicationError, match="does not exist on host a") as err:
+        _tools("a")._check_host(_call(tmp_path / "named"))
+    assert err.value.type == WORKSPACE_MISSING and err.value.non_retryable
+    # Shared workspaces: as before, a missing folder is the tool's own error to report.
+    _tools(None)._check_host(_call(tmp_path / "named"))
