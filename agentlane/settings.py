@@ -96,6 +96,9 @@ class Settings(BaseModel):
     # This process's host: its workers poll `host_task_queue` for the tools of the sessions
     # pinned to it; a client records it for a workspace it names (and so checked on its disk).
     host_id: str = ""
+    # How long a run waits for its workspace's host to come back (README "Several hosts"): what
+    # the sessions this process creates get as their `host_wait_seconds`.
+    host_wait_seconds: int = 600
 
     @field_validator("host_id")
     @classmethod
@@ -170,6 +173,7 @@ class Settings(BaseModel):
             metrics_address=os.environ.get("AGENTLANE_METRICS_ADDRESS") or None,
             workspaces=_workspaces_mode(_env("WORKSPACES", "host")),
             host_id=_env("HOST_ID", ""),
+            host_wait_seconds=int(_env("HOST_WAIT_S", "600")),
         )
 
 

@@ -228,6 +228,7 @@ class AgentlaneClient:
             "context_window": window,
             "context_window_source": source,
             "thinking": config.agent("main").thinking,
+            "host_wait_seconds": self.settings.host_wait_seconds,
         }
         if not create and self.settings.workspaces == "host":
             # A workspace named here was checked on this host's disk: its tools run here.

@@ -75,6 +75,9 @@ def test_settings_read_the_host_and_the_mode(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("AGENTLANE_TASK_QUEUE", "tq")
     named = Settings.from_env()
     assert (named.host_id, named.workspaces, named.host_task_queue) == ("a", "shared", "tq@host:a")
+    assert named.host_wait_seconds == 600
+    monkeypatch.setenv("AGENTLANE_HOST_WAIT_S", "30")
+    assert Settings.from_env().host_wait_seconds == 30
     monkeypatch.setenv("AGENTLANE_WORKSPACES", "nfs")
     with pytest.raises(ValueError, match="use host or shared"):
         Settings.from_env()
