@@ -186,7 +186,7 @@ class ToolHosts:
             if waiting:
                 h = self.h
                 h.phase, h.waiting_until, h.waiting_reason = RunPhase.TOOLS, None, None
-                h.show(f"host {host} is back; running tools")
+                h.show(f"no longer waiting for host {host}")
 
     async def _announce_wait(self, verdict: host_routing.HostWait) -> None:
         """Status `waiting` with its reason (the query, the run's page, AgentPhase=waiting) and
