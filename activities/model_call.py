@@ -61,6 +61,7 @@ from activities.providers.error_classification import (
 from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.stream_publishers import EventLease, SessionPublishers
+from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.system_prompt import build_system_prompt
 from activities.tools.specs import tool_specs
 from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
@@ -355,6 +356,15 @@ class ModelCallActivity:
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, inp: ModelCallInput) -> ModelCallResult:
         info = activity.info()
+        new_here = RUNS_SEEN.first_here(inp.run_id)
+        in_stream: set[str] = set()
+        if info.attempt > 1 or (new_here and inp.turn_index > 0):
+            # The previous attempt's (or step's) worker may have died with the run's events
+            # unsent: they go out again before anything of this step.
+            in_stream = await Republisher.for_step(
+                self.store, self.publishers, info.attempt
+            ).republish(activity.client(), inp.session_key, inp.run_id)
+            activity.heartbeat()
         workspace = await asyncio.to_thread(self._workspace, inp)
         existing = await asyncio.to_thread(self.store.get, inp.session_key, inp.assistant_entry_id)
         if existing is not None:
@@ -430,7 +440,8 @@ class ModelCallActivity:
                 start = start.model_copy(
                     update={"event_id": f"{start.event_id}/{info.activity_id}.a{info.attempt}"}
                 )
-            publisher.publish(start)
+            if start.event_id not in in_stream:  # once, even when this attempt is retried
+                publisher.publish(start)
             if prior_unknown:
                 # Nothing is known about what an earlier attempt showed: tell consumers to drop
                 # anything they have for this message.

@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from activities.cancellation import cancelled_for_good
 from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.stream_publishers import EventLease, SessionPublishers
+from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, read_file, write_file
 from activities.tools.results import ToolResult
@@ -143,6 +144,15 @@ class ToolActivities:
             # Meant for the host that has the files (a local attempt on the worker that holds
             # the workflow, which is on another host): touch nothing.
             return ToolCallOutcome(wrong_host=True, host=self.host)
+        new_here = RUNS_SEEN.first_here(inp.run_id)
+        in_stream: set[str] = set()
+        if activity.info().attempt > 1 or new_here:
+            # The previous attempt's (or step's) worker may have died with the run's events
+            # unsent: they go out again before anything of this step.
+            in_stream = await Republisher.for_step(
+                self.store, self.publishers, activity.info().attempt
+            ).republish(activity.client(), inp.session_key, inp.run_id)
+            activity.heartbeat()
         existing = await asyncio.to_thread(
             self.store.tool_result, inp.session_key, inp.tool_call_id
         )
@@ -159,13 +169,11 @@ class ToolActivities:
         await asyncio.to_thread(self._check_host, inp)
         call = await asyncio.to_thread(self._find_call, inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
-            publisher.publish(
-                self._event(
-                    inp,
-                    EventKind.TOOL_EXECUTION_START,
-                    data={"input": preview_args(call.arguments)},
-                )
+            start = self._event(
+                inp, EventKind.TOOL_EXECUTION_START, data={"input": preview_args(call.arguments)}
             )
+            if start.event_id not in in_stream:  # a retry whose first attempt announced it
+                publisher.publish(start)
             # Heartbeats let Temporal notice a dead worker within the heartbeat timeout and
             # deliver cancellation (abort) to a running tool.
             beats = asyncio.create_task(_heartbeat_forever())
