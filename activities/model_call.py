@@ -310,7 +310,14 @@ class ModelCallActivity:
                 )
             return recorded
         path = Path(inp.workspace)
-        if inp.create_workspace:
+        host = inp.workspace_host
+        if (
+            host is not None
+            and self.settings.workspaces == "host"
+            and host != self.settings.host_id
+        ):
+            pass  # on another host's disk: the worker there makes or checks it for the tools
+        elif inp.create_workspace:
             path.mkdir(parents=True, exist_ok=True)
         elif not path.is_dir():
             raise ApplicationError(

@@ -278,7 +278,11 @@ class AgentlaneClient:
             "context_window": window,
             "context_window_source": source,
             "thinking": config.agent("main").thinking,
+            "host_wait_seconds": self.settings.host_wait_seconds,
         }
+        if not create and self.settings.workspaces == "host":
+            # A workspace named here was checked on this host's disk: its tools run here.
+            base["workspace_host"] = self.settings.host_id
         settings = SessionSettings.model_validate(
             {
                 **base,
@@ -344,7 +348,7 @@ class AgentlaneClient:
         state = self._new_session_state(key, workspace, model, session_overrides or {})
         # What this message names wins over what a closed session with this key had.
         explicit = [
-            *(["workspace", "create_workspace"] if workspace is not None else []),
+            *(["workspace", "create_workspace", "workspace_host"] if workspace is not None else []),
             *(["model", "context_window", "context_window_source"] if model is not None else []),
             *(session_overrides or {}),
         ]

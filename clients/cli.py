@@ -674,8 +674,14 @@ def _server(args: argparse.Namespace) -> int:
     return int(devserver.main([args.action]))
 
 
-def _worker(_: argparse.Namespace) -> int:
+def _worker(args: argparse.Namespace) -> int:
     from workers.main import main as worker_main
+
+    # The worker reads its settings from the environment, as every process does.
+    if args.host_id:
+        os.environ["AGENTLANE_HOST_ID"] = args.host_id
+    if args.workspaces:
+        os.environ["AGENTLANE_WORKSPACES"] = args.workspaces
 
     worker_main([])
     return 0
@@ -934,6 +940,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_server, sync=True)
 
     p = sub.add_parser("worker", help="run a worker process")
+    p.add_argument(
+        "--host-id",
+        help="this host's id (env AGENTLANE_HOST_ID; default the hostname): sessions whose "
+        "workspace is on this host's disk run their tools here",
+    )
+    p.add_argument(
+        "--workspaces",
+        choices=["host", "shared"],
+        help="host: each workspace is on one host's disk, tools run there (the default); "
+        "shared: one filesystem on every worker, tools run anywhere (env AGENTLANE_WORKSPACES)",
+    )
     p.set_defaults(func=_worker, sync=True)
 
     p = sub.add_parser(

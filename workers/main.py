@@ -95,7 +95,10 @@ def build_workers(
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(settings))
     compaction = CompactionActivity(store, resolver, publishers)
     truncation = TruncationActivity(store, resolver)
-    tools = ToolActivities(store, publishers)
+    # Workspaces per host: tool outcomes name this host, so sessions pin their tools here.
+    tools = ToolActivities(
+        store, publishers, settings.host_id if settings.workspaces == "host" else None
+    )
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
     tree = SessionTreeActivities(store, records, publishers)
@@ -137,6 +140,16 @@ def build_workers(
                 AnnouncementPublisher(publishers).publish_announcements,
             ],
             max_concurrent_workflow_tasks=50,
+            max_concurrent_activities=settings.max_concurrent_tool_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+        # This host's own queue: the tool calls of the sessions whose workspace is on its disk
+        # (workflows/policy/host_routing.py). Polled with shared workspaces too, so sessions
+        # pinned before a switch still find their host.
+        Worker(
+            client,
+            task_queue=settings.host_task_queue,
+            activities=tools.all(),
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
@@ -201,13 +214,16 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     tasks = [asyncio.create_task(w.run()) for w in workers]
     gc = start_payload_gc(client, settings)
     log.info(
-        "worker %s up on %s (queues %s, %s)",
+        "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s)",
         os.getpid(),
         settings.temporal_address,
         settings.workflow_task_queue,
         settings.model_task_queue,
+        settings.host_task_queue,
+        settings.host_id,
+        settings.workspaces,
     )
-    print(f"agentlane worker pid={os.getpid()} ready", flush=True)
+    print(f"agentlane worker pid={os.getpid()} host={settings.host_id} ready", flush=True)
     if ready:
         ready.set()
     done, _ = await asyncio.wait(
@@ -329,7 +345,12 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        status = asyncio.run(run_worker(Settings.from_env()))
+        settings = Settings.from_env()
+    except ValueError as err:
+        print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
+        os._exit(2)
+    try:
+        status = asyncio.run(run_worker(settings))
     except (EncryptionConfigError, TelemetryConfigError) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
