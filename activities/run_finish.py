@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
+from pathlib import Path
 
 from temporalio import activity
 
@@ -14,6 +16,7 @@ from activities.event_publishing import LIFECYCLE, published_so_far
 from activities.model_output.normalization import normalize_text
 from activities.stream_gaps import expected_event_ids, gap_event, run_event_ids
 from activities.stream_publishers import SessionPublishers
+from activities.stream_republish import Republisher
 from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
 from agentlane.events import AgentEvent
@@ -21,6 +24,21 @@ from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 
 log = logging.getLogger(__name__)
+
+# A retried `finish_run` comes before the session's next run, so a record it already wrote is
+# among the last lines of runs.jsonl: only this much of its end is read (not the whole file).
+RECORD_TAIL_BYTES = 256 * 1024
+
+
+def recorded_lately(runs: Path, run_id: str) -> bool:
+    """Whether the run's record is already in the tail of `runs`."""
+    try:
+        with runs.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - RECORD_TAIL_BYTES))
+            tail = fh.read()
+    except FileNotFoundError:
+        return False
+    return f'"run_id":"{run_id}"'.encode() in tail
 
 
 class RunFinishActivity:
@@ -41,7 +59,7 @@ class RunFinishActivity:
             # The user-facing reply: a silent reply or a bare heartbeat delivers nothing.
             reply = normalize_text(last.text) or "" if last is not None else ""
         runs = self.store.session_dir(result.session_key) / "runs.jsonl"
-        if not (runs.exists() and f'"run_id":"{result.run_id}"' in runs.read_text()):
+        if not recorded_lately(runs, result.run_id):
             with private_open(runs, "a") as fh:
                 record = json.loads(result.model_dump_json())
                 fh.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -61,37 +79,64 @@ class RunFinishActivity:
             # Announcements handed back by a model call that failed: it may have published
             # them before it failed, and nobody should see "started" twice.
             try:
+                start = await asyncio.to_thread(
+                    self.store.stream_start, inp.result.session_key, inp.result.run_id
+                )
                 _, announced = await published_so_far(
-                    activity.client(), inp.result.session_key, 0, None, inp.result.run_id
+                    activity.client(), inp.result.session_key, start or 0, None, inp.result.run_id
                 )
             except Exception:
                 announced = set()
             events = [e for e in events if e.event_id not in announced]
-        gap = await self._gap(inp)
+        recovered = await self._gap(inp)
+        again = {e.event_id for e in recovered}
+        events = [e for e in events if e.event_id not in again]
         async with lease as publisher:
-            if gap is not None:
-                publisher.publish(gap)
+            for event in recovered:
+                publisher.publish(event)
             for event in events:
                 publisher.publish(event)
         return FinishRunResult(reply=reply)
 
-    async def _gap(self, inp: FinishRunInput) -> AgentEvent | None:
-        """The `stream_gap` announcement when events of this run were lost (activities/
-        stream_gaps.py); best effort: a failed check never fails the run's end."""
+    async def _gap(self, inp: FinishRunInput) -> list[AgentEvent]:
+        """Events of this run that were lost, published again from the transcript (activities/
+        stream_republish.py), then the `stream_gap` announcement for what could not be
+        (activities/stream_gaps.py); best effort: a failed check never fails the run's end."""
         result = inp.result
         try:
-            entries = await asyncio.to_thread(self.store.read, result.session_key)
+            entries = await asyncio.to_thread(
+                self.store.read_run, result.session_key, result.run_id
+            )
             expected = expected_event_ids(entries, result.run_id)
             if not expected:
-                return None
-            seen = await run_event_ids(activity.client(), result.session_key, result.run_id)
+                return []
+            start = await asyncio.to_thread(
+                self.store.stream_start, result.session_key, result.run_id
+            )
+            seen = await run_event_ids(activity.client(), result.session_key, result.run_id, start)
         except Exception as err:
             log.warning("could not check run %s's events in the stream: %s", result.run_id, err)
-            return None
+            return []
         missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
+        republished: list[AgentEvent] = []
+        if missing:
+            try:
+                found = await Republisher(self.store, self.publishers).lost(
+                    activity.client(), result.session_key, result.run_id, wait_to_settle=True
+                )
+                republished, missing = found.events, found.missing
+            except Exception as err:
+                log.warning("could not rebuild run %s's lost events: %s", result.run_id, err)
+        if republished:
+            log.warning(
+                "run %s: %d events never reached the stream; published again from the transcript",
+                result.run_id,
+                len(republished),
+            )
         if missing:
             log.warning("run %s: %d events never reached the stream", result.run_id, len(missing))
-        return gap_event(result.session_key, result.run_id, missing)
+        gap = gap_event(result.session_key, result.run_id, missing)
+        return [*republished, *([gap] if gap is not None else [])]
 
 
 class AnnouncementPublisher:

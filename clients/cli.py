@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from agentlane.branches import RESET_HELP
 from agentlane.config import AgentlaneConfig
@@ -19,6 +20,9 @@ from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import Routing
 from agentlane.pricing import cost_label, prices_text
 from agentlane.settings import Settings
+
+if TYPE_CHECKING:
+    from clients.api import AgentlaneClient
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -68,6 +72,29 @@ def _message_text(args: argparse.Namespace) -> str:
     return " ".join(args.text)
 
 
+async def _offset_before_send(client: AgentlaneClient, key: str) -> int:
+    """Where the session's stream ends now (a query, which a worker answers): the run's events
+    come after it. With no worker polling there is nothing to wait for (0: the send will say
+    there is no worker)."""
+    call = asyncio.ensure_future(client.events_offset(key))
+    done, _ = await asyncio.wait({call}, timeout=0.5)
+    if not done and await client.workers_polling():
+        done, _ = await asyncio.wait({call}, timeout=2.5)
+    if not done:
+        call.cancel()
+        await asyncio.wait({call})
+        return 0
+    try:
+        return call.result()
+    except Exception:
+        return 0
+
+
+def _tell_waiting(why: str) -> None:
+    """A call waits for a busy worker: say so rather than wait in silence."""
+    print(why, file=sys.stderr, flush=True)
+
+
 async def _send(args: argparse.Namespace) -> int:
     from agentlane.messages import FateState, SendDisposition
     from agentlane.run import ExecutionStatus
@@ -83,12 +110,7 @@ async def _send(args: argparse.Namespace) -> int:
         )
         return EXIT_REJECTED
     client = await AgentlaneClient.connect()
-    offset = 0
-    if args.watch:
-        try:
-            offset = await asyncio.wait_for(client.events_offset(args.session), 3)
-        except Exception:
-            offset = 0
+    offset = await _offset_before_send(client, args.session) if args.watch else 0
     try:
         receipt = await client.send(
             args.session,
@@ -101,6 +123,7 @@ async def _send(args: argparse.Namespace) -> int:
             queue=args.queue,
             session_overrides={"auth_profile": args.profile} if args.profile else None,
             thinking=args.thinking,
+            on_wait=_tell_waiting,
         )
     except (SendRejected, ValueError) as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -191,7 +214,7 @@ async def _status(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    status = await client.status(args.session)
+    status = await client.status(args.session, on_wait=_tell_waiting)
     print(status.model_dump_json(indent=2, exclude_none=True))
     return 0
 
@@ -228,7 +251,7 @@ async def _abort(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    receipt = await client.abort(args.session, args.reason)
+    receipt = await client.abort(args.session, args.reason, on_wait=_tell_waiting)
     print(receipt.note)
     if receipt.run_id is None:
         return EXIT_OK
@@ -279,9 +302,9 @@ async def _queue(args: argparse.Namespace) -> int:
     settings: QueueSettings | None
     try:
         if words:
-            settings = await client.configure_queue(args.session, words)
+            settings = await client.configure_queue(args.session, words, on_wait=_tell_waiting)
         else:
-            status = await client.status(args.session)
+            status = await client.status(args.session, on_wait=_tell_waiting)
             settings = status.queue_settings
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -604,6 +627,32 @@ def _chain_lines(config: AgentlaneConfig) -> list[str]:
     return lines
 
 
+async def _gc(args: argparse.Namespace) -> int:
+    """Remove offloaded payloads nothing can read any more (agentlane/payload_gc.py)."""
+    from datetime import timedelta
+
+    from agentlane.data_converter import LocalFileStorageDriver
+    from agentlane.payload_gc import collect
+    from clients.api import AgentlaneClient
+
+    settings = Settings.from_env()
+    client = await AgentlaneClient.connect(settings)
+    retention = (
+        settings.payload_retention
+        if args.retention_hours is None
+        else timedelta(hours=args.retention_hours)
+    )
+    report = await collect(
+        client.client,
+        LocalFileStorageDriver(settings.payloads_dir),
+        grace=settings.payload_grace,
+        retention=retention,
+        dry_run=args.dry_run,
+    )
+    print(("would have " if args.dry_run else "") + report.line())
+    return EXIT_OK
+
+
 def _codec_server(args: argparse.Namespace) -> int:
     from clients.codec_server import serve
 
@@ -664,8 +713,14 @@ def _server(args: argparse.Namespace) -> int:
     return int(devserver.main([args.action]))
 
 
-def _worker(_: argparse.Namespace) -> int:
+def _worker(args: argparse.Namespace) -> int:
     from workers.main import main as worker_main
+
+    # The worker reads its settings from the environment, as every process does.
+    if args.host_id:
+        os.environ["AGENTLANE_HOST_ID"] = args.host_id
+    if args.workspaces:
+        os.environ["AGENTLANE_WORKSPACES"] = args.workspaces
 
     worker_main([])
     return 0
@@ -900,6 +955,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["check"])
     p.set_defaults(func=_config, sync=True)
 
+    p = sub.add_parser(
+        "gc", help="remove offloaded payloads of closed workflows and old unowned ones"
+    )
+    p.add_argument("--dry-run", action="store_true", help="count, remove nothing")
+    p.add_argument(
+        "--retention-hours",
+        type=float,
+        default=None,
+        help="unowned payloads older than this go (default AGENTLANE_PAYLOAD_RETENTION_H, 168)",
+    )
+    p.set_defaults(func=_gc)
     p = sub.add_parser("codec-server", help="decode encrypted payloads for the UI and CLI")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8081)
@@ -924,6 +990,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_server, sync=True)
 
     p = sub.add_parser("worker", help="run a worker process")
+    p.add_argument(
+        "--host-id",
+        help="this host's id (env AGENTLANE_HOST_ID; default the hostname): sessions whose "
+        "workspace is on this host's disk run their tools here",
+    )
+    p.add_argument(
+        "--workspaces",
+        choices=["host", "shared"],
+        help="host: each workspace is on one host's disk, tools run there (the default); "
+        "shared: one filesystem on every worker, tools run anywhere (env AGENTLANE_WORKSPACES)",
+    )
     p.set_defaults(func=_worker, sync=True)
 
     p = sub.add_parser(

@@ -13,6 +13,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -34,10 +36,13 @@ from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
 from activities.tool_policy_reader import ToolPolicyReader
+from activities.tools import spawn
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
+from agentlane.data_converter import LocalFileStorageDriver
 from agentlane.encryption import EncryptionConfigError
+from agentlane.payload_gc import collect_forever
 from agentlane.private_files import make_private_dir
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
@@ -45,6 +50,8 @@ from agentlane.temporal_client import connect
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
 from clients.api import AgentlaneClient, SendRejected
+from workers.in_flight import InFlight
+from workers.sandbox import workflow_runner
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
@@ -64,6 +71,16 @@ WORKFLOWS: Sequence[type] = (
 
 # How long a stopping worker may spend sending the events its activities left behind.
 PUBLISHERS_CLOSE_TIMEOUT_SECONDS = 10.0
+# A stop, from SIGTERM to exit, takes at most 30 s at any load. Activities get
+# GRACEFUL_SHUTDOWN to end by themselves, then are cancelled; the SDK's shutdown gets
+# SHUTDOWN_LIMIT_SECONDS in all, then what is still running is cut short (named in the log, exit
+# status EXIT_CUT_SHORT): the server gives those activities to another worker after their
+# heartbeat timeout, and those workflows after the sticky timeout. HARD_EXIT_SECONDS is the
+# backstop for a stop that hangs anywhere else (even with the event loop stuck).
+GRACEFUL_SHUTDOWN = timedelta(seconds=5)
+SHUTDOWN_LIMIT_SECONDS = 15.0
+HARD_EXIT_SECONDS = 28.0
+EXIT_CUT_SHORT = 3
 
 
 def build_workers(
@@ -79,7 +96,10 @@ def build_workers(
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(settings))
     compaction = CompactionActivity(store, resolver, publishers)
     truncation = TruncationActivity(store, resolver)
-    tools = ToolActivities(store, publishers)
+    # Workspaces per host: tool outcomes name this host, so sessions pin their tools here.
+    tools = ToolActivities(
+        store, publishers, settings.host_id if settings.workspaces == "host" else None
+    )
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
     tree = SessionTreeActivities(store, records, publishers)
@@ -96,7 +116,7 @@ def build_workers(
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-        graceful_shutdown_timeout=timedelta(seconds=5),
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         interceptors=list(interceptors),
     )
     return [
@@ -106,6 +126,8 @@ def build_workers(
             client,
             task_queue=settings.workflow_task_queue,
             workflows=list(WORKFLOWS),
+            workflow_runner=workflow_runner(),
+            max_cached_workflows=settings.max_cached_workflows,
             activities=[
                 *tools.all(),
                 finish.finish_run,
@@ -120,6 +142,16 @@ def build_workers(
                 AnnouncementPublisher(publishers).publish_announcements,
             ],
             max_concurrent_workflow_tasks=50,
+            max_concurrent_activities=settings.max_concurrent_tool_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+        # This host's own queue: the tool calls of the sessions whose workspace is on its disk
+        # (workflows/policy/host_routing.py). Polled with shared workspaces too, so sessions
+        # pinned before a switch still find their host.
+        Worker(
+            client,
+            task_queue=settings.host_task_queue,
+            activities=tools.all(),
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
@@ -154,6 +186,21 @@ def build_workers(
     ]
 
 
+def start_payload_gc(client: Client, settings: Settings) -> asyncio.Task[None] | None:
+    """Offloaded payloads nothing can read any more are removed on a timer (payload_gc.py)."""
+    if settings.payload_gc_interval.total_seconds() <= 0:
+        return None
+    return asyncio.create_task(
+        collect_forever(
+            client,
+            LocalFileStorageDriver(settings.payloads_dir),
+            interval=settings.payload_gc_interval,
+            grace=settings.payload_grace,
+            retention=settings.payload_retention,
+        )
+    )
+
+
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
@@ -161,23 +208,24 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     telemetry = setup_telemetry(settings.metrics_address)
     client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
     publishers = SessionPublishers(settings.stream_batch_interval)
-    workers = build_workers(client, settings, publishers, telemetry.interceptors)
+    in_flight = InFlight()
+    workers = build_workers(client, settings, publishers, [*telemetry.interceptors, in_flight])
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+    hurry = asyncio.Event()
+    _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
+    gc = start_payload_gc(client, settings)
     log.info(
-        "worker %s up on %s (queues %s, %s)",
+        "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s)",
         os.getpid(),
         settings.temporal_address,
         settings.workflow_task_queue,
         settings.model_task_queue,
+        settings.host_task_queue,
+        settings.host_id,
+        settings.workspaces,
     )
-    print(f"agentlane worker pid={os.getpid()} ready", flush=True)
+    print(f"agentlane worker pid={os.getpid()} host={settings.host_id} ready", flush=True)
     if ready:
         ready.set()
     done, _ = await asyncio.wait(
@@ -197,7 +245,22 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+    if gc is not None:
+        gc.cancel()
+    started = time.monotonic()
+    cut_short = not await _shut_down(workers, hurry)
+    if cut_short:
+        log.error(
+            "worker %s stop cut short after %.1f s; still running: %s (they resume on another "
+            "worker after their heartbeat timeout, or when this one restarts)",
+            os.getpid(),
+            time.monotonic() - started,
+            in_flight.describe(),
+        )
+        status = EXIT_CUT_SHORT
+    killed = spawn.kill_all()
+    if killed:
+        log.warning("stopped %d exec commands still running", killed)
     # Activities no longer wait for their events on success; send what they left.
     try:
         async with asyncio.timeout(PUBLISHERS_CLOSE_TIMEOUT_SECONDS):
@@ -205,7 +268,77 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     except TimeoutError:
         log.warning("stopped with events not sent to the stream")
     telemetry.shutdown()
+    if cut_short:
+        # `asyncio.run` would now wait for the SDK's shutdown it cancels: that wait is the hang.
+        _exit_now(status)
     return status
+
+
+def _exit_now(status: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(status)
+
+
+async def _shut_down(workers: Sequence[Worker], hurry: asyncio.Event) -> bool:
+    """The SDK's graceful shutdown, bounded; False when it was cut short (time or a 2nd signal).
+
+    Not cancelled when cut short: the process exits right after."""
+
+    async def stop_all() -> None:
+        await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+
+    stopping = asyncio.create_task(stop_all())
+    hurried = asyncio.create_task(hurry.wait())
+    await asyncio.wait(
+        [stopping, hurried], timeout=SHUTDOWN_LIMIT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+    )
+    hurried.cancel()
+    return stopping.done()
+
+
+def _on_stop_signals(stop: asyncio.Event, hurry: asyncio.Event, in_flight: InFlight) -> None:
+    """SIGTERM/SIGINT stops the worker; a second one cuts the stop short at once.
+
+    `signal.signal`, not the loop's handlers: a Python handler also runs while the loop's thread
+    is stuck in a call that retries on EINTR, and it arms the backstop timer, which needs no
+    loop at all."""
+    loop = asyncio.get_running_loop()
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    signalled = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal signalled
+        if signalled:
+            loop.call_soon_threadsafe(hurry.set)
+            return
+        signalled = True
+        backstop = threading.Timer(HARD_EXIT_SECONDS, _hard_exit, args=(in_flight,))
+        backstop.daemon = True
+        backstop.start()
+        loop.call_soon_threadsafe(stop.set)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+
+def _hard_exit(in_flight: InFlight) -> None:
+    try:
+        running = in_flight.describe()
+    except RuntimeError:  # changed while read from this thread
+        running = "unknown"
+    log.error(
+        "worker %s did not stop within %.0f s of the signal; exiting now (still running: %s)",
+        os.getpid(),
+        HARD_EXIT_SECONDS,
+        running,
+    )
+    spawn.kill_all()
+    _exit_now(EXIT_CUT_SHORT)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -214,7 +347,12 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        status = asyncio.run(run_worker(Settings.from_env()))
+        settings = Settings.from_env()
+    except ValueError as err:
+        print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
+        os._exit(2)
+    try:
+        status = asyncio.run(run_worker(settings))
     except (EncryptionConfigError, TelemetryConfigError) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
