@@ -315,6 +315,15 @@ class AgentRunWorkflow(LegacyFailover):
                     "source": self.req.source.value,
                 },
             )
+            unknown = self.tools().unknown_entries
+            if unknown:
+                # SPEC §13.3: an allowlist entry that names no tool only warns (a typo there
+                # silently allows nothing).
+                self._emit(
+                    EventKind.WARNING,
+                    text=f"tool policy: no tool is named {', '.join(map(repr, unknown))}",
+                    data={"code": "unknown_tool_names", "names": unknown},
+                )
         workflow.set_current_details(f"run **{self.req.run_id}** on {self.req.model.label()}")
         if inp.carry is None:
             unusable = (

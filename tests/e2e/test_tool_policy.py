@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from agentlane.events import EventKind
 from agentlane.messages import Routing, SendDisposition
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
@@ -220,6 +221,23 @@ async def test_a_call_to_a_removed_tool_is_refused_and_the_run_goes_on(
     for request in fake.requests("anthropic"):
         names = [t["name"] for t in request.body.get("tools", [])]
         assert "exec" not in names and "write" not in names
+
+
+async def test_an_allow_entry_naming_no_tool_is_a_warning_event(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    configure(deployment, fake, '[tools]\nallow = ["raed", "write"]\n')
+    key = f"typo-{uuid.uuid4().hex[:8]}"
+    client = await run_once(deployment, key)
+    assert sent_tools(fake) == ["write"]
+    warnings = []
+    async for item in client.watch(key, 0):
+        if item.event.kind == EventKind.WARNING:
+            warnings.append(item.event)
+        if item.event.kind == EventKind.AGENT_END:
+            break
+    assert [w.data["names"] for w in warnings] == [["raed"]]
+    assert "'raed'" in (warnings[0].text or "")
 
 
 def test_the_cli_prints_what_is_offered_and_what_removed_the_rest(
