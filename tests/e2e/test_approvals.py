@@ -10,7 +10,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -55,6 +55,8 @@ def configure(dep: Deployment, timeout: float = 600, on_timeout: str = "deny") -
         'require = ["exec"]\n'
         f"timeout_seconds = {timeout}\n"
         f'on_timeout = "{on_timeout}"\n'
+        # The webhook test's receiver listens on loopback.
+        "[webhooks]\nallow_private = true\n"
     )
     # A fresh mtime each time, so the client's config watcher reads it again.
     _stamp[0] += 10_000_000
@@ -80,6 +82,15 @@ async def pending_approval(client: AgentlaneClient, k: str, timeout: float = 60)
             return pending[0]
         await asyncio.sleep(0.2)
     raise AssertionError(f"no approval appeared in {k}")
+
+
+async def until(check: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("timed out")
 
 
 async def events_of(client: AgentlaneClient, k: str, run_id: str) -> list[AgentEvent]:
@@ -290,3 +301,44 @@ async def test_gateway_lists_and_decides_approvals(
     result = await aclient.wait_for_run(receipt.run_id)
     assert (result.reply or "").startswith("via gateway")
     assert (ws / "gateway.txt").exists()
+
+
+async def test_webhook_tells_the_adapter_what_waits_and_what_was_decided(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    import json
+
+    from agentlane.messages import Routing
+    from tests.e2e.test_webhooks import Receiver
+
+    configure(approving)
+    receiver = Receiver()
+    receiver.start()
+    try:
+        k = key()
+        routing = Routing(channel="rec", to="r1", callback_url=receiver.url)
+        receipt = await aclient.send_and_start(
+            k, "run `echo hook` then say hooked", workspace=str(ws), routing=routing
+        )
+        assert receipt.run_id
+        approval = await pending_approval(aclient, k)
+
+        def bodies(kind: str) -> list[dict[str, object]]:
+            got = [json.loads(r.body) for r in receiver.accepted()]
+            return [b for b in got if b["kind"] == kind]
+
+        await until(lambda: bool(bodies("approval_requested")))
+        (requested,) = bodies("approval_requested")
+        assert isinstance(requested["approval"], dict)
+        assert requested["approval"]["id"] == approval.id
+        assert requested["approval"]["tool"] == "exec"
+        assert requested["to"] == "r1"
+        await aclient.decide_approval(k, approval.id, approve=False, reason="no hooks")
+        await aclient.wait_for_run(receipt.run_id)
+        await until(lambda: bool(bodies("final_reply")))
+        (decided,) = bodies("approval_decided")
+        assert isinstance(decided["approval"], dict)
+        assert decided["approval"]["outcome"] == "denied"
+        assert decided["approval"]["reason"] == "no hooks"
+    finally:
+        receiver.stop()
