@@ -342,3 +342,33 @@ async def test_webhook_tells_the_adapter_what_waits_and_what_was_decided(
         assert decided["approval"]["reason"] == "no hooks"
     finally:
         receiver.stop()
+
+
+async def test_cli_lists_one_approval_a_line_and_decides_it(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    from tests.e2e.test_cli import acli
+
+    configure(approving)
+    k = key()
+    receipt = await aclient.send_and_start(
+        k, "run `echo cli > cli.txt` then say from cli", workspace=str(ws)
+    )
+    assert receipt.run_id
+    approval = await pending_approval(aclient, k)
+    listed = await acli(approving, "approvals", k)
+    assert listed.returncode == 0, listed.stderr
+    (line,) = listed.stdout.splitlines()
+    assert line.startswith(f"{approval.id}  exec  expires in ")
+    assert "echo cli" in line
+    unknown = await acli(approving, "approve", k, "nope")
+    assert unknown.returncode == 2
+    assert "has no approval 'nope'" in unknown.stderr
+    denied = await acli(approving, "approve", k, approval.id, "--deny", "--reason", "no cli")
+    assert denied.returncode == 0, denied.stderr
+    assert denied.stdout.strip() == f"approval {approval.id} (exec): denied"
+    result = await aclient.wait_for_run(receipt.run_id)
+    assert (result.reply or "").startswith("from cli")
+    assert not (ws / "cli.txt").exists()
+    again = await acli(approving, "approve", k, approval.id)
+    assert again.returncode == 2 and "already decided: denied" in again.stderr
