@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from agentlane import search_attributes as sa
 from agentlane.approvals import ApprovalOutcome, PendingApproval
 from agentlane.events import AgentEvent, EventKind
 from agentlane.run import ExecutionStatus, TerminationReason
@@ -125,6 +126,7 @@ async def test_approved_call_runs_after_a_wait_that_holds_no_worker_slot(
     await asyncio.sleep(3)
     described = await run.describe()
     assert len(described.raw_description.pending_activities) == 0
+    assert described.typed_search_attributes.get(sa.PHASE_KEY) == "waiting"
     assert len([e async for e in run.fetch_history_events()]) == waiting_events
     print(f"\napproval wait: {waiting_events} history events in the run, 0 activities pending")
 
