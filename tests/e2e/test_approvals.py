@@ -374,3 +374,58 @@ async def test_cli_lists_one_approval_a_line_and_decides_it(
     assert not (ws / "cli.txt").exists()
     again = await acli(approving, "approve", k, approval.id)
     assert again.returncode == 2 and "already decided: denied" in again.stderr
+
+
+def test_web_chat_buttons_approve_and_deny(
+    approving: Deployment, gateway: GatewayServer, tmp_path: Path
+) -> None:
+    """The web chat page in headless Chromium: an approval card with Approve / Deny buttons
+    appears when a call waits; clicking decides it."""
+    from tests.e2e.test_web_chat import CHROMIUM, CHROMIUM_ARGS, _missing
+
+    if _missing() is not None:
+        pytest.skip(_missing() or "")
+    from playwright.sync_api import expect, sync_playwright
+
+    from agentlane.ids import storage_name
+
+    configure(approving)
+    k = f"web-{uuid.uuid4().hex[:8]}"
+    (settings_for(approving).workspaces_dir / storage_name(k)).mkdir(parents=True)
+    token = gateway.token(name="web-approver")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 760})
+            errors: list[object] = []
+            page.on("pageerror", lambda err: errors.append(err))
+            page.goto(gateway.url + "/")
+            page.fill("#token", token)
+            page.click("#token-form button")
+            page.fill("#session-key", k)
+            page.click("#session-form button")
+            expect(page.locator("#log")).to_contain_text(f"{k} is a new session")
+            page.fill("#text", "run `echo web > web.txt` then say approved from the page")
+            page.click("#send")
+            card = page.locator(".approval").first
+            expect(card.locator(".ask")).to_contain_text("exec waits for approval", timeout=30_000)
+            card.locator(".approve").click()
+            expect(card).to_have_attribute("data-outcome", "approved", timeout=30_000)
+            expect(page.locator("#log")).to_contain_text("ended: no_tool_calls", timeout=30_000)
+
+            page.select_option("#mode", "followup")
+            page.fill("#text", "run `echo no > web-no.txt` then say denied from the page")
+            page.click("#send")
+            second = page.locator(".approval").nth(1)
+            expect(second.locator(".deny")).to_be_enabled(timeout=30_000)
+            second.locator(".deny").click()
+            expect(second).to_have_attribute("data-outcome", "denied", timeout=30_000)
+            expect(page.locator(".tool .result.failed").last).to_contain_text("denied")
+            expect(page.locator("#log")).to_contain_text("denied from the page", timeout=30_000)
+            page.screenshot(path=str(tmp_path / "web-approval.png"))
+            assert not errors, errors
+        finally:
+            browser.close()
+    ws = settings_for(approving).workspaces_dir / storage_name(k)
+    assert (ws / "web.txt").exists()
+    assert not (ws / "web-no.txt").exists()
