@@ -121,3 +121,28 @@ def test_config_is_strict() -> None:
         build_config({"tools": {"approval": {"timeout_seconds": 0}}}, {})
     with pytest.raises(ConfigError, match="unknown key tools.aproval"):
         build_config({"tools": {"aproval": {}}}, {})
+
+
+def test_watch_shows_the_command_that_decides() -> None:
+    import io
+
+    from agentlane.events import AgentEvent, EventKind
+    from clients.render import TerminalRenderer
+
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False)
+    asked = {"id": "ab12", "tool": "exec", "args_preview": "exec: ls"}
+    for kind, data in (
+        (EventKind.APPROVAL_REQUESTED, asked),
+        (EventKind.APPROVAL_REQUESTED, asked),  # re-published: shown once
+        (EventKind.APPROVAL_DECIDED, {"id": "ab12", "outcome": "expired"}),
+    ):
+        renderer.render(
+            AgentEvent(
+                kind=kind, event_id=f"r/{kind.value}", session_key="k", run_id="r", data=data
+            )
+        )
+    assert out.getvalue().splitlines() == [
+        "⏸ exec waits for approval ab12: exec: ls  (agentlane approve k ab12 [--deny])",
+        "  approval ab12 expired",
+    ]
