@@ -60,6 +60,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentlane.approvals import ApprovalConfig
 from agentlane.compaction_config import CompactionConfig
 from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
@@ -278,6 +279,8 @@ class AgentlaneConfig(BaseModel):
     webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
     # `[tools]`: the tool policy (SPEC §13; issue 21).
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    # `[tools.approval]`: the tools whose calls wait for a person's yes (issue 21).
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -321,11 +324,13 @@ TOP_LEVEL_KEYS = (
     "tools",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
+# `[tools]`: the tool policy's keys (agentlane/tool_policy_config.py) and `[tools.approval]`.
+TOOLS_KEYS = ("approval", *ToolsConfig.model_fields)
 
 
 def _known_keys() -> set[str]:
     """Every key the config file may hold, to suggest the one a typo meant."""
-    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS)
+    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS) | set(TOOLS_KEYS)
     for model in (
         ModelEntry,
         ModelCapabilities,
@@ -438,6 +443,7 @@ def build_config(
 
     _check_keys(raw, TOP_LEVEL_KEYS, "", source)
     _check_keys(dict(raw.get("auth") or {}), AUTH_KEYS, "auth.", source)
+    _check_keys(dict(raw.get("tools") or {}), TOOLS_KEYS, "tools.", source)
     where = ""
     try:
         models = {m.ref: m for m in builtin_models()}
@@ -468,7 +474,12 @@ def build_config(
         where = "webhooks."
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
         where = "tools."
-        tools = ToolsConfig.model_validate(dict(raw.get("tools") or {}))
+        tools_table = dict(raw.get("tools") or {})
+        tools = ToolsConfig.model_validate(
+            {k: v for k, v in tools_table.items() if k != "approval"}
+        )
+        where = "tools.approval."
+        approval = ApprovalConfig.model_validate(dict(tools_table.get("approval") or {}))
         _require_positive(cooldowns, POSITIVE_COOLDOWNS, "auth.cooldowns.", source)
         _require_positive(loops, POSITIVE_LOOP_SETTINGS, "loop_detection.", source)
     except ValidationError as err:
@@ -496,6 +507,7 @@ def build_config(
         compaction=compaction,
         webhooks=webhooks,
         tools=tools,
+        approval=approval,
     )
     model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"
     _check_refs(config, source, model_source)
