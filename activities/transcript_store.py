@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from activities.bounded_cache import BoundedCache
 from agentlane.ids import file_safe, storage_name
 from agentlane.private_files import make_private_dir, private_open, write_private
 from agentlane.run import UserTurn
@@ -87,14 +88,19 @@ log = logging.getLogger(__name__)
 
 
 OWNER_FILE = ".key"
+# How many sessions' parsed transcripts (and folder names) one worker process keeps in memory.
+PARSED_SESSIONS_KEPT = 256
+SESSION_DIRS_KEPT = 4096
 
 
 class TranscriptStore:
     def __init__(self, root: Path, fsync: bool = True) -> None:
         self.root = root
         self.fsync = fsync
-        self._cache: dict[str, _Parsed] = {}
-        self._dirs: dict[str, Path] = {}
+        # Parsed transcripts of the sessions used most recently (a worker that served
+        # thousands of sessions keeps only these; another is re-read from its file).
+        self._cache: BoundedCache[str, _Parsed] = BoundedCache(PARSED_SESSIONS_KEPT)
+        self._dirs: BoundedCache[str, Path] = BoundedCache(SESSION_DIRS_KEPT)
         self._lock = threading.Lock()
 
     def session_dir(self, key: str) -> Path:
