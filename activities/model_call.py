@@ -79,6 +79,7 @@ from agentlane.model_calls import (
 )
 from agentlane.pricing import priced
 from agentlane.settings import Settings
+from agentlane.tool_catalog import canonical_tool_name
 from agentlane.tool_signatures import call_signature, is_known_poll
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 from agentlane.usage import Usage
@@ -89,7 +90,19 @@ log = logging.getLogger(__name__)
 
 def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
     """One line for the Temporal UI and the event stream."""
-    detail = " ".join(str(arguments.get("command" if name == "exec" else "path", "")).split())
+    name = canonical_tool_name(name)
+    if name == "apply_patch":
+        patch = str(arguments.get("input", ""))
+        files = sum(
+            1 for ln in patch.splitlines() if ln.startswith(("*** Add", "*** Update", "*** Delete"))
+        )
+        detail = f"{files} file{'s' if files != 1 else ''}"
+    elif name == "process":
+        action = str(arguments.get("action", ""))
+        target = arguments.get("command") if action == "start" else arguments.get("id")
+        detail = " ".join(f"{action} {target or ''}".split())
+    else:
+        detail = " ".join(str(arguments.get("command" if name == "exec" else "path", "")).split())
     line = f"{name} {detail}".strip()
     return line if len(line) <= 120 else line[:117] + "…"
 
@@ -300,9 +313,10 @@ class ModelCallActivity:
             tool_calls=[
                 ToolCallRef(
                     id=c.id,
-                    name=c.name,
+                    name=canonical_tool_name(c.name),
                     summary=tool_call_summary(c.name, c.arguments),
-                    rejected=c.raw_arguments is not None or c.name not in allowed,
+                    rejected=c.raw_arguments is not None
+                    or canonical_tool_name(c.name) not in allowed,
                     signature=call_signature(c.name, c.arguments),
                     known_poll=is_known_poll(c.name, c.arguments),
                 )
@@ -352,6 +366,7 @@ class ModelCallActivity:
             tools=tools if resolved.entry.capabilities.tools else [],
             thinking=inp.thinking,
             max_output_tokens=resolved.entry.max_output_tokens,
+            images=resolved.entry.capabilities.images,
         )
         # Before anything is published or sent: a request that cannot fit is not made.
         checked = self._check_fits(inp, window, request, context)
@@ -706,7 +721,10 @@ class ModelCallActivity:
             except json.JSONDecodeError as err:
                 raw = complete.arguments_json
                 problem = f"tool arguments are not valid JSON: {err.msg} at position {err.pos}"
-            if problem is None and complete.name not in allowed:
+            # The workflow runs the tool under its canonical name (`apply-patch` is
+            # `apply_patch`, SPEC §13.1); the transcript keeps the name the model wrote.
+            name = canonical_tool_name(complete.name)
+            if problem is None and name not in allowed:
                 problem = (
                     f"tool {complete.name!r} is not available; available tools: "
                     f"{', '.join(sorted(allowed)) or 'none'}"
@@ -717,7 +735,7 @@ class ModelCallActivity:
             refs.append(
                 ToolCallRef(
                     id=complete.id,
-                    name=complete.name,
+                    name=name,
                     summary=tool_call_summary(complete.name, arguments),
                     rejected=problem is not None,
                     signature=call_signature(complete.name, arguments),

@@ -12,6 +12,7 @@ and the model is told so instead.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,15 +22,21 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.cancellation import cancelled_for_good
+from activities.context.token_estimate import IMAGES_META_KEY
 from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.stream_publishers import EventLease, SessionPublishers
+from activities.tools.apply_patch import apply_patch, load_plan
 from activities.tools.exec_tool import run_exec
-from activities.tools.file_tools import edit_file, read_file, write_file
+from activities.tools.file_tools import edit_file, write_file
+from activities.tools.process_tool import ProcessTool
+from activities.tools.read_tool import read_file
 from activities.tools.results import ToolResult
 from activities.tools.specs import (
+    ApplyPatchArgs,
     EditArgs,
     ExecArgs,
     InvalidToolArguments,
+    ProcessArgs,
     ReadArgs,
     WriteArgs,
     parse_args,
@@ -208,6 +215,8 @@ class ToolActivities:
             meta={
                 "summary": result.summary,
                 "duration_ms": int((time.monotonic() - started) * 1000),
+                # Images stay in the transcript store; only their count reaches the workflow.
+                **({IMAGES_META_KEY: list(result.images)} if result.images else {}),
             },
         )
         await asyncio.to_thread(self.store.append, inp.session_key, [entry])
@@ -278,5 +287,46 @@ class ToolActivities:
 
         return await self._run(inp, execute)
 
+    @activity.defn(name=tool_activity_name("apply_patch"))
+    async def tool_apply_patch(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, _: EventLease) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(ApplyPatchArgs, call.arguments)
+            # The plan an earlier attempt saved before writing: finished, never re-applied.
+            marker = self._marker(inp, "patch-plan")
+            saved = load_plan(marker.read_bytes()) if marker.exists() else None
+
+            def remember(plan: dict[str, Any]) -> None:
+                write_private(marker, json.dumps(plan).encode())
+
+            return await asyncio.to_thread(apply_patch, inp.workspace, args.input, saved, remember)
+
+        return await self._run(inp, execute)
+
+    @activity.defn(name=tool_activity_name("process"))
+    async def tool_process(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, _: EventLease) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(ProcessArgs, call.arguments)
+            interrupted = False
+            if args.action == "start":
+                # Like exec: a start that may have happened is not silently made twice.
+                marker = self._marker(inp, "process-started")
+                interrupted = marker.exists()
+                if not interrupted:
+                    write_private(marker, (args.command or "").encode())
+            folder = self.store.session_dir(inp.session_key) / "processes"
+            tool = ProcessTool(inp.session_key, folder)
+            return await tool.run(inp.workspace, args, inp.tool_call_id, interrupted)
+
+        return await self._run(inp, execute)
+
     def all(self) -> list[Callable[..., Awaitable[ToolCallOutcome]]]:
-        return [self.tool_read, self.tool_write, self.tool_edit, self.tool_exec]
+        return [
+            self.tool_read,
+            self.tool_write,
+            self.tool_edit,
+            self.tool_apply_patch,
+            self.tool_exec,
+            self.tool_process,
+        ]

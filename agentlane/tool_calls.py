@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from agentlane.tool_catalog import DEFAULT_TOOLS
 from agentlane.wire import CompactModel, RunStepInput
 
 TOOL_ACTIVITY_PREFIX = "tool_"
-BASE_TOOLS = ("read", "write", "edit", "exec")
+# The tools a run is offered when its request does not say (agentlane/tool_catalog.py).
+BASE_TOOLS = DEFAULT_TOOLS
 
 
 def tool_activity_name(tool: str) -> str:

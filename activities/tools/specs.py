@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,15 +43,50 @@ class ExecArgs(_Args):
     )
 
 
+class ApplyPatchArgs(_Args):
+    input: str = Field(
+        description="The whole patch, from '*** Begin Patch' to '*** End Patch'",
+    )
+
+
+class ProcessArgs(_Args):
+    action: Literal["start", "poll", "write", "kill", "list"] = Field(
+        description="start a command in the background; poll its output and exit; write to its "
+        "stdin; kill it; list this session's processes"
+    )
+    command: str | None = Field(default=None, description="start: the shell command (bash)")
+    id: str | None = Field(default=None, description="poll / write / kill: the process id")
+    input: str | None = Field(default=None, description="write: text for the process's stdin")
+    close_stdin: bool = Field(default=False, description="write: close stdin after writing")
+    wait_seconds: float = Field(
+        default=0,
+        ge=0,
+        le=60,
+        description="poll: wait up to this long for the process to exit or print more",
+    )
+
+
 TOOL_ARGS: dict[str, type[_Args]] = {
     "read": ReadArgs,
     "write": WriteArgs,
     "edit": EditArgs,
+    "apply_patch": ApplyPatchArgs,
     "exec": ExecArgs,
+    "process": ProcessArgs,
 }
 
 TOOL_DESCRIPTIONS = {
-    "read": "Read a text file from the workspace. Returns its lines (offset/limit for parts).",
+    "read": "Read a file from the workspace. Text comes in pages of lines (offset/limit, at most "
+    "50 KB a page; the result says how to get the next page); images (PNG, JPEG, GIF, WebP) "
+    "are shown to models that see images; other binary files are described, not dumped.",
+    "apply_patch": "Change several files at once with a patch: '*** Begin Patch', then for each "
+    "file '*** Add File: path' (lines starting with '+'), '*** Update File: path' (optional "
+    "'*** Move to: path', then hunks: '@@' optionally followed by a line to find, and lines "
+    "starting with ' ' (context), '-' (remove) or '+' (add); context must match exactly) or "
+    "'*** Delete File: path', then '*** End Patch'. All files change or none.",
+    "process": "Background commands that outlive this call: start one (returns its id), poll "
+    "its new output and exit code, write to its stdin, kill it, or list them. At most 8 run "
+    "at once per session.",
     "write": "Create or overwrite a file in the workspace with the given content.",
     "edit": "Replace one exact occurrence of old_string with new_string in a workspace file.",
     "exec": "Run a shell command in the workspace and return its exit code and output.",
