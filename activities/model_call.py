@@ -60,6 +60,7 @@ from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.system_prompt import build_system_prompt
+from activities.tools.process_tool import owner_queue
 from activities.tools.specs import tool_specs
 from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
 from agentlane.errors import (
@@ -338,7 +339,11 @@ class ModelCallActivity:
         if existing is not None:
             # An earlier attempt finished the call but died before reporting it. Checked before
             # preparing the transcript: this call's own tool calls are not "unanswered".
-            return self._result_from_entry(existing, info.attempt, set(inp.tools))
+            found = self._result_from_entry(existing, info.attempt, set(inp.tools))
+            found.tool_calls = await asyncio.to_thread(
+                self._routed, inp.session_key, existing.tool_calls, found.tool_calls
+            )
+            return found
         await asyncio.to_thread(self._prepare_transcript, inp)
         try:
             resolved = self.resolver.resolve(inp.model, inp.profile_id)
@@ -419,6 +424,7 @@ class ModelCallActivity:
             # in history once, and a retry that finds the entry reports the same figure.
             acc.usage = priced(acc.usage, resolved.entry.prices)
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
+            refs = await asyncio.to_thread(self._routed, inp.session_key, entry.tool_calls, refs)
             await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
                 update={"stop_reason": acc.stop_reason, "usage": acc.usage}
@@ -698,6 +704,22 @@ class ModelCallActivity:
             model=inp.model.label(),
         )
         await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+
+    def _routed(
+        self, key: str, calls: list[ToolCall], refs: list[ToolCallRef]
+    ) -> list[ToolCallRef]:
+        """A call about a background process goes to the worker holding it (its own task
+        queue, from the process's record)."""
+        if not any(ref.name == "process" for ref in refs):
+            return refs
+        folder = self.store.session_dir(key) / "processes"
+        arguments = {call.id: call.arguments for call in calls}
+        return [
+            ref.model_copy(update={"task_queue": owner_queue(folder, arguments.get(ref.id, {}))})
+            if ref.name == "process" and not ref.rejected
+            else ref
+            for ref in refs
+        ]
 
     def _assistant_entry(
         self, inp: ModelCallInput, acc: _Accumulated

@@ -317,7 +317,9 @@ class ToolActivities:
                     write_private(marker, (args.command or "").encode())
             folder = self.store.session_dir(inp.session_key) / "processes"
             tool = ProcessTool(inp.session_key, folder)
-            return await tool.run(inp.workspace, args, inp.tool_call_id, interrupted)
+            return await tool.run(
+                inp.workspace, args, inp.tool_call_id, interrupted, inp.owner_gone
+            )
 
         return await self._run(inp, execute)
 

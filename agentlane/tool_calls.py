@@ -14,11 +14,20 @@ def tool_activity_name(tool: str) -> str:
     return f"{TOOL_ACTIVITY_PREFIX}{tool}"
 
 
+def worker_task_queue(base: str, worker_id: str) -> str:
+    """The task queue only one worker process polls: calls about a background process it holds
+    (`process` poll / write / kill) are routed there."""
+    return f"{base}/worker/{worker_id}"
+
+
 class ToolCallInput(RunStepInput):
     workspace: str
     tool_call_id: str
     tool_name: str
     exec_timeout_seconds: int = 120
+    # The worker that held the background process this call is about did not take the call in
+    # time (it is gone): the call reports the process lost.
+    owner_gone: bool = False
 
 
 class ToolCallOutcome(CompactModel):

@@ -58,5 +58,11 @@ FINISH_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum
 EXEC_START_TO_CLOSE = timedelta(seconds=3600) + EXEC_GRACE
 
 
+# How long a call about a background process waits for the worker that holds it (on that
+# worker's own queue) before the worker counts as gone. Its queue serves only such calls, which
+# take seconds at most, so a live worker picks one up at once.
+OWNER_SCHEDULE_TO_START = timedelta(seconds=10)
+
+
 def tool_start_to_close(tool: str) -> timedelta:
     return EXEC_START_TO_CLOSE if tool == "exec" else FILE_TOOL_START_TO_CLOSE

@@ -15,7 +15,13 @@ import builtins
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -591,7 +597,9 @@ class AgentRunWorkflow(LegacyFailover):
                 if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
                     return self._stopped_for_loop(verdict.message)
                 return None
-            ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
+            ran = await self._run_tool(
+                turn, entry_id, call.id, call.name, call.summary, call.task_queue
+            )
             if isinstance(ran, LoopEnd):
                 return ran
             self._record_outcome(call, ran)
@@ -668,7 +676,13 @@ class AgentRunWorkflow(LegacyFailover):
         )
 
     async def _run_tool(
-        self, turn: int, entry_id: str, call_id: str, name: str, summary: str
+        self,
+        turn: int,
+        entry_id: str,
+        call_id: str,
+        name: str,
+        summary: str,
+        owner_queue: str = "",
     ) -> LoopEnd | ToolCallOutcome:
         inp = ToolCallInput(
             session_key=self.req.session_key,
@@ -679,9 +693,12 @@ class AgentRunWorkflow(LegacyFailover):
             tool_call_id=call_id,
             tool_name=name,
         )
+        outcome: ToolCallOutcome
         try:
-            if name in opts.LOCAL_TOOLS and workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
-                outcome: ToolCallOutcome = await workflow.execute_local_activity(
+            if owner_queue:
+                outcome = await self._run_on_owner(inp, summary, owner_queue)
+            elif name in opts.LOCAL_TOOLS and workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
+                outcome = await workflow.execute_local_activity(
                     tool_activity_name(name),
                     inp,
                     result_type=ToolCallOutcome,
@@ -706,6 +723,45 @@ class AgentRunWorkflow(LegacyFailover):
                 raise asyncio.CancelledError from err
             return _failure(err)
         self.c.tool_calls += 1
+        return outcome
+
+    async def _run_on_owner(
+        self, inp: ToolCallInput, summary: str, owner_queue: str
+    ) -> ToolCallOutcome:
+        """A call about a background process, on the queue of the worker that holds it. A worker
+        that does not take it in time is gone (and its processes with it): the call then goes
+        to any worker, which reports the process lost."""
+        try:
+            outcome: ToolCallOutcome = await workflow.execute_activity(
+                tool_activity_name(inp.tool_name),
+                inp,
+                result_type=ToolCallOutcome,
+                task_queue=owner_queue,
+                schedule_to_start_timeout=opts.OWNER_SCHEDULE_TO_START,
+                start_to_close_timeout=opts.tool_start_to_close(inp.tool_name),
+                heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+                retry_policy=opts.TOOL_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=summary,
+            )
+            return outcome
+        except ActivityError as err:
+            lost = isinstance(err.cause, TimeoutError) and (
+                err.cause.type == TimeoutType.SCHEDULE_TO_START
+            )
+            if not lost:
+                raise
+        gone = inp.model_copy(update={"owner_gone": True})
+        outcome = await workflow.execute_activity(
+            tool_activity_name(inp.tool_name),
+            gone,
+            result_type=ToolCallOutcome,
+            start_to_close_timeout=opts.tool_start_to_close(inp.tool_name),
+            heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+            retry_policy=opts.TOOL_RETRY,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"{summary} (its worker is gone)",
+        )
         return outcome
 
     async def _finish(self, end: LoopEnd) -> ExecutionResult:

@@ -41,6 +41,31 @@ POLL_INTERVAL_SECONDS = 0.1
 HOST = socket.gethostname()
 # This worker process, as process records name it.
 WORKER_ID = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+# The task queue only this worker process polls (set by the worker at start): calls about a
+# process it holds are routed there by the run (`owner_queue`).
+_worker_queue = ""
+
+
+def set_worker_queue(queue: str) -> None:
+    global _worker_queue
+    _worker_queue = queue
+
+
+def owner_queue(folder: Path, arguments: dict[str, Any]) -> str:
+    """The task queue of the worker holding the process a `process` call is about, when the
+    process still runs by its record; "" when the call can go to any worker."""
+    if arguments.get("action") not in ("poll", "write", "kill"):
+        return ""
+    pid = arguments.get("id")
+    if not isinstance(pid, str) or "/" in pid or not pid:
+        return ""
+    try:
+        record = json.loads((folder / f"{pid}.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(record, dict) or record.get("exit_code") is not None:
+        return ""
+    return str(record.get("task_queue") or "")
 
 
 @dataclass
@@ -83,6 +108,7 @@ def _record(bg: Background, started_at: float, tool_call_id: str) -> dict[str, A
         "pid": os.getpid(),
         "started_at": started_at,
         "tool_call_id": tool_call_id,
+        "task_queue": _worker_queue,
         "exit_code": bg.exit_code,
         "killed": bg.killed,
     }
@@ -111,7 +137,12 @@ class ProcessTool:
         return [bg for (key, _), bg in _running.items() if key == self.session_key]
 
     async def run(
-        self, workspace: str, args: ProcessArgs, tool_call_id: str, interrupted: bool
+        self,
+        workspace: str,
+        args: ProcessArgs,
+        tool_call_id: str,
+        interrupted: bool,
+        owner_gone: bool = False,
     ) -> ToolResult:
         if args.action == "start":
             return await self.start(workspace, args, tool_call_id, interrupted)
@@ -121,7 +152,7 @@ class ProcessTool:
             return ToolResult(f"process {args.action} needs the process id", is_error=True)
         bg = _running.get((self.session_key, args.id))
         if bg is None:
-            return self._not_here(args.id)
+            return self._not_here(args.id, owner_gone)
         if args.action == "poll":
             return await self.poll(bg, args.wait_seconds)
         if args.action == "write":
@@ -261,11 +292,13 @@ class ProcessTool:
 
     @staticmethod
     def _state_elsewhere(record: dict[str, Any]) -> str:
-        if record.get("host") == HOST and _alive(int(record.get("pid", 0))):
-            return f"in another worker (pid {record.get('pid')})"
+        if record.get("host") != HOST:
+            return f"running in a worker on {record.get('host')} (poll it for its state)"
+        if _alive(int(record.get("pid", 0))):
+            return f"running in another worker (pid {record.get('pid')})"
         return "lost (its worker stopped)"
 
-    def _not_here(self, pid: str) -> ToolResult:
+    def _not_here(self, pid: str, owner_gone: bool = False) -> ToolResult:
         record = next((r for r in self._records() if r.get("id") == pid), None)
         if record is None:
             known = ", ".join(str(r.get("id")) for r in self._records()) or "none"
@@ -278,10 +311,13 @@ class ProcessTool:
                 f"{pid} exited with code {record['exit_code']}.\noutput (end):\n{output}",
                 summary=f"{pid} exited",
             )
-        if record.get("host") == HOST and _alive(int(record.get("pid", 0))):
+        elsewhere = record.get("host") != HOST or _alive(int(record.get("pid", 0)))
+        if elsewhere and not owner_gone:
+            # Only when the call was not routed to the process's worker (a record from a worker
+            # without its own queue); a routed call lands there or finds the worker gone.
             return ToolResult(
-                f"{pid} runs in another worker process on this machine (pid "
-                f"{record.get('pid')}), which this call cannot reach. Try again.",
+                f"{pid} runs in another worker process ({record.get('worker')}), which this "
+                "call cannot reach. Try again.",
                 is_error=True,
                 summary="in another worker",
             )
