@@ -106,6 +106,7 @@ def _record(bg: Background, started_at: float, tool_call_id: str) -> dict[str, A
         "worker": WORKER_ID,
         "host": HOST,
         "pid": os.getpid(),
+        "process_pid": bg.proc.pid,
         "started_at": started_at,
         "tool_call_id": tool_call_id,
         "task_queue": _worker_queue,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools.process_tool import MAX_PER_SESSION, ProcessTool
+from activities.tools.process_tool import MAX_PER_SESSION, ProcessTool, _running
 from activities.tools.specs import ProcessArgs
+from tests.process_groups import wait_group_gone
 
 
 @pytest.fixture
@@ -31,19 +32,6 @@ def tool(tmp_path: Path) -> ProcessTool:
 async def call(tool: ProcessTool, ws: Path, **args: object) -> str:
     res = await tool.run(str(ws), ProcessArgs.model_validate(args), uuid.uuid4().hex, False)
     return res.text
-
-
-def _group_alive(pgid: int, within: float = 1.0) -> bool:
-    """Whether anything of the group is still there `within` seconds from now (a killed child
-    stays a zombie until its new parent reaps it)."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 async def test_start_poll_write_kill(tool: ProcessTool, ws: Path) -> None:
@@ -64,14 +52,12 @@ async def test_start_poll_write_kill(tool: ProcessTool, ws: Path) -> None:
     assert got.endswith("new output:\ngot:hello\n")
     listed = await call(tool, ws, action="list")
     assert listed.startswith("proc-1  running  echo ready")
-    from activities.tools.process_tool import _running
 
     pgid = _running[(tool.session_key, "proc-1")].proc.pid
     began = time.monotonic()
     assert (await call(tool, ws, action="kill", id="proc-1")).startswith("Killed proc-1")
-    assert not _group_alive(
-        pgid, within=1.0 - (time.monotonic() - began)
-    )  # the `sleep 30` it left in its group is gone too
+    # Gone within 1 s, with the `sleep 30` it left in its group.
+    assert wait_group_gone(pgid, within=1.0 - (time.monotonic() - began)) is not None
     assert (await call(tool, ws, action="poll", id="proc-1")).startswith(
         "proc-1 was killed (exit code -9)"
     )
