@@ -309,7 +309,9 @@ class ToolActivities:
             def remember(plan: dict[str, Any]) -> None:
                 write_private(marker, json.dumps(plan).encode())
 
-            return await asyncio.to_thread(apply_patch, inp.workspace, args.input, saved, remember)
+            return await asyncio.to_thread(
+                apply_patch, inp.workspace, args.input, saved, remember, _crash_after_first_write
+            )
 
         return await self._run(inp, execute)
 
