@@ -149,3 +149,48 @@ async def test_a_background_process_started_polled_written_and_killed(
     assert killed.startswith("Killed proc-1")
     assert listed.startswith("proc-1  exited -9  echo ready")
     assert watched[0] == "started proc-1" and watched[-1] == "1 processes"
+
+
+async def test_exec_output_reaches_watchers_while_it_runs(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    receipt = await client.send_and_start(
+        session_key, "run `echo first; sleep 2; echo second`", workspace=str(workspace)
+    )
+    assert receipt.run_id
+    first_seen: float | None = None
+    ended: float | None = None
+
+    async def watch() -> None:
+        nonlocal first_seen, ended
+        async for item in client.watch(session_key, 0, until_run=receipt.run_id):
+            event = item.event
+            if event.kind == EventKind.TOOL_EXECUTION_UPDATE and first_seen is None:
+                assert "first" in (event.text or "") and "second" not in (event.text or "")
+                first_seen = time.monotonic()
+            if event.kind == EventKind.TOOL_EXECUTION_END:
+                ended = time.monotonic()
+
+    await asyncio.wait_for(watch(), 60)
+    assert first_seen is not None and ended is not None
+    assert ended - first_seen > 1.0, "the output arrived only when the command ended"
+
+
+async def test_the_demo_instruction_runs_every_step(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    from clients.demo import INSTRUCTION, NOTES
+
+    (workspace / "notes.txt").write_text(NOTES)
+    results = await run(client, session_key, INSTRUCTION, workspace)
+    assert [e.tool_name for e in results] == [
+        "read",
+        "write",
+        "apply_patch",
+        "exec",
+        "process",
+        "process",
+    ]
+    assert not any(e.is_error for e in results), [e.text for e in results]
+    assert (workspace / "summary.txt").read_text().endswith("Checked by the demo's patch.\n")
+    assert "background job done" in results[-1].text
