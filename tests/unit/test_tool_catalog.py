@@ -30,4 +30,4 @@ def test_groups() -> None:
 def test_every_tool_has_a_schema_and_an_activity_name() -> None:
     assert set(TOOL_ARGS) == {t.name for t in TOOLS}
     assert [s.name for s in tool_specs(list(DEFAULT_TOOLS))] == list(DEFAULT_TOOLS)
-    assert LOCAL_TOOLS == {"read", "write", "edit", "apply_patch"}
+    assert {"read", "write", "edit", "apply_patch"} == LOCAL_TOOLS
