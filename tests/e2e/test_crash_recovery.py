@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from activities.stream_gaps import expected_event_ids
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
@@ -110,6 +111,13 @@ async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
     await asyncio.sleep(3)
     assert not (workspace / "count.txt").exists()
     assert (workspace / "after.txt").read_text() == "done"
+    # A watcher from the start sees every event the transcript implies, each once, no gap.
+    events = [item.event async for item in client.watch(key, 0, until_run=receipt.run_id)]
+    ids = [e.event_id for e in events]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    expected = expected_event_ids(entries, receipt.run_id)
+    assert not [eid for eid in expected if eid not in set(ids)]
+    assert EventKind.STREAM_GAP not in {e.kind for e in events}
 
 
 async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:

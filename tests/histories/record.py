@@ -571,6 +571,50 @@ async def thinking_and_window(client: AgentlaneClient, ws: Path) -> None:
             await client.wait_for_run(r.run_id or "")
 
 
+async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
+    """Transient server errors (issue 24): a 500 made again after its Retry-After; 502s past a
+    small wait budget falling back to the next model; the one retry of the whole chain after
+    2.5 s; an overload made again twice, then its Retry-After waited before a rotation."""
+    from tests.fakes.provider_server import Fault, Reply
+
+    with fallback_providers() as (fake, dep, _key_a, _key_b):
+        claude = "anthropic/fake-claude"
+        solo: dict[str, object] = {"agent_id": "solo"}
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("t500", [Reply.error(Fault.http(500, retry_after=0.2)), Reply(text="ok")], solo),
+            (
+                "tfb",
+                [
+                    *[Reply.error(Fault.http(502, retry_after=0.4), api="anthropic")] * 3,
+                    Reply(text="GPT took over.", api="openai-chat"),
+                ],
+                {"max_wait_seconds": 1},
+            ),
+            (
+                "tchain",
+                [
+                    Reply.error(Fault.http(500, retry_after=1)),
+                    Reply.error(Fault.http(500)),
+                    Reply(text="third time"),
+                ],
+                {**solo, "max_wait_seconds": 4},
+            ),
+            (
+                "tover",
+                [*[Reply.error(Fault.http(529, retry_after=0.2))] * 3, Reply(text="rotated")],
+                solo,
+            ),
+        ]
+        for key, replies, overrides in runs:
+            (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+            fake.reset()
+            fake.script(*replies)
+            r = await client.send_and_start(
+                key, "hello", workspace=str(ws), model=claude, session_overrides=overrides
+            )
+            await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -585,6 +629,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "worker_change": worker_change,
     "failover": failover,
     "failover_v2": failover_v2,
+    "transient_retry": transient_retry,
     "context_recovery": context_recovery,
     "reset_branch": reset_branch,
     "webhooks": webhooks,

@@ -16,7 +16,7 @@ it without touching the transcript.
 
 What each route asks of the run loop: `truncate_tool_results_only` truncates in the session and,
 if that changed something, retries without sending the prompt (a failed truncation falls back to
-`compact_only`, `route_after_truncation`); the two compaction routes skip the prompt and enter
+`compact_only`); the two compaction routes skip the prompt and enter
 overflow recovery (§4.5) with `PRECHECK_OVERFLOW_TEXT` as the prompt error, the mixed route also
 truncating after a successful compaction.
 """
@@ -139,12 +139,3 @@ def precheck(
         reducible_chars=reducible,
         truncate_only_threshold_chars=threshold,
     )
-
-
-def route_after_truncation(route: PrecheckRoute, *, truncated: bool) -> PrecheckRoute | None:
-    """What follows a `truncate_tool_results_only` truncation: None (handled: retry the loop
-    without sending the prompt) when it changed something, else compaction as `compact_only`.
-    Other routes are returned unchanged."""
-    if route is not PrecheckRoute.TRUNCATE_TOOL_RESULTS_ONLY:
-        return route
-    return None if truncated else PrecheckRoute.COMPACT_ONLY
