@@ -44,25 +44,17 @@ class ExecArgs(_Args):
 
 
 class ApplyPatchArgs(_Args):
-    input: str = Field(
-        description="The whole patch, from '*** Begin Patch' to '*** End Patch'",
-    )
+    input: str = Field(description="The whole patch")
 
 
 class ProcessArgs(_Args):
-    action: Literal["start", "poll", "write", "kill", "list"] = Field(
-        description="start a command in the background; poll its output and exit; write to its "
-        "stdin; kill it; list this session's processes"
-    )
-    command: str | None = Field(default=None, description="start: the shell command (bash)")
-    id: str | None = Field(default=None, description="poll / write / kill: the process id")
-    input: str | None = Field(default=None, description="write: text for the process's stdin")
-    close_stdin: bool = Field(default=False, description="write: close stdin after writing")
+    action: Literal["start", "poll", "write", "kill", "list"]
+    command: str | None = Field(default=None, description="start: shell command")
+    id: str | None = Field(default=None, description="poll, write, kill: process id")
+    input: str | None = Field(default=None, description="write: text for stdin")
+    close_stdin: bool = Field(default=False, description="write: then close stdin")
     wait_seconds: float = Field(
-        default=0,
-        ge=0,
-        le=60,
-        description="poll: wait up to this long for the process to exit or print more",
+        default=0, ge=0, le=60, description="poll: wait this long for output or exit"
     )
 
 
@@ -75,21 +67,17 @@ TOOL_ARGS: dict[str, type[_Args]] = {
     "process": ProcessArgs,
 }
 
+# Kept short: every request carries them twice (system prompt and tool schemas).
 TOOL_DESCRIPTIONS = {
-    "read": "Read a file from the workspace. Text comes in pages of lines (offset/limit, at most "
-    "50 KB a page; the result says how to get the next page); images (PNG, JPEG, GIF, WebP) "
-    "are shown to models that see images; other binary files are described, not dumped.",
-    "apply_patch": "Change several files at once with a patch: '*** Begin Patch', then for each "
-    "file '*** Add File: path' (lines starting with '+'), '*** Update File: path' (optional "
-    "'*** Move to: path', then hunks: '@@' optionally followed by a line to find, and lines "
-    "starting with ' ' (context), '-' (remove) or '+' (add); context must match exactly) or "
-    "'*** Delete File: path', then '*** End Patch'. All files change or none.",
-    "process": "Background commands that outlive this call: start one (returns its id), poll "
-    "its new output and exit code, write to its stdin, kill it, or list them. At most 8 run "
-    "at once per session.",
+    "read": "Read a workspace file: text in pages (offset/limit; the result says how to get "
+    "the next page); images are shown to models that see images; binary files are described.",
     "write": "Create or overwrite a file in the workspace with the given content.",
     "edit": "Replace one exact occurrence of old_string with new_string in a workspace file.",
+    "apply_patch": "Apply a patch ('*** Begin Patch' ... '*** End Patch'; Add File, Update File "
+    "with @@ hunks, Delete File, Move to). Context must match exactly; all files change or none.",
     "exec": "Run a shell command in the workspace and return its exit code and output.",
+    "process": "Background commands: start (returns an id), poll (new output, exit code), "
+    "write (stdin), kill, list. At most 8 run at once per session.",
 }
 
 
