@@ -615,6 +615,30 @@ async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
             await client.wait_for_run(r.run_id or "")
 
 
+async def files_and_processes(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 21: an image read, apply_patch (a local activity), a background process started and
+    polled on its worker's own queue, then the worker replaced and the process reported lost
+    (the routed call that no worker takes, and its fallback)."""
+    from tests.fakes.images import tiny_png
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (ws / "red.png").write_bytes(tiny_png())
+    patch = "*** Begin Patch\n*** Add File: added.txt\n+added\n*** End Patch"
+    r = await client.send_and_start(
+        "procs",
+        f"read red.png then apply this patch:\n{patch}\nthen start `echo up; sleep 60` in the "
+        "background then poll it for 2 seconds",
+        workspace=str(ws),
+    )
+    await client.wait_for_run(r.run_id or "")
+    dep.workers[0].kill9()
+    dep.workers.clear()
+    dep.start_worker()
+    r = await client.send_and_start("procs", "poll proc-1 then list processes")
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -637,6 +661,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "scheduled": scheduled,
     "queue_drops": queue_drops,
     "thinking_and_window": thinking_and_window,
+    "files_and_processes": files_and_processes,
 }
 
 
