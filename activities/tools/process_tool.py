@@ -177,9 +177,18 @@ class ProcessTool:
                 is_error=True,
                 summary="interrupted",
             )
-        running = [bg for bg in self._mine() if bg.running]
+        running = [(bg.id, bg.command) for bg in self._mine() if bg.running]
+        # The session's processes in other worker processes of this host count too.
+        running += [
+            (str(r.get("id")), str(r.get("command", "")))
+            for r in self._records()
+            if r.get("exit_code") is None
+            and (self.session_key, str(r.get("id"))) not in _running
+            and r.get("host") == HOST
+            and _alive(int(r.get("pid", 0)))
+        ]
         if len(running) >= MAX_PER_SESSION:
-            listed = ", ".join(f"{bg.id} (`{bg.command[:40]}`)" for bg in running)
+            listed = ", ".join(f"{pid} (`{command[:40]}`)" for pid, command in running)
             return ToolResult(
                 f"This session already has {MAX_PER_SESSION} background processes running "
                 f"(the most it may have): {listed}. Kill one first.",

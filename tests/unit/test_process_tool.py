@@ -121,3 +121,21 @@ async def test_an_interrupted_start_is_not_made_again(tool: ProcessTool, ws: Pat
     res = await tool.run(str(ws), ProcessArgs(action="start", command="touch x"), "c1", True)
     assert res.is_error and "was not run again" in res.text
     assert not (ws / "x").exists()
+
+
+async def test_processes_in_another_worker_of_the_host_count_too(
+    tool: ProcessTool, ws: Path
+) -> None:
+    tool.folder.mkdir(parents=True)
+    for n in range(1, 9):
+        record = {
+            "id": f"proc-{n}",
+            "command": "sleep 60",
+            "host": os.uname().nodename,
+            "pid": os.getppid(),  # a live process that is not this one: another worker
+            "started_at": n,
+            "exit_code": None,
+        }
+        (tool.folder / f"proc-{n}.json").write_text(json.dumps(record))
+    refused = await tool.run(str(ws), ProcessArgs(action="start", command="true"), "c9", False)
+    assert refused.is_error and refused.summary == "too many processes"
