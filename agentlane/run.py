@@ -18,6 +18,7 @@ from agentlane.failover_state import RunFailover
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import Routing
 from agentlane.profile_state import ProfilePin
+from agentlane.tool_catalog import DEFAULT_TOOLS
 from agentlane.tool_policy_config import ToolPolicyInput
 from agentlane.usage import RunUsage
 
@@ -75,7 +76,7 @@ class ExecutionRequest(BaseModel):
     reasoning_mode: str = "off"
     budget_seconds: int = RUN_BUDGET_SECONDS
     idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
-    tools: list[str] = Field(default_factory=lambda: ["read", "write", "edit", "exec"])
+    tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     parent_entry_id: str | None = None
     loop_detection: LoopDetectionConfig = LoopDetectionConfig()
     # `[tools.approval]` (issue 21); None when no tool needs approval (left out of history).

@@ -27,7 +27,6 @@ from tests.harness import REPO, Deployment
 
 KEY = "sk-ant-api03-" + secrets.token_hex(24)
 CLAUDE = "anthropic/fake-claude"
-ALL = ["read", "write", "edit", "exec"]
 
 
 def models(fake: FakeProviderServer) -> str:
@@ -229,7 +228,7 @@ async def test_an_allow_entry_naming_no_tool_is_a_warning_event(
     configure(deployment, fake, '[tools]\nallow = ["raed", "write"]\n')
     key = f"typo-{uuid.uuid4().hex[:8]}"
     client = await run_once(deployment, key)
-    assert sent_tools(fake) == ["write"]
+    assert sent_tools(fake) == ["write", "apply_patch"]  # apply_patch follows write
     warnings = []
     async for item in client.watch(key, 0):
         if item.event.kind == EventKind.WARNING:
@@ -257,7 +256,7 @@ def test_the_cli_prints_what_is_offered_and_what_removed_the_rest(
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert "offered: read, write, edit\n" in out.stdout
+    assert "offered: read, write, edit, apply_patch, process\n" in out.stdout
     assert "exec  by global (tools)" in out.stdout
     assert "no such session yet" in out.stdout
     assert "'raed' names no known tool" in out.stderr
