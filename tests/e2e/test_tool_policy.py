@@ -6,6 +6,7 @@ change applies from the next run on, with no worker restart."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import subprocess
 import sys
@@ -289,6 +290,11 @@ async def test_a_policy_the_worker_cannot_read_ends_the_run_saying_why(
             key, "hello", workspace=str(deployment.data_dir), model=CLAUDE
         )
         queued = await client.send(key, "and then", mode="followup")
+        # The first run's model call is under way (it reads the config too) before it breaks.
+        for _ in range(200):
+            if fake.requests("anthropic"):
+                break
+            await asyncio.sleep(0.05)
         configure(deployment, fake, '[tools]\ndeny = "exec"\n')
         await client.wait_for_run(first.run_id or "")
         fate = await client.wait_started(key, queued.message_seq)
