@@ -62,6 +62,7 @@ from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
+from agentlane.subagents import SubagentSettings, SubagentTools
 from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.webhook_targets import WebhookPolicy
 
@@ -251,6 +252,8 @@ class AgentlaneConfig(BaseModel):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     # `[webhooks]`: which callback hosts inside the network are allowed (issue 19).
     webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
+    # `[subagents]`: spawn depth, children, allowed agents and sub-agents' tools (SPEC §13.4).
+    subagents: SubagentSettings = Field(default_factory=SubagentSettings)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -291,6 +294,7 @@ TOP_LEVEL_KEYS = (
     "loop_detection",
     "compaction",
     "webhooks",
+    "subagents",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
 
@@ -309,6 +313,8 @@ def _known_keys() -> set[str]:
         LoopDetectionConfig,
         CompactionConfig,
         WebhookPolicy,
+        SubagentSettings,
+        SubagentTools,
     ):
         names |= set(model.model_fields)
     return names - {"id"}
@@ -433,6 +439,8 @@ def build_config(
         compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
         where = "webhooks."
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
+        where = "subagents."
+        subagents = SubagentSettings.model_validate(dict(raw.get("subagents") or {}))
         _require_positive(cooldowns, POSITIVE_COOLDOWNS, "auth.cooldowns.", source)
         _require_positive(loops, POSITIVE_LOOP_SETTINGS, "loop_detection.", source)
     except ValidationError as err:
@@ -459,6 +467,7 @@ def build_config(
         loop_detection=loops,
         compaction=compaction,
         webhooks=webhooks,
+        subagents=subagents,
     )
     model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"
     _check_refs(config, source, model_source)

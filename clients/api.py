@@ -275,6 +275,7 @@ class AgentlaneClient:
         base: dict[str, object] = {
             "queue": config.queue,
             "loop_detection": config.loop_detection,
+            "subagents": config.subagents,
             "context_window": window,
             "context_window_source": source,
             "thinking": config.agent("main").thinking,

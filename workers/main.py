@@ -34,6 +34,7 @@ from activities.scheduled_delivery import ScheduledDelivery
 from activities.session_records import SessionRecords
 from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
+from activities.subagent_calls import SubagentActivities
 from activities.tool_calls import ToolActivities
 from activities.tools import spawn
 from activities.transcript_store import TranscriptStore
@@ -94,6 +95,7 @@ def build_workers(
     compaction = CompactionActivity(store, resolver, publishers)
     truncation = TruncationActivity(store, resolver)
     tools = ToolActivities(store, publishers)
+    subagents = SubagentActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
     tree = SessionTreeActivities(store, records, publishers)
@@ -124,6 +126,8 @@ def build_workers(
             max_cached_workflows=settings.max_cached_workflows,
             activities=[
                 *tools.all(),
+                subagents.spawn_read,
+                subagents.spawn_record,
                 finish.finish_run,
                 records.restore_session,
                 records.record_session,

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
+    from agentlane.subagents import SPAWN_TOOL
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
@@ -66,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
+    from workflows.subagents import SUBAGENTS_PATCH, Subagents
     from workflows.telemetry import RunTelemetry
 
 
@@ -180,6 +182,7 @@ class AgentRunWorkflow(LegacyFailover):
         # The reason of the latest failed model call: AgentLastError while the run deals with it.
         self.failure_reason: str | None = None
         self.telemetry = RunTelemetry(self.req)
+        self.subagents = Subagents(self)
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -572,8 +575,9 @@ class AgentRunWorkflow(LegacyFailover):
         """The model's tool calls in order. Calls not run (abort, steering, a loop block) are
         answered by the next model call or by finish_run, so the transcript stays valid."""
         self.phase = RunPhase.TOOLS
-        for call in calls:
-            if call.rejected:
+        spawned: set[str] = set()
+        for i, call in enumerate(calls):
+            if call.rejected or call.id in spawned:
                 continue
             if self._aborted():  # safe point: after the model call, between two tools
                 return LoopEnd(TerminationReason.ABORT_SIGNAL)
@@ -591,6 +595,16 @@ class AgentRunWorkflow(LegacyFailover):
                 if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
                     return self._stopped_for_loop(verdict.message)
                 return None
+            if call.name == SPAWN_TOOL and workflow.patched(SUBAGENTS_PATCH):
+                # This call and the spawns right after it run at once (workflows/subagents).
+                batch = [call]
+                for later in calls[i + 1 :]:
+                    if later.name != SPAWN_TOOL or later.rejected:
+                        break
+                    batch.append(later)
+                spawned.update(c.id for c in batch)
+                await self.subagents.run_calls(turn, entry_id, batch)
+                continue
             ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
             if isinstance(ran, LoopEnd):
                 return ran

@@ -43,11 +43,24 @@ class ExecArgs(_Args):
     )
 
 
+class SpawnArgs(_Args):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    task: str = Field(min_length=1, description="What the sub-agent should do, in full")
+    label: str = Field(default="", description="A short name for the sub-agent's session")
+    agent_id: str | None = Field(
+        default=None,
+        alias="agentId",
+        description="The agent to run the task (default: this agent)",
+    )
+
+
 TOOL_ARGS: dict[str, type[_Args]] = {
     "read": ReadArgs,
     "write": WriteArgs,
     "edit": EditArgs,
     "exec": ExecArgs,
+    "sessions_spawn": SpawnArgs,
 }
 
 TOOL_DESCRIPTIONS = {
@@ -55,6 +68,8 @@ TOOL_DESCRIPTIONS = {
     "write": "Create or overwrite a file in the workspace with the given content.",
     "edit": "Replace one exact occurrence of old_string with new_string in a workspace file.",
     "exec": "Run a shell command in the workspace and return its exit code and output.",
+    "sessions_spawn": "Hand a task to a sub-agent: it runs in its own session with its own "
+    "tools and its final reply is this call's result. Several calls in one turn run at once.",
 }
 
 
