@@ -615,6 +615,22 @@ async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
             await client.wait_for_run(r.run_id or "")
 
 
+async def subagents(client: AgentlaneClient, ws: Path) -> None:
+    """A tree of depth 2 whose leaf is refused a third level, then two children at once."""
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (dep.data_dir / "config.toml").write_text(
+        '[subagents]\nmax_spawn_depth = 2\n[subagents.tools]\nalso_allow = ["sessions_spawn"]\n'
+    )
+    r = await client.send_and_start(
+        "subagents",
+        "spawn a sub-agent to \"spawn a sub-agent to 'spawn a sub-agent to `say deep`' "
+        'then say middle done" then spawn 2 sub-agents to `read notes.txt` then say top done',
+        workspace=str(ws),
+    )
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -637,6 +653,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "scheduled": scheduled,
     "queue_drops": queue_drops,
     "thinking_and_window": thinking_and_window,
+    "subagents": subagents,
 }
 
 
