@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from agentlane.run import ExecutionResult, ExecutionStatus
 from agentlane.transcript import Role, TranscriptEntry
 from clients.api import AgentlaneClient
+from clients.session_text import tree_lines
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid
 from tests.harness import Deployment
@@ -110,6 +111,18 @@ async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
     assert result.usage.accumulated.total > child_tokens
     status = await client.status(key)
     assert status.usage.total >= result.usage.accumulated.total
+
+    # `agentlane sessions tree` shows the children under their parents.
+    lines: list[str] = []
+    for _ in range(50):
+        lines = tree_lines(await client.session_tree())
+        if sum(":subagent:" in line for line in lines) == 2:
+            break
+        await asyncio.sleep(0.2)
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{key} ("))
+    assert lines[at + 1].startswith(f"└── {middle_key} (completed")
+    assert f"sub-agent of {receipt.run_id}" in lines[at + 1]
+    assert lines[at + 2].startswith(f"    └── {leaf_key} (completed")
 
 
 async def test_six_children_at_once_all_aborted_with_their_parent(
