@@ -138,6 +138,20 @@ def _node_line(node: TreeNode, fmt: Callable[[float], str]) -> str:
     return f"{node.key} ({node.status or '?'}{started}){branched}{spawned}"
 
 
+def subagents_of(nodes: Sequence[TreeNode], key: str) -> list[TreeNode]:
+    """The sub-agent sessions a session's runs spawned, and theirs, parents before children."""
+    found: list[TreeNode] = []
+    parents = {key}
+    pending = [n for n in nodes if n.spawned_by is not None]
+    while True:
+        level = [n for n in pending if n.parent_session in parents and n not in found]
+        if not level:
+            return found
+        level.sort(key=lambda n: (n.started, n.key))
+        found += level
+        parents |= {n.key for n in level}
+
+
 def tree_lines(nodes: Sequence[TreeNode], fmt: Callable[[float], str] = when) -> list[str]:
     """Sessions as a tree: branches under their parent with their branch point, and within a
     session its resets (branch points too: each ends the branch before it), in time order. A

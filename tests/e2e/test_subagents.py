@@ -17,6 +17,7 @@ from agentlane.transcript import Role, TranscriptEntry
 from clients.api import AgentlaneClient
 from clients.session_text import tree_lines
 from tests.conftest import make_deployment, settings_for
+from tests.e2e.gateway_support import GatewayServer
 from tests.e2e.support import assert_transcript_valid
 from tests.harness import Deployment
 
@@ -123,6 +124,15 @@ async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
     assert lines[at + 1].startswith(f"└── {middle_key} (completed")
     assert f"sub-agent of {receipt.run_id}" in lines[at + 1]
     assert lines[at + 2].startswith(f"    └── {leaf_key} (completed")
+
+    # The gateway lists them too, and serves a child's transcript.
+    with GatewayServer(settings_for(deployment)) as gw:
+        async with gw.http(gw.token(name="t")) as http:
+            listed = (await http.get(f"/v1/sessions/{key}/subagents")).json()
+            got = [(n["key"], n["spawned_by"]) for n in listed["subagents"]]
+            assert got == [(middle_key, receipt.run_id), (leaf_key, middle_run)]
+            page = (await http.get(f"/v1/sessions/{leaf_key}/transcript")).json()
+            assert page["entries"][0]["text"] == "spawn a sub-agent to `say too deep`"
 
 
 async def test_six_children_at_once_all_aborted_with_their_parent(
