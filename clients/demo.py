@@ -21,6 +21,7 @@ NOTES = """Meeting notes, 21 November
 
 INSTRUCTION = (
     "summarize notes.txt into summary.txt then run `wc -w notes.txt summary.txt` then "
+    "spawn a sub-agent to `read summary.txt` then "
     "say The demo is complete, the summary is in summary.txt"
 )
 
