@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
+from pathlib import Path
 
 from temporalio import activity
 
@@ -22,6 +24,21 @@ from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 
 log = logging.getLogger(__name__)
+
+# A retried `finish_run` comes before the session's next run, so a record it already wrote is
+# among the last lines of runs.jsonl: only this much of its end is read (not the whole file).
+RECORD_TAIL_BYTES = 256 * 1024
+
+
+def recorded_lately(runs: Path, run_id: str) -> bool:
+    """Whether the run's record is already in the tail of `runs`."""
+    try:
+        with runs.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - RECORD_TAIL_BYTES))
+            tail = fh.read()
+    except FileNotFoundError:
+        return False
+    return f'"run_id":"{run_id}"'.encode() in tail
 
 
 class RunFinishActivity:
@@ -42,7 +59,7 @@ class RunFinishActivity:
             # The user-facing reply: a silent reply or a bare heartbeat delivers nothing.
             reply = normalize_text(last.text) or "" if last is not None else ""
         runs = self.store.session_dir(result.session_key) / "runs.jsonl"
-        if not (runs.exists() and f'"run_id":"{result.run_id}"' in runs.read_text()):
+        if not recorded_lately(runs, result.run_id):
             with private_open(runs, "a") as fh:
                 record = json.loads(result.model_dump_json())
                 fh.write(json.dumps(record, separators=(",", ":")) + "\n")
@@ -62,8 +79,11 @@ class RunFinishActivity:
             # Announcements handed back by a model call that failed: it may have published
             # them before it failed, and nobody should see "started" twice.
             try:
+                start = await asyncio.to_thread(
+                    self.store.stream_start, inp.result.session_key, inp.result.run_id
+                )
                 _, announced = await published_so_far(
-                    activity.client(), inp.result.session_key, 0, None, inp.result.run_id
+                    activity.client(), inp.result.session_key, start or 0, None, inp.result.run_id
                 )
             except Exception:
                 announced = set()
@@ -84,11 +104,16 @@ class RunFinishActivity:
         (activities/stream_gaps.py); best effort: a failed check never fails the run's end."""
         result = inp.result
         try:
-            entries = await asyncio.to_thread(self.store.read, result.session_key)
+            entries = await asyncio.to_thread(
+                self.store.read_run, result.session_key, result.run_id
+            )
             expected = expected_event_ids(entries, result.run_id)
             if not expected:
                 return []
-            seen = await run_event_ids(activity.client(), result.session_key, result.run_id)
+            start = await asyncio.to_thread(
+                self.store.stream_start, result.session_key, result.run_id
+            )
+            seen = await run_event_ids(activity.client(), result.session_key, result.run_id, start)
         except Exception as err:
             log.warning("could not check run %s's events in the stream: %s", result.run_id, err)
             return []

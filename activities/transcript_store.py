@@ -79,6 +79,10 @@ class _Parsed:
     entries: list[TranscriptEntry] = field(default_factory=list)
     ids: set[str] = field(default_factory=set)
     answered: set[str] = field(default_factory=set)
+    # Kept as entries are parsed, so a run's end never walks the whole transcript: the
+    # positions of each run's entries, and the tool calls still without a result.
+    by_run: dict[str, list[int]] = field(default_factory=dict)
+    unanswered: dict[str, ToolCall] = field(default_factory=dict)
     # Lines that are not entries (garbage, a foreign write, a crash mid-line): byte offset and
     # why. They stay in the file, which is only ever appended to.
     skipped: list[tuple[int, str]] = field(default_factory=list)
@@ -170,6 +174,24 @@ class TranscriptStore:
         except FileNotFoundError:
             return None
 
+    # -- where a run's events start in the session's stream --------------------------------
+
+    def _stream_start_path(self, key: str) -> Path:
+        return self.session_dir(key) / "stream-start"
+
+    def record_stream_start(self, key: str, run_id: str, offset: int) -> None:
+        """Remember the stream offset at which `run_id` began (one run at a time per session,
+        so one small file, overwritten: it never grows with the session)."""
+        self.ensure_session_dir(key)
+        write_private(self._stream_start_path(key), f"{run_id} {offset}".encode())
+
+    def stream_start(self, key: str, run_id: str) -> int | None:
+        try:
+            recorded, _, offset = self._stream_start_path(key).read_text().partition(" ")
+        except FileNotFoundError:
+            return None
+        return int(offset) if recorded == run_id and offset.isdigit() else None
+
     # -- reading ---------------------------------------------------------------------------
 
     def _refresh(self, key: str) -> _Parsed:
@@ -207,10 +229,17 @@ class TranscriptStore:
 
     @staticmethod
     def _index(parsed: _Parsed, entry: TranscriptEntry) -> None:
+        if entry.run_id is not None:
+            parsed.by_run.setdefault(entry.run_id, []).append(len(parsed.entries))
         parsed.entries.append(entry)
         parsed.ids.add(entry.id)
         if entry.role == Role.TOOL and entry.tool_call_id:
             parsed.answered.add(entry.tool_call_id)
+            parsed.unanswered.pop(entry.tool_call_id, None)
+        elif entry.role == Role.ASSISTANT:
+            for call in entry.tool_calls:
+                if call.id not in parsed.answered:
+                    parsed.unanswered[call.id] = call
 
     def skipped_lines(self, key: str) -> list[tuple[int, str]]:
         """Lines of the session's transcript that could not be read (byte offset, why)."""
@@ -220,6 +249,13 @@ class TranscriptStore:
     def read(self, key: str) -> list[TranscriptEntry]:
         with self._lock:
             return list(self._refresh(key).entries)
+
+    def read_run(self, key: str, run_id: str) -> list[TranscriptEntry]:
+        """The entries of one run, without walking the others (its cost is the run's size,
+        not the session's age)."""
+        with self._lock:
+            parsed = self._refresh(key)
+            return [parsed.entries[i] for i in parsed.by_run.get(run_id, [])]
 
     def get(self, key: str, entry_id: str) -> TranscriptEntry | None:
         with self._lock:
@@ -246,14 +282,7 @@ class TranscriptStore:
 
     def unanswered_tool_calls(self, key: str) -> list[ToolCall]:
         with self._lock:
-            parsed = self._refresh(key)
-            return [
-                call
-                for entry in parsed.entries
-                if entry.role == Role.ASSISTANT
-                for call in entry.tool_calls
-                if call.id not in parsed.answered
-            ]
+            return list(self._refresh(key).unanswered.values())
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -170,6 +170,9 @@ class Subagents:
             max_wait_seconds=req.max_wait_seconds,
             continue_as_new_after_events=req.continue_as_new_after_events,
             counters_upsert_seconds=req.counters_upsert_seconds,
+            # The child works in its parent's workspace, so on the same host.
+            workspace_host=self.run.c.workspace_host or req.workspace_host,
+            host_wait_seconds=req.host_wait_seconds,
         )
 
     async def _child(

@@ -328,3 +328,31 @@ def test_run_workspace_is_recorded_per_run_and_chain(tmp_path: Path) -> None:
     assert store.run_workspace("k", "session:k:run:1.def") == "/w/two"
     store.record_run_workspace("k", "session:k:run:1.abc", "/w/one")  # a retry: unchanged
     assert store.run_workspace("k", "session:k:run:1.abc") == "/w/one"
+
+
+def test_a_runs_entries_are_read_without_the_others(store: TranscriptStore) -> None:
+    def of(run: str, *entries: TranscriptEntry) -> list[TranscriptEntry]:
+        return [e.model_copy(update={"run_id": run}) for e in entries]
+
+    store.append(KEY, of("r1", user("u1"), assistant("a1", "c1"), result("x1", "c1")))
+    store.append(KEY, of("r2", user("u2"), assistant("a2")))
+    assert [e.id for e in store.read_run(KEY, "r1")] == ["u1", "a1", "x1"]
+    assert [e.id for e in store.read_run(KEY, "r2")] == ["u2", "a2"]
+    assert store.read_run(KEY, "r3") == []
+    # Another process (a fresh store) indexes the file the same way.
+    fresh = TranscriptStore(store.root, fsync=False)
+    assert [e.id for e in fresh.read_run(KEY, "r2")] == ["u2", "a2"]
+
+
+def test_an_answer_before_its_call_leaves_it_answered(store: TranscriptStore) -> None:
+    store.append(KEY, [result("r1", "c1"), assistant("a1", "c1", "c2")])
+    assert [c.id for c in store.unanswered_tool_calls(KEY)] == ["c2"]
+
+
+def test_the_stream_start_is_the_latest_runs_only(store: TranscriptStore) -> None:
+    assert store.stream_start(KEY, "r1") is None
+    store.record_stream_start(KEY, "r1", 40)
+    assert store.stream_start(KEY, "r1") == 40
+    store.record_stream_start(KEY, "r2", 75)
+    assert store.stream_start(KEY, "r2") == 75
+    assert store.stream_start(KEY, "r1") is None  # one small file, whatever the session's age
