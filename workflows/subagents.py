@@ -24,7 +24,8 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from agentlane.entry_source import EntrySource
-    from agentlane.ids import run_workflow_id
+    from agentlane.event_stream import EventsInput
+    from agentlane.ids import events_workflow_id, run_workflow_id
     from agentlane.model_calls import ToolCallRef
     from agentlane.run import (
         ExecutionRequest,
@@ -46,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
     from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
+    from workflows.session_events import SessionEventsWorkflow
 
 if TYPE_CHECKING:
     from workflows.agent_run import AgentRunWorkflow
@@ -180,6 +182,16 @@ class Subagents:
     ) -> None:
         request = self._child_request(args)
         name = args.label or " ".join(args.task.split())[:60]
+        key = request.session_key
+        # The sub-agent's events go to its own stream, as a session's do (watchers and the
+        # gateway follow it by its key); the stream closes when the child ends.
+        await workflow.start_child_workflow(
+            SessionEventsWorkflow.run,
+            EventsInput(session_key=key),
+            id=events_workflow_id(key),
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"event stream of sub-agent session {key}",
+        )
         try:
             async with self.lane:
                 result: ExecutionResult = await workflow.execute_child_workflow(
@@ -196,6 +208,8 @@ class Subagents:
                 )
         finally:
             self.active -= 1
+            stream = workflow.get_external_workflow_handle(events_workflow_id(key))
+            await asyncio.shield(asyncio.ensure_future(stream.signal(SessionEventsWorkflow.close)))
         self._roll_up(result.usage)
         if result.status == ExecutionStatus.SUCCESS:
             text = result.reply or "(the sub-agent ended without a reply)"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 
+from agentlane.events import EventKind
 from agentlane.run import ExecutionResult, ExecutionStatus
 from agentlane.transcript import Role, TranscriptEntry
 from clients.api import AgentlaneClient
@@ -57,6 +58,7 @@ async def child_run_ids(client: AgentlaneClient, run_id: str, count: int) -> lis
             async for e in handle.fetch_history_events()
             if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED
         ]
+        started = [wid for wid in started if ":run:" in wid]  # not their event streams
         if len(started) >= count:
             return started
         await asyncio.sleep(0.2)
@@ -112,6 +114,12 @@ async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
     assert result.usage.accumulated.total > child_tokens
     status = await client.status(key)
     assert status.usage.total >= result.usage.accumulated.total
+
+    # Each sub-agent's events are on its own stream, start to end, its refused spawn included.
+    events = [item.event async for item in client.read_events(leaf_key, 0)]
+    assert events[0].kind == EventKind.AGENT_START and events[-1].kind == EventKind.AGENT_END
+    refused = [e for e in events if e.kind == EventKind.TOOL_EXECUTION_END]
+    assert [(e.tool_name, e.success) for e in refused] == [("sessions_spawn", False)]
 
     # `agentlane sessions tree` shows the children under their parents.
     lines: list[str] = []
