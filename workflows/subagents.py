@@ -94,6 +94,12 @@ class Subagents:
                 continue
             self.active += 1
             work.append(self._child(turn, entry_id, call, args))
+        if self.active:
+            # On the run's page in the Temporal UI (no history event).
+            workflow.set_current_details(
+                f"run **{self.run.req.run_id}** waiting for {self.active} sub-agent(s) "
+                "(its child workflows)"
+            )
         await asyncio.gather(*work)
         self.run.c.tool_calls += len(calls)
 
