@@ -57,6 +57,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentlane.approvals import ApprovalConfig
 from agentlane.compaction_config import CompactionConfig
 from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
@@ -254,6 +255,8 @@ class AgentlaneConfig(BaseModel):
     webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
     # `[subagents]`: spawn depth, children, allowed agents and sub-agents' tools (SPEC §13.4).
     subagents: SubagentSettings = Field(default_factory=SubagentSettings)
+    # `[tools.approval]`: the tools whose calls wait for a person's yes (issue 21).
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -295,13 +298,15 @@ TOP_LEVEL_KEYS = (
     "compaction",
     "webhooks",
     "subagents",
+    "tools",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
+TOOLS_KEYS = ("approval",)
 
 
 def _known_keys() -> set[str]:
     """Every key the config file may hold, to suggest the one a typo meant."""
-    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS)
+    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS) | set(TOOLS_KEYS)
     for model in (
         ModelEntry,
         ModelCapabilities,
@@ -410,6 +415,7 @@ def build_config(
 
     _check_keys(raw, TOP_LEVEL_KEYS, "", source)
     _check_keys(dict(raw.get("auth") or {}), AUTH_KEYS, "auth.", source)
+    _check_keys(dict(raw.get("tools") or {}), TOOLS_KEYS, "tools.", source)
     where = ""
     try:
         models = {m.ref: m for m in builtin_models()}
@@ -441,6 +447,10 @@ def build_config(
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
         where = "subagents."
         subagents = SubagentSettings.model_validate(dict(raw.get("subagents") or {}))
+        where = "tools.approval."
+        approval = ApprovalConfig.model_validate(
+            dict(dict(raw.get("tools") or {}).get("approval") or {})
+        )
         _require_positive(cooldowns, POSITIVE_COOLDOWNS, "auth.cooldowns.", source)
         _require_positive(loops, POSITIVE_LOOP_SETTINGS, "loop_detection.", source)
     except ValidationError as err:
@@ -468,6 +478,7 @@ def build_config(
         compaction=compaction,
         webhooks=webhooks,
         subagents=subagents,
+        approval=approval,
     )
     model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"
     _check_refs(config, source, model_source)

@@ -172,6 +172,7 @@ class Subagents:
             spawn_depth=depth,
             spawned_by=req.run_id,
             loop_detection=req.loop_detection,
+            approvals=req.approvals,
             max_turns=req.max_turns,
             context_window=req.context_window,
             context_window_source=req.context_window_source,
