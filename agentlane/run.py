@@ -19,6 +19,7 @@ from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import Routing
 from agentlane.profile_state import ProfilePin
 from agentlane.subagents import SubagentSettings
+from agentlane.tool_catalog import DEFAULT_TOOLS
 from agentlane.usage import RunUsage
 
 RUN_BUDGET_SECONDS = 48 * 3600
@@ -75,9 +76,7 @@ class ExecutionRequest(BaseModel):
     reasoning_mode: str = "off"
     budget_seconds: int = RUN_BUDGET_SECONDS
     idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
-    tools: list[str] = Field(
-        default_factory=lambda: ["read", "write", "edit", "exec", "sessions_spawn"]
-    )
+    tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
     # Sub-agents (SPEC §13.4): the `[subagents]` settings (None: the defaults), this run's depth
     # (None: from the session key) and the run that spawned it.
     subagents: SubagentSettings | None = None

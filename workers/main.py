@@ -37,7 +37,7 @@ from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
 from activities.subagent_calls import SubagentActivities
 from activities.tool_calls import ToolActivities
-from activities.tools import spawn
+from activities.tools import process_tool, spawn
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
@@ -48,6 +48,7 @@ from agentlane.private_files import make_private_dir
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
+from agentlane.tool_calls import worker_task_queue
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
 from clients.api import AgentlaneClient, SendRejected
@@ -82,6 +83,9 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 SHUTDOWN_LIMIT_SECONDS = 15.0
 HARD_EXIT_SECONDS = 28.0
 EXIT_CUT_SHORT = 3
+# Calls about this worker's background processes at once (8 a session; polls wait a minute at
+# most).
+MAX_PROCESS_CALLS = 64
 
 
 def build_workers(
@@ -113,6 +117,8 @@ def build_workers(
     )
     # A schedule's firing reaches its session the way a chat adapter does: through the client.
     scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
+    process_queue = worker_task_queue(settings.workflow_task_queue, process_tool.WORKER_ID)
+    process_tool.set_worker_queue(process_queue)
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
@@ -169,6 +175,15 @@ def build_workers(
                 truncation.truncate_tool_results,
             ],
             max_concurrent_activities=settings.max_concurrent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+        # Calls about a background process this worker holds (activities/tools/process_tool.py)
+        # come to this worker alone, on its own queue.
+        Worker(
+            client,
+            task_queue=process_queue,
+            activities=[tools.tool_process],
+            max_concurrent_activities=MAX_PROCESS_CALLS,
             **common,  # type: ignore[arg-type]
         ),
         # Webhook deliveries follow a run and mostly wait (activities/webhook_delivery.py).

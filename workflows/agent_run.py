@@ -15,7 +15,13 @@ import builtins
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -46,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
     from agentlane.subagents import SPAWN_TOOL
-    from agentlane.tool_calls import ToolCallInput, ToolCallOutcome
+    from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
     from workflows.approval_wait import ApprovalWait
@@ -621,7 +627,9 @@ class AgentRunWorkflow(LegacyFailover):
             # A call `[tools.approval]` names waits here, durably, for a person's decision.
             ran = await self.approvals.gate(turn, entry_id, call)
             if ran is None:
-                ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
+                ran = await self._run_tool(
+                    turn, entry_id, call.id, call.name, call.summary, call.task_queue
+                )
             if isinstance(ran, LoopEnd):
                 return ran
             self._record_outcome(call, ran)
@@ -698,7 +706,13 @@ class AgentRunWorkflow(LegacyFailover):
         )
 
     async def _run_tool(
-        self, turn: int, entry_id: str, call_id: str, name: str, summary: str
+        self,
+        turn: int,
+        entry_id: str,
+        call_id: str,
+        name: str,
+        summary: str,
+        owner_queue: str = "",
     ) -> LoopEnd | ToolCallOutcome:
         inp = ToolCallInput(
             session_key=self.req.session_key,
@@ -709,9 +723,14 @@ class AgentRunWorkflow(LegacyFailover):
             tool_call_id=call_id,
             tool_name=name,
         )
+        outcome: ToolCallOutcome | LoopEnd
         try:
-            # On the host with the workspace, waiting for it if it is gone (tool_hosts.py).
-            outcome = await self.tool_hosts.run(name, inp, summary)
+            if owner_queue:
+                # About a background process: on the worker that holds it.
+                outcome = await self._run_on_owner(inp, summary, owner_queue)
+            else:
+                # On the host with the workspace, waiting for it if it is gone (tool_hosts.py).
+                outcome = await self.tool_hosts.run(name, inp, summary)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
@@ -720,6 +739,35 @@ class AgentRunWorkflow(LegacyFailover):
             return outcome
         self.c.tool_calls += 1
         return outcome
+
+    async def _run_on_owner(
+        self, inp: ToolCallInput, summary: str, owner_queue: str
+    ) -> ToolCallOutcome | LoopEnd:
+        """A call about a background process, on the queue of the worker that holds it. A worker
+        that does not take it in time is gone (and its processes with it): the call then goes
+        where any tool call goes (the workspace's host), which reports the process lost."""
+        try:
+            outcome: ToolCallOutcome = await workflow.execute_activity(
+                tool_activity_name(inp.tool_name),
+                self.tool_hosts.input_for(inp),
+                result_type=ToolCallOutcome,
+                task_queue=owner_queue,
+                schedule_to_start_timeout=opts.OWNER_SCHEDULE_TO_START,
+                start_to_close_timeout=opts.tool_start_to_close(inp.tool_name),
+                heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+                retry_policy=opts.TOOL_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=summary,
+            )
+            return outcome
+        except ActivityError as err:
+            lost = isinstance(err.cause, TimeoutError) and (
+                err.cause.type == TimeoutType.SCHEDULE_TO_START
+            )
+            if not lost:
+                raise
+        gone = inp.model_copy(update={"owner_gone": True})
+        return await self.tool_hosts.run(inp.tool_name, gone, f"{summary} (its worker is gone)")
 
     async def _finish(self, end: LoopEnd) -> ExecutionResult:
         self.phase = RunPhase.FINISHING

@@ -655,6 +655,30 @@ async def subagents(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def files_and_processes(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 21: an image read, apply_patch (a local activity), a background process started and
+    polled on its worker's own queue, then the worker replaced and the process reported lost
+    (the routed call that no worker takes, and its fallback)."""
+    from tests.fakes.images import tiny_png
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (ws / "red.png").write_bytes(tiny_png())
+    patch = "*** Begin Patch\n*** Add File: added.txt\n+added\n*** End Patch"
+    r = await client.send_and_start(
+        "procs",
+        f"read red.png then apply this patch:\n{patch}\nthen start `echo up; sleep 60` in the "
+        "background then poll it for 2 seconds",
+        workspace=str(ws),
+    )
+    await client.wait_for_run(r.run_id or "")
+    dep.workers[0].kill9()
+    dep.workers.clear()
+    dep.start_worker()
+    r = await client.send_and_start("procs", "poll proc-1 then list processes")
+    await client.wait_for_run(r.run_id or "")
+
+
 async def approvals(client: AgentlaneClient, ws: Path) -> None:
     """Issue 21: calls that wait for a person's yes: one approved, one denied with a reason, one
     expired (denied), one expired with on_timeout = "abort", and an abort during the wait."""
@@ -707,6 +731,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "host_routing": host_routing,
     "thinking_and_window": thinking_and_window,
     "subagents": subagents,
+    "files_and_processes": files_and_processes,
     "approvals": approvals,
 }
 
