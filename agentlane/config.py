@@ -66,6 +66,7 @@ from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
+from agentlane.subagents import SubagentSettings, SubagentTools
 from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.tool_policy_config import (
     AgentTools,
@@ -279,6 +280,8 @@ class AgentlaneConfig(BaseModel):
     webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
     # `[tools]`: the tool policy (SPEC §13; issue 21).
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    # `[subagents]`: spawn depth, children, allowed agents and sub-agents' tools (SPEC §13.4).
+    subagents: SubagentSettings = Field(default_factory=SubagentSettings)
     # `[tools.approval]`: the tools whose calls wait for a person's yes (issue 21).
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
@@ -321,6 +324,7 @@ TOP_LEVEL_KEYS = (
     "loop_detection",
     "compaction",
     "webhooks",
+    "subagents",
     "tools",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
@@ -348,6 +352,8 @@ def _known_keys() -> set[str]:
         ChannelTools,
         GroupTools,
         ToolRules,
+        SubagentSettings,
+        SubagentTools,
     ):
         names |= set(model.model_fields)
     return names - {"id"}
@@ -473,6 +479,8 @@ def build_config(
         compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
         where = "webhooks."
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
+        where = "subagents."
+        subagents = SubagentSettings.model_validate(dict(raw.get("subagents") or {}))
         where = "tools."
         tools_table = dict(raw.get("tools") or {})
         tools = ToolsConfig.model_validate(
@@ -507,6 +515,7 @@ def build_config(
         compaction=compaction,
         webhooks=webhooks,
         tools=tools,
+        subagents=subagents,
         approval=approval,
     )
     model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"

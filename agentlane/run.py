@@ -18,6 +18,7 @@ from agentlane.failover_state import RunFailover
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import Routing
 from agentlane.profile_state import ProfilePin
+from agentlane.subagents import SubagentSettings
 from agentlane.tool_catalog import DEFAULT_TOOLS
 from agentlane.tool_policy_config import ToolPolicyInput
 from agentlane.usage import RunUsage
@@ -77,6 +78,11 @@ class ExecutionRequest(BaseModel):
     budget_seconds: int = RUN_BUDGET_SECONDS
     idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
     tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
+    # Sub-agents (SPEC §13.4): the `[subagents]` settings (None: the defaults), this run's depth
+    # (None: from the session key) and the run that spawned it.
+    subagents: SubagentSettings | None = None
+    spawn_depth: int | None = None
+    spawned_by: str | None = None
     parent_entry_id: str | None = None
     loop_detection: LoopDetectionConfig = LoopDetectionConfig()
     # `[tools.approval]` (issue 21); None when no tool needs approval (left out of history).

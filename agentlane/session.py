@@ -20,6 +20,7 @@ from agentlane.queue_settings import (
     QueueSettings,
 )
 from agentlane.run import ExecutionResult, ModelRef, UserTurn
+from agentlane.subagents import SubagentSettings
 from agentlane.usage import Usage
 from agentlane.webhooks import WebhookState, WebhookStatus
 
@@ -79,6 +80,8 @@ class SessionSettings(BaseModel):
     run_continue_as_new_after_events: int | None = None
     counters_upsert_seconds: float | None = None
     events_continue_as_new_after_events: int | None = None
+    # `[subagents]` from the config file (SPEC §13.4); None: the defaults.
+    subagents: SubagentSettings | None = None
 
 
 class InFlight(BaseModel):

@@ -31,6 +31,8 @@ TOOLS: tuple[ToolInfo, ...] = (
     ToolInfo("apply_patch", "fs", aliases=("apply-patch",), mutating=True, local=True),
     ToolInfo("exec", "runtime", aliases=("bash",), mutating=True),
     ToolInfo("process", "runtime", mutating=True),
+    # Runs as a child workflow of the run (workflows/subagents.py), not as a tool activity.
+    ToolInfo("sessions_spawn", "sessions", mutating=True),
 )
 
 _BY_NAME = {t.name: t for t in TOOLS}

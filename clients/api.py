@@ -92,6 +92,7 @@ from agentlane.session import (
 )
 from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
+from agentlane.subagents import SUBAGENT_SEGMENT
 from agentlane.temporal_client import connect
 from agentlane.tool_policy_config import AgentTools, ToolReport, policy_input
 from agentlane.transcript import TranscriptEntry
@@ -283,6 +284,7 @@ class AgentlaneClient:
         base: dict[str, object] = {
             "queue": config.queue,
             "loop_detection": config.loop_detection,
+            "subagents": config.subagents,
             "approvals": config.approval if config.approval.require else None,
             "context_window": window,
             "context_window_source": source,
@@ -781,9 +783,28 @@ class AgentlaneClient:
                     node.parent_session = parent
                     point = memo.get(MEMO_BRANCH_POINT)
                     node.branch_point = point if isinstance(point, str) else None
+        await self._subagent_nodes(nodes)
         for node in nodes.values():
             node.resets = resets_of(await asyncio.to_thread(self.transcript, node.key))
         return sorted(nodes.values(), key=lambda n: (n.started, n.key))
+
+    async def _subagent_nodes(self, nodes: dict[str, TreeNode]) -> None:
+        """Sub-agent sessions (SPEC §13.4) have no session workflow: their run is a child of
+        the run that spawned them, which places them under its session."""
+        query = "WorkflowType = 'AgentRunWorkflow' AND WorkflowId STARTS_WITH 'session:agent:'"
+        async for wf in self.client.list_workflows(query):
+            key = session_key_from_workflow_id(wf.id)
+            if SUBAGENT_SEGMENT not in key or not wf.parent_id:
+                continue
+            running = wf.status == WorkflowExecutionStatus.RUNNING
+            status = wf.status.name.lower() if wf.status and not running else "running"
+            nodes[key] = TreeNode(
+                key=key,
+                status=status,
+                started=wf.start_time.timestamp() if wf.start_time else 0.0,
+                parent_session=session_key_from_workflow_id(wf.parent_id),
+                spawned_by=wf.parent_id,
+            )
 
     async def _running_session(self, key: str) -> WorkflowHandle[Any, Any]:
         handle = self.client.get_workflow_handle(session_workflow_id(key))

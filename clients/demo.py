@@ -25,6 +25,7 @@ INSTRUCTION = (
     "*** End Patch\n"
     "then run `wc -w notes.txt summary.txt` then "
     "start `sleep 1; echo background job done` in the background then poll it for 5 seconds "
+    "then spawn a sub-agent to `read summary.txt` "
     "then say The demo is complete, the summary is in summary.txt"
 )
 

@@ -97,7 +97,7 @@ def _input_line(event: AgentEvent) -> str:
     data = event.data.get("input", {})
     if not isinstance(data, dict):
         return ""
-    detail = data.get("command") or data.get("path") or ""
+    detail = data.get("command") or data.get("path") or data.get("task") or ""
     text = " ".join(str(detail).split())
     return text if len(text) < 100 else text[:97] + "…"
 

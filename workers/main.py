@@ -35,6 +35,7 @@ from activities.scheduled_delivery import ScheduledDelivery
 from activities.session_records import SessionRecords
 from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
+from activities.subagent_calls import SubagentActivities
 from activities.tool_calls import ToolActivities
 from activities.tool_policy_reader import ToolPolicyReader
 from activities.tools import process_tool, spawn
@@ -105,6 +106,7 @@ def build_workers(
     tools = ToolActivities(
         store, publishers, settings.host_id if settings.workspaces == "host" else None
     )
+    subagents = SubagentActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(store)
     tree = SessionTreeActivities(store, records, publishers)
@@ -137,6 +139,8 @@ def build_workers(
             max_cached_workflows=settings.max_cached_workflows,
             activities=[
                 *tools.all(),
+                subagents.spawn_read,
+                subagents.spawn_record,
                 finish.finish_run,
                 records.restore_session,
                 records.record_session,

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
+    from agentlane.subagents import SPAWN_TOOL
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.tool_policy_config import READ_TOOL_POLICY, ToolPolicyInput, ToolPolicyRequest
     from agentlane.transcript import Unanswered
@@ -77,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
+    from workflows.subagents import SUBAGENTS_PATCH, Subagents
     from workflows.telemetry import RunTelemetry
     from workflows.tool_hosts import ToolHosts
 
@@ -197,6 +199,7 @@ class AgentRunWorkflow(LegacyFailover):
         self.telemetry = RunTelemetry(self.req)
         # The tool policy's selections so far (`tools()`), by model and senders.
         self.tool_selections: dict[tuple[str, str, tuple[str | None, ...]], ToolSelection] = {}
+        self.subagents = Subagents(self)
         # Calls that wait for a person's yes (issue 21, `[tools.approval]`).
         self.approvals = ApprovalWait(self)
         # Where tool calls run: the host with the workspace (workflows/tool_hosts.py).
@@ -665,8 +668,9 @@ class AgentRunWorkflow(LegacyFailover):
         """The model's tool calls in order. Calls not run (abort, steering, a loop block) are
         answered by the next model call or by finish_run, so the transcript stays valid."""
         self.phase = RunPhase.TOOLS
-        for call in calls:
-            if call.rejected:
+        spawned: set[str] = set()
+        for i, call in enumerate(calls):
+            if call.rejected or call.id in spawned:
                 continue
             if self._aborted():  # safe point: after the model call, between two tools
                 return LoopEnd(TerminationReason.ABORT_SIGNAL)
@@ -684,6 +688,16 @@ class AgentRunWorkflow(LegacyFailover):
                 if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
                     return self._stopped_for_loop(verdict.message)
                 return None
+            if call.name == SPAWN_TOOL and workflow.patched(SUBAGENTS_PATCH):
+                # This call and the spawns right after it run at once (workflows/subagents).
+                batch = [call]
+                for later in calls[i + 1 :]:
+                    if later.name != SPAWN_TOOL or later.rejected:
+                        break
+                    batch.append(later)
+                spawned.update(c.id for c in batch)
+                await self.subagents.run_calls(turn, entry_id, batch)
+                continue
             # A call `[tools.approval]` names waits here, durably, for a person's decision.
             ran = await self.approvals.gate(turn, entry_id, call)
             if ran is None:

@@ -1021,6 +1021,7 @@ class SessionWorkflow:
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
             counters_upsert_seconds=settings.counters_upsert_seconds,
             loop_detection=settings.loop_detection,
+            subagents=settings.subagents,
             approvals=settings.approvals,
             max_turns=settings.max_turns,
             context_window=settings.context_window,

@@ -149,12 +149,19 @@ class OfflineProvider:
         output_chars = len(text)
         stop_reason = "end_turn"
         if next_tool is not None:
-            call_id = _call_id(request.entries, progress.assistant_turns, done)
-            name = next_tool.name
-            args = json.dumps(next_tool.arguments)
-            yield ToolCallStart(index=0, id=call_id, name=name)
-            yield ToolCallComplete(index=0, id=call_id, name=name, arguments_json=args)
-            output_chars += len(args)
+            # Steps of one group (parallel sub-agents) are called together in this message.
+            together = [next_tool]
+            while next_tool.group is not None and done + len(together) < len(tool_steps):
+                step = plan.steps[tool_steps[done + len(together)]]
+                if not isinstance(step, PlannedTool) or step.group != next_tool.group:
+                    break
+                together.append(step)
+            for index, tool in enumerate(together):
+                call_id = _call_id(request.entries, progress.assistant_turns, done + index)
+                args = json.dumps(tool.arguments)
+                yield ToolCallStart(index=index, id=call_id, name=tool.name)
+                yield ToolCallComplete(index=index, id=call_id, name=tool.name, arguments_json=args)
+                output_chars += len(args)
             stop_reason = "tool_use"
         yield Finish(stop_reason=stop_reason, usage=_usage(request, output_chars))
 

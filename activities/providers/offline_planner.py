@@ -18,6 +18,8 @@ splits it into clauses and maps each clause to a tool call or a piece of text:
     (<id>: a process id such as proc-1, or "it" for the one this message started last)
     count to <n> [slowly]                -> text "1 2 3 …" (slowly: 50 ms per number)
     say <text>                           -> text
+    spawn a sub-agent to <task>          -> sessions_spawn (quote a task that has clauses)
+    spawn <n> sub-agents to <task>       -> n sessions_spawn calls in one message
 
 Clauses are separated by "then", ";" or new lines (not inside quotes or backticks). Steps whose
 results are already in the transcript are skipped, so the plan advances one tool call per model
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +41,8 @@ from agentlane.transcript import Role, TranscriptEntry
 class PlannedTool:
     name: str
     arguments: dict[str, Any]
+    # Steps with the same group are called together, in one message (parallel sub-agents).
+    group: int | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,17 @@ def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
                 " ".join(str(i) for i in range(1, n + 1)), slow=bool(m.group(1) or m.group(3))
             )
         ]
+    if m := re.match(
+        r"spawn\s+(a|an|one|\d+)\s+sub-?agents?(?:\s+of\s+(?:agent\s+)?(\S+))?\s+to\s+(.+)$",
+        c,
+        re.IGNORECASE | re.S,
+    ):
+        count = 1 if not m.group(1).isdigit() else max(1, min(int(m.group(1)), 16))
+        args = {"task": _unquote(m.group(3))}
+        if m.group(2):
+            args["agentId"] = m.group(2)
+        group = zlib.crc32(c.encode()) if count > 1 else None
+        return [PlannedTool("sessions_spawn", dict(args), group) for _ in range(count)]
     if m := re.match(r"say\s+(.+)$", c, re.IGNORECASE | re.S):
         return [PlannedText(_unquote(m.group(1)))]
     return []

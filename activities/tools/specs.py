@@ -43,6 +43,18 @@ class ExecArgs(_Args):
     )
 
 
+class SpawnArgs(_Args):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    task: str = Field(min_length=1, description="What the sub-agent should do, in full")
+    label: str = Field(default="", description="A short name for the sub-agent's session")
+    agent_id: str | None = Field(
+        default=None,
+        alias="agentId",
+        description="The agent to run the task (default: this agent)",
+    )
+
+
 class ApplyPatchArgs(_Args):
     input: str = Field(description="The whole patch")
 
@@ -64,6 +76,7 @@ TOOL_ARGS: dict[str, type[_Args]] = {
     "edit": EditArgs,
     "apply_patch": ApplyPatchArgs,
     "exec": ExecArgs,
+    "sessions_spawn": SpawnArgs,
     "process": ProcessArgs,
 }
 
@@ -76,6 +89,8 @@ TOOL_DESCRIPTIONS = {
     "apply_patch": "Apply a patch ('*** Begin Patch' ... '*** End Patch'; Add File, Update File "
     "with @@ hunks, Delete File, Move to). Context must match exactly; all files change or none.",
     "exec": "Run a shell command in the workspace and return its exit code and output.",
+    "sessions_spawn": "Hand a task to a sub-agent: it runs in its own session with its own "
+    "tools and its final reply is this call's result. Several calls in one turn run at once.",
     "process": "Background commands: start (returns an id), poll (new output, exit code), "
     "write (stdin), kill, list. At most 8 run at once per session.",
 }

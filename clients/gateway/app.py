@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentlane.approvals import ApprovalReceipt, PendingApproval
-from agentlane.branches import ResetReceipt
+from agentlane.branches import ResetReceipt, TreeNode
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import (
@@ -62,6 +62,7 @@ from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
 from clients.gateway.sse import session_events
 from clients.gateway.tracing import traced_request
+from clients.session_text import subagents_of
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,12 @@ class SessionRow(BaseModel):
 
 class SessionList(BaseModel):
     sessions: list[SessionRow]
+
+
+class SubagentList(BaseModel):
+    session_key: str
+    # Parents before their children; `spawned_by` names the run that spawned each.
+    subagents: list[TreeNode]
 
 
 class TranscriptPage(BaseModel):
@@ -840,6 +847,19 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             sep=SSE_SEPARATOR,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+    @app.get(
+        "/v1/sessions/{key}/subagents",
+        summary="The session's sub-agents",
+        description="The sub-agent sessions its runs spawned (`sessions_spawn`), and theirs: "
+        "each with the run that spawned it, its status and start. A sub-agent's transcript is "
+        "at `/v1/sessions/{its key}/transcript`.",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def subagents(key: SessionKey) -> SubagentList:
+        nodes = await _call(gw, lambda c: c.session_tree())
+        return SubagentList(session_key=key, subagents=subagents_of(nodes, key))
 
     @app.get(
         "/v1/sessions",

@@ -665,6 +665,22 @@ async def tool_policy(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def subagents(client: AgentlaneClient, ws: Path) -> None:
+    """A tree of depth 2 whose leaf is refused a third level, then two children at once."""
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (dep.data_dir / "config.toml").write_text(
+        '[subagents]\nmax_spawn_depth = 2\n[subagents.tools]\nalso_allow = ["sessions_spawn"]\n'
+    )
+    r = await client.send_and_start(
+        "subagents",
+        "spawn a sub-agent to \"spawn a sub-agent to 'spawn a sub-agent to `say deep`' "
+        'then say middle done" then spawn 2 sub-agents to `read notes.txt` then say top done',
+        workspace=str(ws),
+    )
+    await client.wait_for_run(r.run_id or "")
+
+
 async def files_and_processes(client: AgentlaneClient, ws: Path) -> None:
     """Issue 21: an image read, apply_patch (a local activity), a background process started and
     polled on its worker's own queue, then the worker replaced and the process reported lost
@@ -741,6 +757,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "host_routing": host_routing,
     "thinking_and_window": thinking_and_window,
     "tool_policy": tool_policy,
+    "subagents": subagents,
     "files_and_processes": files_and_processes,
     "approvals": approvals,
 }
