@@ -257,7 +257,7 @@ def test_the_cli_prints_what_is_offered_and_what_removed_the_rest(
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert "offered: read, write, edit, apply_patch, process\n" in out.stdout
+    assert "offered: read, write, edit, apply_patch, process" in out.stdout
     assert "exec  by global (tools)" in out.stdout
     assert "no such session yet" in out.stdout
     assert "'raed' names no known tool" in out.stderr
