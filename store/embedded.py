@@ -309,6 +309,20 @@ class EmbeddedStore(Store):
         )
         return None if value is None else str(value)
 
+    async def mark_tool_call(self, key: str, tool_call_id: str, kind: str, value: str) -> bool:
+        return await self._insert(
+            "INSERT INTO tool_marks (session_key, tool_call_id, kind, value) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (key, tool_call_id, kind, value),
+        )
+
+    async def tool_mark(self, key: str, tool_call_id: str, kind: str) -> str | None:
+        value = await self._scalar(
+            "SELECT value FROM tool_marks WHERE session_key = ? AND tool_call_id = ? AND kind = ?",
+            (key, tool_call_id, kind),
+        )
+        return None if value is None else str(value)
+
     # -- auth profiles ------------------------------------------------------------------------
 
     async def _write_profile(self, profile: ProfileRow, sealed: bytes) -> None:

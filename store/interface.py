@@ -111,6 +111,14 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def run_workspace(self, key: str, run_chain: str) -> str | None: ...
 
+    @abc.abstractmethod
+    async def mark_tool_call(self, key: str, tool_call_id: str, kind: str, value: str) -> bool:
+        """Note what an attempt of a tool call did (`kind`: exec-started, edit-applied), once:
+        False (nothing written) when an earlier attempt noted it already."""
+
+    @abc.abstractmethod
+    async def tool_mark(self, key: str, tool_call_id: str, kind: str) -> str | None: ...
+
     # -- auth profiles (keys sealed here, stored by the backend) --------------------------------
 
     async def put_profile(self, profile: ProfileRow) -> None:

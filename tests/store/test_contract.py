@@ -274,3 +274,14 @@ async def test_a_failed_transaction_leaves_nothing(store: Store) -> None:
     with pytest.raises(Exception):  # noqa: B017 - any error will do, as long as nothing stays
         await store.append_entries("s", [user("b"), bad])
     assert [e.id for _, e in await store.entries_after("s")] == ["a"]
+
+
+async def test_tool_marks_are_written_once(store: Store) -> None:
+    assert await store.tool_mark("s", "c1", "exec-started") is None
+    outcomes = await asyncio.gather(
+        store.mark_tool_call("s", "c1", "exec-started", "ls"),
+        store.mark_tool_call("s", "c1", "exec-started", "ls -l"),
+    )
+    assert sorted(outcomes) == [False, True]
+    assert await store.tool_mark("s", "c1", "exec-started") in ("ls", "ls -l")
+    assert await store.tool_mark("s", "c1", "edit-applied") is None
