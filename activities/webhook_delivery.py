@@ -312,7 +312,7 @@ class _RunDelivery:
     async def _send_final(self, ended: RunEnd) -> None:
         run_id = self.inp.run_id
         if ended.status == "success":
-            text = await asyncio.to_thread(self._reply, ended.last_entry_id)
+            text = await self._reply(ended.last_entry_id)
             if text:
                 body = self._body(f"{run_id}/final_reply", DeliveryKind.FINAL_REPLY, text=text)
                 body.status = ended.status
@@ -326,11 +326,11 @@ class _RunDelivery:
         self.progress.final_sent = True
         self._beat()
 
-    def _reply(self, last_entry_id: str | None) -> str:
+    async def _reply(self, last_entry_id: str | None) -> str:
         """The user-facing reply, as `finish_run` computes it (a silent reply sends nothing)."""
         if not last_entry_id:
             return ""
-        entry = self.owner.store.get(self.inp.session_key, last_entry_id)
+        entry = await self.owner.store.get(self.inp.session_key, last_entry_id)
         return (normalize_text(entry.text) or "") if entry is not None else ""
 
     def _body(

@@ -117,7 +117,9 @@ async def measure_files(checkout: Path, root: Path) -> dict[str, list[float]]:
     listing = pl_mod.ProfileListing(settings)
     usage_mod = importlib.import_module("agentlane.profile_listing")
     state_mod = importlib.import_module("agentlane.profile_state")
-    listing._update(usage_mod.UsageUpdate(profile_id="p", expected=None, new=state_mod.ProfileUsage()))
+    listing._update(
+        usage_mod.UsageUpdate(profile_id="p", expected=None, new=state_mod.ProfileUsage())
+    )
     shared = pl_mod.SharedCooldowns(settings)
     out["cooldown read"] = await timed(
         N, lambda i: asyncio.to_thread(lambda: (shared._current(), listing._read()))
@@ -126,9 +128,7 @@ async def measure_files(checkout: Path, root: Path) -> dict[str, list[float]]:
     def cas(i: int) -> None:
         current = listing._read().usage.get("p")
         new = state_mod.ProfileUsage(error_count=i)
-        result = listing._update(
-            usage_mod.UsageUpdate(profile_id="p", expected=current, new=new)
-        )
+        result = listing._update(usage_mod.UsageUpdate(profile_id="p", expected=current, new=new))
         assert result.applied
 
     out["cooldown read + CAS write"] = await timed(N, lambda i: asyncio.to_thread(cas, i))
@@ -161,7 +161,10 @@ async def main() -> None:
             finally:
                 await pg.close()
         if args.files:
-            show("files (the store before, fsync per append)", await measure_files(args.files, root / "files"))
+            show(
+                "files (the store before, fsync per append)",
+                await measure_files(args.files, root / "files"),
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from agentlane.encryption import codec_from_env
@@ -57,3 +58,24 @@ async def open_store(settings: Settings) -> Store:
     )
     await embedded.migrate()
     return embedded
+
+
+_shared: dict[tuple[str, int], asyncio.Task[Store]] = {}
+
+
+async def shared_store(settings: Settings) -> Store:
+    """This process's one store for `settings` (per event loop): activities, the payload driver
+    and the gateway share it, and so one connection pool."""
+    place = (describe(settings), id(asyncio.get_running_loop()))
+    task = _shared.get(place)
+    if task is None or (task.done() and task.exception() is not None):
+        task = _shared[place] = asyncio.ensure_future(open_store(settings))
+    return await asyncio.shield(task)
+
+
+async def close_shared() -> None:
+    loop = id(asyncio.get_running_loop())
+    for place in [p for p in _shared if p[1] == loop]:
+        task = _shared.pop(place)
+        if task.done() and task.exception() is None:
+            await task.result().close()
