@@ -327,7 +327,7 @@ class ModelCallActivity:
             return self._result_from_entry(existing, info.attempt, set(inp.tools))
         await self._prepare_transcript(inp)
         try:
-            resolved = self.resolver.resolve(inp.model, inp.profile_id)
+            resolved = await self.resolver.aresolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
@@ -376,7 +376,7 @@ class ModelCallActivity:
 
         # As late as possible before the request goes out: the run chose this profile when it
         # scheduled the call, and the call may have waited for a slot since.
-        self._check_not_cooling(inp)
+        await self._check_not_cooling(inp)
         async with self.publishers.lease(client, inp.session_key) as publisher:
             for announcement in [
                 *inp.announce,
@@ -624,12 +624,12 @@ class ModelCallActivity:
             category=ApplicationErrorCategory.BENIGN,
         )
 
-    def _check_not_cooling(self, inp: ModelCallInput) -> None:
+    async def _check_not_cooling(self, inp: ModelCallInput) -> None:
         """Do not send a call on a profile another session has just found rate-limited (or
         overloaded, or out of credit) since this run chose it: the run rotates instead."""
         if self.cooldowns is None or inp.profile_id is None or inp.allow_cooling:
             return
-        usage = self.cooldowns.cooling(inp.profile_id, inp.model.model, time.time())
+        usage = await self.cooldowns.cooling(inp.profile_id, inp.model.model, time.time())
         if usage is None:
             return
         now = time.time()

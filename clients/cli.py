@@ -422,7 +422,8 @@ def _read_secret(prompt: str) -> str:
 
 
 def _auth(args: argparse.Namespace) -> int:
-    """Keys go into the 0600 auth store; they are read from a prompt or stdin, never argv. So can
+    """Keys go into the store (sealed when encryption is on); they are read from a prompt or
+    stdin, never argv. So can
     header values (`--header NAME` alone), since argv is visible to every user in `ps`."""
     from activities.auth_store import AuthStore, AuthStoreError
 
@@ -466,7 +467,7 @@ def _auth(args: argparse.Namespace) -> int:
     except AuthStoreError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    health = _profile_health(store.path.parent)
+    health = _profile_health(store.settings)
     for profile in profiles.values():
         state = "key set" if profile.key else "no key"
         # Header names and the auth style only: values are secrets like the key.
@@ -479,21 +480,23 @@ def _auth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _profile_health(data_dir: Path) -> dict[str, str]:
+def _profile_health(settings: Settings) -> dict[str, str]:
     """Each profile's shared cooldown state, in words ("cooling 25 s (rate_limit)", "disabled
     4 h 59 min (billing)"); a profile not listed is ready."""
     import time
 
-    from agentlane.profile_state import ProfileState
+    from agentlane.profile_state import ProfileUsage
+    from store.sync import run_sync
 
-    path = data_dir / "auth-state.json"
-    try:
-        state = ProfileState.model_validate_json(path.read_bytes() or b"{}")
-    except (OSError, ValueError):
-        return {}
+    rows = run_sync(settings, lambda store: store.usage_rows())
     now = time.time()
     out: dict[str, str] = {}
-    for pid, usage in state.usage.items():
+    for row in rows:
+        pid = row.profile_id
+        try:
+            usage = ProfileUsage.model_validate_json(row.usage)
+        except ValueError:
+            continue
         until = usage.unusable_until()
         if until is None or until <= now:
             continue

@@ -133,7 +133,7 @@ class Store(abc.ABC):
             secret = await self.sealer.open_json(sealed)
             out.append(
                 row.model_copy(
-                    update={"key": secret.get("key"), "headers": dict(secret.get("headers") or {})}
+                    update={"key": secret.get("key"), "headers": secret.get("headers") or {}}
                 )
             )
         return out

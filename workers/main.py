@@ -79,8 +79,8 @@ def build_workers(
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order. `state`: the store (store/)."""
     store = TranscriptStore(state)
-    resolver = ProviderResolver(settings)
-    model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(settings))
+    resolver = ProviderResolver(settings, store=state)
+    model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
     compaction = CompactionActivity(store, resolver, publishers)
     truncation = TruncationActivity(store, resolver)
     tools = ToolActivities(store, publishers)
@@ -88,7 +88,7 @@ def build_workers(
     records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
     drops = QueueDropActivities(store, publishers)
-    listing = ProfileListing(settings)
+    listing = ProfileListing(settings, state)
     config = ConfigWatcher(settings.data_dir)
     webhooks = WebhookDelivery(
         store, WebhookSecretStore(settings.data_dir), policy=lambda: config.current().webhooks

@@ -183,7 +183,7 @@ class CompactionActivity:
         if done is not None:
             return _recorded(done)
         try:
-            resolved = self.resolver.resolve(inp.model, inp.profile_id)
+            resolved = await self.resolver.aresolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
         window = min(
@@ -247,7 +247,7 @@ class CompactionActivity:
                 kept=len(split.kept),
                 message=baseline.message or "",
             )
-        summariser, summariser_ref = self._summariser(inp, resolved)
+        summariser, summariser_ref = await self._summariser(inp, resolved)
         summarised = [*split.to_summarize, *split.turn_prefix]
         try:
             async with asyncio.timeout(compaction.timeout_seconds):
@@ -322,7 +322,7 @@ class CompactionActivity:
             summariser=summariser_ref,
         )
 
-    def _summariser(
+    async def _summariser(
         self, inp: CompactionInput, resolved: ResolvedModel
     ) -> tuple[ResolvedModel, str]:
         """The configured summariser, else the catalogue's lighter sibling when it is served by
@@ -338,7 +338,7 @@ class CompactionActivity:
         same_provider = provider == resolved.entry.provider
         try:
             # The run's profile goes with it when the keys are the same provider's.
-            other = self.resolver.resolve(ref, inp.profile_id if same_provider else None)
+            other = await self.resolver.aresolve(ref, inp.profile_id if same_provider else None)
         except ModelUnavailable as err:
             log.warning("summariser %s unavailable (%s); %s summarises itself", wanted, err, own)
             return resolved, own

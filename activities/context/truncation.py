@@ -36,7 +36,7 @@ class TruncationActivity:
         if done is not None:
             return _recorded(done)
         try:
-            resolved = self.resolver.resolve(inp.model, None)
+            resolved = await self.resolver.aresolve(inp.model, None)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
         window = resolved.entry.context_window
