@@ -586,12 +586,12 @@ def _callback_routing(args: argparse.Namespace) -> Routing | None:
 
 
 def _webhook(args: argparse.Namespace) -> int:
-    """Print a webhook signing secret (created 0600 in the data folder if need be): the
+    """Print a webhook signing secret (created in the store if need be): the
     session's own, or a named one (`--ref`, e.g. one per adapter or token)."""
     from agentlane.webhook_secrets import WebhookSecretStore
     from agentlane.webhooks import default_secret_ref
 
-    store = WebhookSecretStore(Settings.from_env().data_dir)
+    store = WebhookSecretStore(Settings.from_env())
     ref = args.target if args.ref else default_secret_ref(check_session_key(args.target))
     secret = store.rotate(ref) if args.rotate else store.ensure(ref)
     print(f"ref: {ref}", file=sys.stderr)
@@ -632,7 +632,7 @@ def _gateway_token(args: argparse.Namespace, settings: Settings) -> int:
 
     from clients.gateway.auth import TokenError, TokenStore
 
-    store = TokenStore(settings.data_dir)
+    store = TokenStore(settings)
     if args.action == "create":
         try:
             record, token = store.create(args.name or "", args.prefix or [], args.read_only)
@@ -642,7 +642,7 @@ def _gateway_token(args: argparse.Namespace, settings: Settings) -> int:
         scope = ", ".join(record.prefixes) if record.prefixes else "every session"
         print(
             f"token {record.id} ({record.name or 'unnamed'}): {scope}"
-            f"{', read-only' if record.read_only else ''}; stored hashed in {store.path}."
+            f"{', read-only' if record.read_only else ''}; stored hashed in {store.where()}."
         )
         print("It is shown only now; keep it secret. The token:")
         print(token)

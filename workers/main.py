@@ -91,7 +91,7 @@ def build_workers(
     listing = ProfileListing(settings, state)
     config = ConfigWatcher(settings.data_dir)
     webhooks = WebhookDelivery(
-        store, WebhookSecretStore(settings.data_dir), policy=lambda: config.current().webhooks
+        store, WebhookSecretStore(settings, state), policy=lambda: config.current().webhooks
     )
     # A schedule's firing reaches its session the way a chat adapter does: through the client.
     scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
