@@ -599,6 +599,43 @@ def _webhook(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _db(args: argparse.Namespace) -> int:
+    """`db migrate | status | import`: the store that holds everything outside Temporal."""
+    from store.file_import import import_files, warn_unimported
+    from store.open import describe, open_store
+
+    settings = Settings.from_env()
+    store = await open_store(settings)
+    try:
+        if args.action == "migrate":
+            version = await store.migrate()
+            print(f"{store.backend} store at {describe(settings)}: schema version {version}")
+            return EXIT_OK
+        if args.action == "import":
+            source = Path(args.source) if args.source else settings.data_dir
+            source = await asyncio.to_thread(source.resolve)
+            if not await asyncio.to_thread(source.is_dir):
+                print(f"error: {source} is not a folder", file=sys.stderr)
+                return EXIT_REJECTED
+            report = await import_files(source, store)
+            print(f"imported {source} into the {store.backend} store at {describe(settings)}")
+            for line in report.lines() or ["nothing to import"]:
+                print(f"  {line}")
+            return EXIT_OK
+        status = await store.status()
+        print(f"backend: {status.backend}")
+        print(f"location: {describe(settings)}")
+        print(f"schema version: {status.schema_version} (latest {status.latest_version})")
+        for table, count in status.counts.items():
+            print(f"{table}: {count}")
+        warning = await warn_unimported(settings, store, log_it=False)
+        if warning:
+            print(f"warning: {warning}")
+        return EXIT_OK
+    finally:
+        await store.close()
+
+
 def _server(args: argparse.Namespace) -> int:
     devserver = load_devserver()
     return int(devserver.main([args.action]))
@@ -841,6 +878,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", action="store_true", help="TARGET is a secret reference")
     p.add_argument("--rotate", action="store_true", help="replace the secret with a new one")
     p.set_defaults(func=_webhook, sync=True)
+
+    p = sub.add_parser(
+        "db",
+        help="the store of transcripts, records, profiles, tokens, secrets and payloads",
+        description="migrate: bring the schema up to date (idempotent); status: backend, schema "
+        "version, row counts; import: copy data of the older file layout (default: the data "
+        "dir) into the store (idempotent). AGENTLANE_DATABASE_URL chooses PostgreSQL; unset, "
+        "the embedded SQLite file in the data dir.",
+    )
+    p.add_argument("action", choices=["migrate", "status", "import"])
+    p.add_argument("--from", dest="source", help="import: the old data dir (default: the data dir)")
+    p.set_defaults(func=_db)
 
     p = sub.add_parser("server", help="the embedded Temporal dev server")
     p.add_argument("action", choices=["start", "stop", "status", "restart"])

@@ -81,7 +81,7 @@ async def store_is_empty(store: Store) -> bool:
     return not any(counts.get(t) for t in counts)
 
 
-async def warn_unimported(settings: Settings, store: Store) -> str | None:
+async def warn_unimported(settings: Settings, store: Store, *, log_it: bool = True) -> str | None:
     """A warning (logged, and returned for `status`) when the data dir holds the old file layout
     and the store is empty: that data is not used until `agentlane db import`."""
     old = await asyncio.to_thread(legacy_files, settings.data_dir)
@@ -93,7 +93,8 @@ async def warn_unimported(settings: Settings, store: Store) -> str | None:
         "(transcripts, records, profiles, tokens, secrets, payloads) is not used until you run "
         f"`agentlane db import --from {settings.data_dir}`"
     )
-    log.warning("%s", text)
+    if log_it:
+        log.warning("%s", text)
     return text
 
 

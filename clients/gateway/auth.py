@@ -163,9 +163,7 @@ class TokenStore:
     def verify(self, token: str) -> TokenRecord | None:
         """`averify` for synchronous callers (tests, tools)."""
         match = _TOKEN_SHAPE.fullmatch(token)
-        row = (
-            run_sync(self.settings, lambda store: store.token(match.group(1))) if match else None
-        )
+        row = run_sync(self.settings, lambda store: store.token(match.group(1))) if match else None
         record = self._check(token, row)
         if record is not None:
             self._used[record.id] = time.time()
