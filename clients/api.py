@@ -621,7 +621,7 @@ class AgentlaneClient:
                     point = memo.get(MEMO_BRANCH_POINT)
                     node.branch_point = point if isinstance(point, str) else None
         for node in nodes.values():
-            node.resets = resets_of(await asyncio.to_thread(self.transcript, node.key))
+            node.resets = resets_of(await self.read_transcript(node.key))
         return sorted(nodes.values(), key=lambda n: (n.started, n.key))
 
     async def _running_session(self, key: str) -> WorkflowHandle[Any, Any]:
