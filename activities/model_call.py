@@ -64,6 +64,7 @@ from activities.stream_gaps import record_run_start
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.system_prompt import build_system_prompt
+from activities.tools.process_tool import owner_queue
 from activities.tools.specs import tool_specs
 from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
 from agentlane.errors import (
@@ -83,6 +84,7 @@ from agentlane.model_calls import (
 )
 from agentlane.pricing import priced
 from agentlane.settings import Settings
+from agentlane.tool_catalog import canonical_tool_name
 from agentlane.tool_signatures import call_signature, is_known_poll
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 from agentlane.usage import Usage
@@ -93,7 +95,19 @@ log = logging.getLogger(__name__)
 
 def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
     """One line for the Temporal UI and the event stream."""
-    detail = " ".join(str(arguments.get("command" if name == "exec" else "path", "")).split())
+    name = canonical_tool_name(name)
+    if name == "apply_patch":
+        patch = str(arguments.get("input", ""))
+        files = sum(
+            1 for ln in patch.splitlines() if ln.startswith(("*** Add", "*** Update", "*** Delete"))
+        )
+        detail = f"{files} file{'s' if files != 1 else ''}"
+    elif name == "process":
+        action = str(arguments.get("action", ""))
+        target = arguments.get("command") if action == "start" else arguments.get("id")
+        detail = " ".join(f"{action} {target or ''}".split())
+    else:
+        detail = " ".join(str(arguments.get("command" if name == "exec" else "path", "")).split())
     line = f"{name} {detail}".strip()
     return line if len(line) <= 120 else line[:117] + "…"
 
@@ -338,9 +352,10 @@ class ModelCallActivity:
             tool_calls=[
                 ToolCallRef(
                     id=c.id,
-                    name=c.name,
+                    name=canonical_tool_name(c.name),
                     summary=tool_call_summary(c.name, c.arguments),
-                    rejected=c.raw_arguments is not None or c.name not in allowed,
+                    rejected=c.raw_arguments is not None
+                    or canonical_tool_name(c.name) not in allowed,
                     signature=call_signature(c.name, c.arguments),
                     known_poll=is_known_poll(c.name, c.arguments),
                 )
@@ -371,7 +386,11 @@ class ModelCallActivity:
         if existing is not None:
             # An earlier attempt finished the call but died before reporting it. Checked before
             # preparing the transcript: this call's own tool calls are not "unanswered".
-            return self._result_from_entry(existing, info.attempt, set(inp.tools))
+            found = self._result_from_entry(existing, info.attempt, set(inp.tools))
+            found.tool_calls = await asyncio.to_thread(
+                self._routed, inp.session_key, existing.tool_calls, found.tool_calls
+            )
+            return found
         await self._prepare_transcript(inp)
         try:
             resolved = await self.resolver.aresolve(inp.model, inp.profile_id)
@@ -399,6 +418,7 @@ class ModelCallActivity:
             tools=tools if resolved.entry.capabilities.tools else [],
             thinking=inp.thinking,
             max_output_tokens=resolved.entry.max_output_tokens,
+            images=resolved.entry.capabilities.images,
         )
         # Before anything is published or sent: a request that cannot fit is not made.
         checked = self._check_fits(inp, window, request, context)
@@ -466,6 +486,7 @@ class ModelCallActivity:
             # in history once, and a retry that finds the entry reports the same figure.
             acc.usage = priced(acc.usage, resolved.entry.prices)
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
+            refs = await asyncio.to_thread(self._routed, inp.session_key, entry.tool_calls, refs)
             await self.store.append(inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
                 update={"stop_reason": acc.stop_reason, "usage": acc.usage}
@@ -783,6 +804,22 @@ class ModelCallActivity:
         )
         await self.store.append(inp.session_key, [entry])
 
+    def _routed(
+        self, key: str, calls: list[ToolCall], refs: list[ToolCallRef]
+    ) -> list[ToolCallRef]:
+        """A call about a background process goes to the worker holding it (its own task
+        queue, from the process's record)."""
+        if not any(ref.name == "process" for ref in refs):
+            return refs
+        folder = self.store.session_dir(key) / "processes"
+        arguments = {call.id: call.arguments for call in calls}
+        return [
+            ref.model_copy(update={"task_queue": owner_queue(folder, arguments.get(ref.id, {}))})
+            if ref.name == "process" and not ref.rejected
+            else ref
+            for ref in refs
+        ]
+
     def _assistant_entry(
         self, inp: ModelCallInput, acc: _Accumulated
     ) -> tuple[TranscriptEntry, list[TranscriptEntry], list[ToolCallRef]]:
@@ -805,7 +842,10 @@ class ModelCallActivity:
             except json.JSONDecodeError as err:
                 raw = complete.arguments_json
                 problem = f"tool arguments are not valid JSON: {err.msg} at position {err.pos}"
-            if problem is None and complete.name not in allowed:
+            # The workflow runs the tool under its canonical name (`apply-patch` is
+            # `apply_patch`, SPEC §13.1); the transcript keeps the name the model wrote.
+            name = canonical_tool_name(complete.name)
+            if problem is None and name not in allowed:
                 problem = (
                     f"tool {complete.name!r} is not available; available tools: "
                     f"{', '.join(sorted(allowed)) or 'none'}"
@@ -816,7 +856,7 @@ class ModelCallActivity:
             refs.append(
                 ToolCallRef(
                     id=complete.id,
-                    name=complete.name,
+                    name=name,
                     summary=tool_call_summary(complete.name, arguments),
                     rejected=problem is not None,
                     signature=call_signature(complete.name, arguments),

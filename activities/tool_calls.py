@@ -12,6 +12,8 @@ and the model is told so instead.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,16 +23,22 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.cancellation import cancelled_for_good
+from activities.context.token_estimate import IMAGES_META_KEY
 from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
+from activities.tools.apply_patch import apply_patch, load_plan
 from activities.tools.exec_tool import run_exec
-from activities.tools.file_tools import edit_file, read_file, write_file
+from activities.tools.file_tools import edit_file, write_file
+from activities.tools.process_tool import ProcessTool
+from activities.tools.read_tool import read_file
 from activities.tools.results import ToolResult
 from activities.tools.specs import (
+    ApplyPatchArgs,
     EditArgs,
     ExecArgs,
     InvalidToolArguments,
+    ProcessArgs,
     ReadArgs,
     WriteArgs,
     parse_args,
@@ -74,6 +82,15 @@ async def _heartbeat_forever() -> None:
     while True:
         activity.heartbeat()
         await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+
+
+def _crash_after_first_write(written: int) -> None:
+    """Test hook (tests/e2e/test_tools_crash.py): with AGENTLANE_TEST_CRASH_IN_APPLY_PATCH=1 the
+    worker dies right after a fresh apply_patch wrote its first file, the worst moment for a
+    kill -9, so the retried attempt can be shown to finish the patch rather than apply it again.
+    """
+    if written == 1 and os.environ.get("AGENTLANE_TEST_CRASH_IN_APPLY_PATCH") == "1":
+        os._exit(137)
 
 
 class ToolActivities:
@@ -246,6 +263,8 @@ class ToolActivities:
             meta={
                 "summary": result.summary,
                 "duration_ms": int((time.monotonic() - started) * 1000),
+                # Images stay in the transcript store; only their count reaches the workflow.
+                **({IMAGES_META_KEY: list(result.images)} if result.images else {}),
                 # Which host ran it (workspaces per host): where its effects are.
                 **({"host": self.host} if self.host is not None else {}),
             },
@@ -319,5 +338,51 @@ class ToolActivities:
 
         return await self._run(inp, execute)
 
+    @activity.defn(name=tool_activity_name("apply_patch"))
+    async def tool_apply_patch(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, _: EventLease) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(ApplyPatchArgs, call.arguments)
+            # The plan an earlier attempt saved before writing: finished, never re-applied.
+            recorded = await self._mark_of(inp, "patch-plan")
+            saved = load_plan(recorded.encode()) if recorded is not None else None
+            loop = asyncio.get_running_loop()
+
+            def remember(plan: dict[str, Any]) -> None:
+                # Called from the patch's thread, before its first write.
+                asyncio.run_coroutine_threadsafe(
+                    self._mark(inp, "patch-plan", json.dumps(plan)), loop
+                ).result()
+
+            return await asyncio.to_thread(
+                apply_patch, inp.workspace, args.input, saved, remember, _crash_after_first_write
+            )
+
+        return await self._run(inp, execute)
+
+    @activity.defn(name=tool_activity_name("process"))
+    async def tool_process(self, inp: ToolCallInput) -> ToolCallOutcome:
+        async def execute(call: ToolCall, _: EventLease) -> ToolResult:
+            self._check_arguments(call)
+            args = parse_args(ProcessArgs, call.arguments)
+            interrupted = False
+            if args.action == "start":
+                # Like exec: a start that may have happened is not silently made twice.
+                interrupted = not await self._mark(inp, "process-started", args.command or "")
+            folder = self.store.session_dir(inp.session_key) / "processes"
+            tool = ProcessTool(inp.session_key, folder)
+            return await tool.run(
+                inp.workspace, args, inp.tool_call_id, interrupted, inp.owner_gone
+            )
+
+        return await self._run(inp, execute)
+
     def all(self) -> list[Callable[..., Awaitable[ToolCallOutcome]]]:
-        return [self.tool_read, self.tool_write, self.tool_edit, self.tool_exec]
+        return [
+            self.tool_read,
+            self.tool_write,
+            self.tool_edit,
+            self.tool_apply_patch,
+            self.tool_exec,
+            self.tool_process,
+        ]

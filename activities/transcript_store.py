@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from activities.bounded_cache import BoundedCache
+from agentlane.ids import storage_name
 from agentlane.run import UserTurn
 from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
 from store.interface import Store
@@ -83,8 +85,11 @@ PARSED_SESSIONS_KEPT = 256
 
 
 class TranscriptStore:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, local_root: Path | None = None) -> None:
         self.store = store
+        # This host's own folder per session, for what only exists on this host (the records
+        # of its background processes); the transcript itself is in the store.
+        self.local_root = local_root
         # Parsed transcripts of the sessions used most recently (a worker that served
         # thousands of sessions keeps only these; another is read again from the store).
         self._cache: BoundedCache[str, _Parsed] = BoundedCache(PARSED_SESSIONS_KEPT)
@@ -93,6 +98,12 @@ class TranscriptStore:
 
     def describe(self) -> str:
         return f"the {self.store.backend} store"
+
+    def session_dir(self, key: str) -> Path:
+        """This host's folder for the session (`agentlane.ids.storage_name`)."""
+        if self.local_root is None:
+            raise RuntimeError("this transcript store has no local folder (local_root)")
+        return self.local_root / storage_name(key)
 
     # -- a run's context -------------------------------------------------------------------
 

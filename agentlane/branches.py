@@ -160,3 +160,5 @@ class TreeNode(BaseModel):
     parent_session: str | None = None
     branch_point: str | None = None
     resets: list[ResetMark] = Field(default_factory=list)
+    # A sub-agent's session (SPEC §13.4): the run that spawned it (its parent workflow).
+    spawned_by: str | None = None

@@ -57,11 +57,13 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentlane.approvals import ApprovalConfig
 from agentlane.compaction_config import CompactionConfig
 from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
+from agentlane.subagents import SubagentSettings, SubagentTools
 from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.webhook_targets import WebhookPolicy
 
@@ -251,6 +253,10 @@ class AgentlaneConfig(BaseModel):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     # `[webhooks]`: which callback hosts inside the network are allowed (issue 19).
     webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
+    # `[subagents]`: spawn depth, children, allowed agents and sub-agents' tools (SPEC §13.4).
+    subagents: SubagentSettings = Field(default_factory=SubagentSettings)
+    # `[tools.approval]`: the tools whose calls wait for a person's yes (issue 21).
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -291,13 +297,16 @@ TOP_LEVEL_KEYS = (
     "loop_detection",
     "compaction",
     "webhooks",
+    "subagents",
+    "tools",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
+TOOLS_KEYS = ("approval",)
 
 
 def _known_keys() -> set[str]:
     """Every key the config file may hold, to suggest the one a typo meant."""
-    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS)
+    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS) | set(TOOLS_KEYS)
     for model in (
         ModelEntry,
         ModelCapabilities,
@@ -309,6 +318,8 @@ def _known_keys() -> set[str]:
         LoopDetectionConfig,
         CompactionConfig,
         WebhookPolicy,
+        SubagentSettings,
+        SubagentTools,
     ):
         names |= set(model.model_fields)
     return names - {"id"}
@@ -404,6 +415,7 @@ def build_config(
 
     _check_keys(raw, TOP_LEVEL_KEYS, "", source)
     _check_keys(dict(raw.get("auth") or {}), AUTH_KEYS, "auth.", source)
+    _check_keys(dict(raw.get("tools") or {}), TOOLS_KEYS, "tools.", source)
     where = ""
     try:
         models = {m.ref: m for m in builtin_models()}
@@ -433,6 +445,12 @@ def build_config(
         compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
         where = "webhooks."
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
+        where = "subagents."
+        subagents = SubagentSettings.model_validate(dict(raw.get("subagents") or {}))
+        where = "tools.approval."
+        approval = ApprovalConfig.model_validate(
+            dict(dict(raw.get("tools") or {}).get("approval") or {})
+        )
         _require_positive(cooldowns, POSITIVE_COOLDOWNS, "auth.cooldowns.", source)
         _require_positive(loops, POSITIVE_LOOP_SETTINGS, "loop_detection.", source)
     except ValidationError as err:
@@ -459,6 +477,8 @@ def build_config(
         loop_detection=loops,
         compaction=compaction,
         webhooks=webhooks,
+        subagents=subagents,
+        approval=approval,
     )
     model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"
     _check_refs(config, source, model_source)

@@ -12,8 +12,10 @@ ROLLOVER_EVENTS = 1_000
 ROLLOVER_BYTES = 256 * 1024
 # The items carried into the next segment take at most this many bytes (on the wire), so the
 # hand-over input stays small and below the payload offload threshold (it is never written to
-# the data dir); older items are truncated (their content is in the transcript).
-CARRY_BYTES = 48 * 1024
+# the data dir); older items are truncated (their content is in the transcript). As large as
+# that allows: a watcher that lags by less than this across a hand-over (a burst of a thousand
+# dropped-message notices is ~300 KB) misses nothing.
+CARRY_BYTES = 112 * 1024
 
 
 class EventsInput(BaseModel):

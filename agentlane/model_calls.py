@@ -66,6 +66,9 @@ class ToolCallRef(CompactModel):
     # For loop detection (SPEC §14): a short hash of the arguments, and whether the call polls.
     signature: str = ""
     known_poll: bool = False
+    # Set for a call about a background process (`process` poll / write / kill): the task queue
+    # of the worker process that holds it (`agentlane.tool_calls.worker_task_queue`).
+    task_queue: str = ""
 
 
 class ModelCallResult(CompactModel):

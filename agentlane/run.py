@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentlane.approvals import ApprovalConfig
 from agentlane.context_state import RunContextState
 from agentlane.entry_source import EntrySource as EntrySource
 from agentlane.errors import ExecutionErrorKind, ModelFailure
@@ -17,6 +18,8 @@ from agentlane.failover_state import RunFailover
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import Routing
 from agentlane.profile_state import ProfilePin
+from agentlane.subagents import SubagentSettings
+from agentlane.tool_catalog import DEFAULT_TOOLS
 from agentlane.usage import RunUsage
 
 RUN_BUDGET_SECONDS = 48 * 3600
@@ -73,9 +76,16 @@ class ExecutionRequest(BaseModel):
     reasoning_mode: str = "off"
     budget_seconds: int = RUN_BUDGET_SECONDS
     idle_timeout_seconds: int = MODEL_IDLE_TIMEOUT_SECONDS
-    tools: list[str] = Field(default_factory=lambda: ["read", "write", "edit", "exec"])
+    tools: list[str] = Field(default_factory=lambda: list(DEFAULT_TOOLS))
+    # Sub-agents (SPEC §13.4): the `[subagents]` settings (None: the defaults), this run's depth
+    # (None: from the session key) and the run that spawned it.
+    subagents: SubagentSettings | None = None
+    spawn_depth: int | None = None
+    spawned_by: str | None = None
     parent_entry_id: str | None = None
     loop_detection: LoopDetectionConfig = LoopDetectionConfig()
+    # `[tools.approval]` (issue 21); None when no tool needs approval (left out of history).
+    approvals: ApprovalConfig | None = None
     # Optional cap on model calls per run (off by default).
     max_turns: int | None = None
     context_window: int | None = None

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from agentlane.tool_catalog import DEFAULT_TOOLS
 from agentlane.wire import CompactModel, RunStepInput
 
 TOOL_ACTIVITY_PREFIX = "tool_"
-BASE_TOOLS = ("read", "write", "edit", "exec")
+# The tools a run is offered when its request does not say (agentlane/tool_catalog.py).
+BASE_TOOLS = DEFAULT_TOOLS
 
 
 def tool_activity_name(tool: str) -> str:
     return f"{TOOL_ACTIVITY_PREFIX}{tool}"
+
+
+def worker_task_queue(base: str, worker_id: str) -> str:
+    """The task queue only one worker process polls: calls about a background process it holds
+    (`process` poll / write / kill) are routed there."""
+    return f"{base}/worker/{worker_id}"
 
 
 class ToolCallInput(RunStepInput):
@@ -17,6 +25,9 @@ class ToolCallInput(RunStepInput):
     tool_call_id: str
     tool_name: str
     exec_timeout_seconds: int = 120
+    # The worker that held the background process this call is about did not take the call in
+    # time (it is gone): the call reports the process lost.
+    owner_gone: bool = False
     # The host whose disk holds the workspace (AGENTLANE_WORKSPACES=host), once known: a worker
     # of another host answers `wrong_host` and touches nothing. None: any host may run it.
     host: str | None = None

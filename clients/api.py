@@ -42,6 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.branch_history import UnknownEntry, branch_path, resets_of
 from activities.transcript_store import TranscriptStore
 from agentlane import search_attributes as sa
+from agentlane.approvals import ApprovalDecision, ApprovalReceipt, PendingApproval
 from agentlane.branches import (
     MEMO_BRANCH_POINT,
     MEMO_PARENT,
@@ -91,6 +92,7 @@ from agentlane.session import (
 )
 from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
+from agentlane.subagents import SUBAGENT_SEGMENT
 from agentlane.temporal_client import connect
 from agentlane.transcript import TranscriptEntry
 from agentlane.webhook_targets import check_callback_target
@@ -107,6 +109,11 @@ T = TypeVar("T")
 
 class SendRejected(Exception):
     """The session refused the message (empty, too long, unknown mode, queue full...)."""
+
+
+class ApprovalRejected(Exception):
+    """A decision for an approval the session does not have waiting (unknown, or already
+    decided or expired): the message says which."""
 
 
 class SessionNotFound(Exception):
@@ -277,6 +284,8 @@ class AgentlaneClient:
         base: dict[str, object] = {
             "queue": config.queue,
             "loop_detection": config.loop_detection,
+            "subagents": config.subagents,
+            "approvals": config.approval if config.approval.require else None,
             "context_window": window,
             "context_window_source": source,
             "thinking": config.agent("main").thinking,
@@ -609,6 +618,41 @@ class AgentlaneClient:
             f"when a worker starts; {NO_WORKER_HINT}"
         )
 
+    # -- approvals (issue 21) ---------------------------------------------------------------
+
+    async def approvals(self, session_key: str) -> list[PendingApproval]:
+        """The session's tool calls waiting for a person's yes, oldest first."""
+        return (await self.status(session_key)).approvals
+
+    async def decide_approval(
+        self,
+        session_key: str,
+        approval_id: str,
+        approve: bool,
+        reason: str = "",
+        by: str = "",
+    ) -> ApprovalReceipt:
+        """Approve or deny a waiting tool call; the receipt says what became of it (approved,
+        denied, or expired first). An unknown or already decided id is `ApprovalRejected`."""
+        key = check_session_key(session_key)
+        decision = ApprovalDecision(id=approval_id, approve=approve, reason=reason, by=by)
+        handle = await self._running_session(key)
+        call = asyncio.ensure_future(
+            self._with_backoff(
+                lambda: handle.execute_update(SessionWorkflow.decide_approval, decision)
+            )
+        )
+        try:
+            receipt: ApprovalReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+        except WorkflowUpdateFailedError as err:
+            raise ApprovalRejected(_failure_text(err)) from err
+        except _NoAnswer as gave_up:
+            raise NoWorker(
+                f"session {key} exists, but {gave_up.presence.describe()}, so the decision is "
+                f"not confirmed; {NO_WORKER_HINT}"
+            ) from None
+        return receipt
+
     # -- reset and branches (issue 10) --------------------------------------------------------
 
     async def reset(
@@ -739,9 +783,28 @@ class AgentlaneClient:
                     node.parent_session = parent
                     point = memo.get(MEMO_BRANCH_POINT)
                     node.branch_point = point if isinstance(point, str) else None
+        await self._subagent_nodes(nodes)
         for node in nodes.values():
             node.resets = resets_of(await self.read_transcript(node.key))
         return sorted(nodes.values(), key=lambda n: (n.started, n.key))
+
+    async def _subagent_nodes(self, nodes: dict[str, TreeNode]) -> None:
+        """Sub-agent sessions (SPEC §13.4) have no session workflow: their run is a child of
+        the run that spawned them, which places them under its session."""
+        query = "WorkflowType = 'AgentRunWorkflow' AND WorkflowId STARTS_WITH 'session:agent:'"
+        async for wf in self.client.list_workflows(query):
+            key = session_key_from_workflow_id(wf.id)
+            if SUBAGENT_SEGMENT not in key or not wf.parent_id:
+                continue
+            running = wf.status == WorkflowExecutionStatus.RUNNING
+            status = wf.status.name.lower() if wf.status and not running else "running"
+            nodes[key] = TreeNode(
+                key=key,
+                status=status,
+                started=wf.start_time.timestamp() if wf.start_time else 0.0,
+                parent_session=session_key_from_workflow_id(wf.parent_id),
+                spawned_by=wf.parent_id,
+            )
 
     async def _running_session(self, key: str) -> WorkflowHandle[Any, Any]:
         handle = self.client.get_workflow_handle(session_workflow_id(key))

@@ -20,8 +20,13 @@ NOTES = """Meeting notes, 21 November
 """
 
 INSTRUCTION = (
-    "summarize notes.txt into summary.txt then run `wc -w notes.txt summary.txt` then "
-    "say The demo is complete, the summary is in summary.txt"
+    "summarize notes.txt into summary.txt then apply this patch:\n"
+    "*** Begin Patch\n*** Update File: summary.txt\n@@\n+Checked by the demo's patch.\n"
+    "*** End Patch\n"
+    "then run `wc -w notes.txt summary.txt` then "
+    "start `sleep 1; echo background job done` in the background then poll it for 5 seconds "
+    "then spawn a sub-agent to `read summary.txt` "
+    "then say The demo is complete, the summary is in summary.txt"
 )
 
 

@@ -134,7 +134,22 @@ def _reset_line(mark: ResetMark, fmt: Callable[[float], str]) -> str:
 def _node_line(node: TreeNode, fmt: Callable[[float], str]) -> str:
     started = f", started {fmt(node.started)}" if node.started else ""
     branched = f", branched at {node.branch_point}" if node.branch_point else ""
-    return f"{node.key} ({node.status or '?'}{started}){branched}"
+    spawned = f", sub-agent of {node.spawned_by}" if node.spawned_by else ""
+    return f"{node.key} ({node.status or '?'}{started}){branched}{spawned}"
+
+
+def subagents_of(nodes: Sequence[TreeNode], key: str) -> list[TreeNode]:
+    """The sub-agent sessions a session's runs spawned, and theirs, parents before children."""
+    found: list[TreeNode] = []
+    parents = {key}
+    pending = [n for n in nodes if n.spawned_by is not None]
+    while True:
+        level = [n for n in pending if n.parent_session in parents and n not in found]
+        if not level:
+            return found
+        level.sort(key=lambda n: (n.started, n.key))
+        found += level
+        parents |= {n.key for n in level}
 
 
 def tree_lines(nodes: Sequence[TreeNode], fmt: Callable[[float], str] = when) -> list[str]:
@@ -156,7 +171,8 @@ def tree_lines(nodes: Sequence[TreeNode], fmt: Callable[[float], str] = when) ->
     def walk(node: TreeNode, prefix: str, branch: str, more: str) -> None:
         seen.add(node.key)
         line = _node_line(node, fmt)
-        if node.parent_session is not None and node.parent_session not in by_key:
+        orphan = node.parent_session is not None and node.parent_session not in by_key
+        if orphan and node.spawned_by is None:
             line += f" (branch of {node.parent_session})"
         lines.append(prefix + branch + line)
         items: list[tuple[float, str, TreeNode | ResetMark]] = [

@@ -22,6 +22,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
+from activities.approval_steps import ApprovalSteps
 from activities.context.compaction import CompactionActivity
 from activities.context.truncation import TruncationActivity
 from activities.liveness import HEARTBEAT_THROTTLE
@@ -34,8 +35,9 @@ from activities.scheduled_delivery import ScheduledDelivery
 from activities.session_records import SessionRecords
 from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
+from activities.subagent_calls import SubagentActivities
 from activities.tool_calls import ToolActivities
-from activities.tools import spawn
+from activities.tools import process_tool, spawn
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
@@ -46,6 +48,7 @@ from agentlane.private_files import make_private_dir
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
+from agentlane.tool_calls import worker_task_queue
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
 from clients.api import AgentlaneClient, SendRejected
@@ -83,6 +86,9 @@ GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 SHUTDOWN_LIMIT_SECONDS = 15.0
 HARD_EXIT_SECONDS = 28.0
 EXIT_CUT_SHORT = 3
+# Calls about this worker's background processes at once (8 a session; polls wait a minute at
+# most).
+MAX_PROCESS_CALLS = 64
 
 
 def build_workers(
@@ -95,7 +101,7 @@ def build_workers(
 ) -> list[Worker]:
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order. `state`: the store (store/)."""
-    store = TranscriptStore(state)
+    store = TranscriptStore(state, settings.transcripts_dir)
     resolver = ProviderResolver(settings, store=state)
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
     compaction = CompactionActivity(store, resolver, publishers)
@@ -104,6 +110,7 @@ def build_workers(
     tools = ToolActivities(
         store, publishers, settings.host_id if settings.workspaces == "host" else None
     )
+    subagents = SubagentActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
@@ -115,6 +122,8 @@ def build_workers(
     )
     # A schedule's firing reaches its session the way a chat adapter does: through the client.
     scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
+    process_queue = worker_task_queue(settings.workflow_task_queue, process_tool.WORKER_ID)
+    process_tool.set_worker_queue(process_queue)
     common = dict(
         sticky_queue_schedule_to_start_timeout=settings.sticky_schedule_to_start,
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
@@ -134,6 +143,8 @@ def build_workers(
             max_cached_workflows=settings.max_cached_workflows,
             activities=[
                 *tools.all(),
+                subagents.spawn_read,
+                subagents.spawn_record,
                 finish.finish_run,
                 records.restore_session,
                 records.record_session,
@@ -143,6 +154,7 @@ def build_workers(
                 listing.list_profiles,
                 listing.update_profile_usage,
                 AnnouncementPublisher(publishers).publish_announcements,
+                ApprovalSteps(store, publishers).approval_step,
             ],
             max_concurrent_workflow_tasks=50,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
@@ -168,6 +180,15 @@ def build_workers(
                 truncation.truncate_tool_results,
             ],
             max_concurrent_activities=settings.max_concurrent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+        # Calls about a background process this worker holds (activities/tools/process_tool.py)
+        # come to this worker alone, on its own queue.
+        Worker(
+            client,
+            task_queue=process_queue,
+            activities=[tools.tool_process],
+            max_concurrent_activities=MAX_PROCESS_CALLS,
             **common,  # type: ignore[arg-type]
         ),
         # Webhook deliveries follow a run and mostly wait (activities/webhook_delivery.py).

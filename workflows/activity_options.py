@@ -12,6 +12,8 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
+from agentlane.tool_catalog import TOOLS
+
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 
 MODEL_CALL_START_TO_CLOSE = timedelta(hours=1)
@@ -37,7 +39,7 @@ FILE_TOOL_START_TO_CLOSE = timedelta(minutes=2)
 # up is what such short calls never use: heartbeats, and signals seen while they run. exec can
 # run for an hour, streams output and must be cancellable at once, so it stays a regular
 # activity, like the model call (its own task queue is the global lane).
-LOCAL_TOOLS = frozenset({"read", "write", "edit"})
+LOCAL_TOOLS = frozenset(t.name for t in TOOLS if t.local)
 # Runs recorded before this change replay with regular activities (`workflow.patched`).
 LOCAL_ACTIVITIES_PATCH = "short-steps-as-local-activities"
 # A local activity past 80% of the workflow task timeout (10 s) makes the SDK heartbeat the
@@ -59,6 +61,12 @@ FINISH_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum
 # exec enforces its own timeout (the call may ask for up to an hour); the activity's limit only
 # has to be above it. A dead worker is noticed through heartbeats long before.
 EXEC_START_TO_CLOSE = timedelta(seconds=3600) + EXEC_GRACE
+
+
+# How long a call about a background process waits for the worker that holds it (on that
+# worker's own queue) before the worker counts as gone. Its queue serves only such calls, which
+# take seconds at most, so a live worker picks one up at once.
+OWNER_SCHEDULE_TO_START = timedelta(seconds=10)
 
 
 def tool_start_to_close(tool: str) -> timedelta:

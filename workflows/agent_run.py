@@ -15,11 +15,18 @@ import builtins
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    TimeoutError,
+    TimeoutType,
+)
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from agentlane import search_attributes as sa
+    from agentlane.approvals import ApprovalDecision
     from agentlane.errors import (
         CONFIG_ERROR,
         MODEL_IDLE_TIMEOUT,
@@ -44,9 +51,11 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
-    from agentlane.tool_calls import ToolCallInput, ToolCallOutcome
+    from agentlane.subagents import SPAWN_TOOL
+    from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
+    from workflows.approval_wait import ApprovalWait
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
     from workflows.policy import search_attributes as attributes
@@ -66,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
+    from workflows.subagents import SUBAGENTS_PATCH, Subagents
     from workflows.telemetry import RunTelemetry
     from workflows.tool_hosts import ToolHosts
 
@@ -182,6 +192,9 @@ class AgentRunWorkflow(LegacyFailover):
         # The reason of the latest failed model call: AgentLastError while the run deals with it.
         self.failure_reason: str | None = None
         self.telemetry = RunTelemetry(self.req)
+        self.subagents = Subagents(self)
+        # Calls that wait for a person's yes (issue 21, `[tools.approval]`).
+        self.approvals = ApprovalWait(self)
         # Where tool calls run: the host with the workspace (workflows/tool_hosts.py).
         self.tool_hosts = ToolHosts(self)
 
@@ -198,6 +211,10 @@ class AgentRunWorkflow(LegacyFailover):
     @workflow.signal
     def abort(self, reason: str) -> None:
         self.abort_reason = reason or "abort requested"
+
+    @workflow.signal
+    def decide_approval(self, decision: ApprovalDecision) -> None:
+        self.approvals.decide(decision)
 
     @workflow.query
     def progress(self) -> RunProgress:
@@ -577,8 +594,9 @@ class AgentRunWorkflow(LegacyFailover):
         """The model's tool calls in order. Calls not run (abort, steering, a loop block) are
         answered by the next model call or by finish_run, so the transcript stays valid."""
         self.phase = RunPhase.TOOLS
-        for call in calls:
-            if call.rejected:
+        spawned: set[str] = set()
+        for i, call in enumerate(calls):
+            if call.rejected or call.id in spawned:
                 continue
             if self._aborted():  # safe point: after the model call, between two tools
                 return LoopEnd(TerminationReason.ABORT_SIGNAL)
@@ -596,7 +614,22 @@ class AgentRunWorkflow(LegacyFailover):
                 if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
                     return self._stopped_for_loop(verdict.message)
                 return None
-            ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
+            if call.name == SPAWN_TOOL and workflow.patched(SUBAGENTS_PATCH):
+                # This call and the spawns right after it run at once (workflows/subagents).
+                batch = [call]
+                for later in calls[i + 1 :]:
+                    if later.name != SPAWN_TOOL or later.rejected:
+                        break
+                    batch.append(later)
+                spawned.update(c.id for c in batch)
+                await self.subagents.run_calls(turn, entry_id, batch)
+                continue
+            # A call `[tools.approval]` names waits here, durably, for a person's decision.
+            ran = await self.approvals.gate(turn, entry_id, call)
+            if ran is None:
+                ran = await self._run_tool(
+                    turn, entry_id, call.id, call.name, call.summary, call.task_queue
+                )
             if isinstance(ran, LoopEnd):
                 return ran
             self._record_outcome(call, ran)
@@ -673,7 +706,13 @@ class AgentRunWorkflow(LegacyFailover):
         )
 
     async def _run_tool(
-        self, turn: int, entry_id: str, call_id: str, name: str, summary: str
+        self,
+        turn: int,
+        entry_id: str,
+        call_id: str,
+        name: str,
+        summary: str,
+        owner_queue: str = "",
     ) -> LoopEnd | ToolCallOutcome:
         inp = ToolCallInput(
             session_key=self.req.session_key,
@@ -684,9 +723,14 @@ class AgentRunWorkflow(LegacyFailover):
             tool_call_id=call_id,
             tool_name=name,
         )
+        outcome: ToolCallOutcome | LoopEnd
         try:
-            # On the host with the workspace, waiting for it if it is gone (tool_hosts.py).
-            outcome = await self.tool_hosts.run(name, inp, summary)
+            if owner_queue:
+                # About a background process: on the worker that holds it.
+                outcome = await self._run_on_owner(inp, summary, owner_queue)
+            else:
+                # On the host with the workspace, waiting for it if it is gone (tool_hosts.py).
+                outcome = await self.tool_hosts.run(name, inp, summary)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
@@ -695,6 +739,35 @@ class AgentRunWorkflow(LegacyFailover):
             return outcome
         self.c.tool_calls += 1
         return outcome
+
+    async def _run_on_owner(
+        self, inp: ToolCallInput, summary: str, owner_queue: str
+    ) -> ToolCallOutcome | LoopEnd:
+        """A call about a background process, on the queue of the worker that holds it. A worker
+        that does not take it in time is gone (and its processes with it): the call then goes
+        where any tool call goes (the workspace's host), which reports the process lost."""
+        try:
+            outcome: ToolCallOutcome = await workflow.execute_activity(
+                tool_activity_name(inp.tool_name),
+                self.tool_hosts.input_for(inp),
+                result_type=ToolCallOutcome,
+                task_queue=owner_queue,
+                schedule_to_start_timeout=opts.OWNER_SCHEDULE_TO_START,
+                start_to_close_timeout=opts.tool_start_to_close(inp.tool_name),
+                heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+                retry_policy=opts.TOOL_RETRY,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=summary,
+            )
+            return outcome
+        except ActivityError as err:
+            lost = isinstance(err.cause, TimeoutError) and (
+                err.cause.type == TimeoutType.SCHEDULE_TO_START
+            )
+            if not lost:
+                raise
+        gone = inp.model_copy(update={"owner_gone": True})
+        return await self.tool_hosts.run(inp.tool_name, gone, f"{summary} (its worker is gone)")
 
     async def _finish(self, end: LoopEnd) -> ExecutionResult:
         self.phase = RunPhase.FINISHING

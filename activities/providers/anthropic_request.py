@@ -4,6 +4,8 @@
   `tool_use` blocks; tool entries -> `tool_result` blocks (`is_error` kept). Consecutive entries
   that land on the same role are merged into one message, so several tool results (and a user
   message right after them) form a single user turn, as the API requires alternating roles.
+* Images a tool result carries (`read` of a PNG...) are image blocks inside its `tool_result`
+  for a model that sees images, a note in its text for one that does not.
 * Empty text is left out: the API rejects empty text blocks.
 * Signed thinking blocks are replayed when an assistant entry carries them in
   `meta["anthropic_thinking"]` (a list of `thinking` / `redacted_thinking` blocks): the API
@@ -18,6 +20,7 @@ from typing import Any
 
 from activities.providers.base import ModelRequest, ToolSpec
 from activities.providers.thinking_params import anthropic_thinking
+from activities.providers.tool_images import anthropic_image_block, result_text, tool_images
 from activities.providers.tool_schemas import normalize_tool_schema
 from agentlane.transcript import Role, TranscriptEntry
 
@@ -36,7 +39,7 @@ def build_messages_body(
     body: dict[str, Any] = {
         "model": request.model,
         "max_tokens": max_tokens,
-        "messages": to_messages(request.entries),
+        "messages": to_messages(request.entries, images=request.images),
     }
     if system_parts:
         block: dict[str, Any] = {"type": "text", "text": "\n\n".join(system_parts)}
@@ -58,10 +61,10 @@ def to_tool(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def to_messages(entries: list[TranscriptEntry]) -> list[dict[str, Any]]:
+def to_messages(entries: list[TranscriptEntry], images: bool = False) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     for entry in entries:
-        role, blocks = _blocks(entry)
+        role, blocks = _blocks(entry, images)
         if not blocks:
             continue
         if messages and messages[-1]["role"] == role:
@@ -71,13 +74,18 @@ def to_messages(entries: list[TranscriptEntry]) -> list[dict[str, Any]]:
     return messages
 
 
-def _blocks(entry: TranscriptEntry) -> tuple[str, list[dict[str, Any]]]:
+def _blocks(entry: TranscriptEntry, images: bool = False) -> tuple[str, list[dict[str, Any]]]:
     if entry.role == Role.USER:
         return "user", _text(entry.text)
     if entry.role == Role.TOOL:
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": entry.tool_call_id or ""}
-        if entry.text:
-            result["content"] = entry.text
+        text = result_text(entry, images)
+        shown = tool_images(entry) if images else []
+        if shown:
+            # A tool result's content may hold image blocks beside its text.
+            result["content"] = [*_text(text), *(anthropic_image_block(i) for i in shown)]
+        elif text:
+            result["content"] = text
         if entry.is_error:
             result["is_error"] = True
         return "user", [result]

@@ -77,6 +77,9 @@ class ModelRequest:
     # "chat", or "summary" for a compaction's summariser call (the offline model answers those
     # with its deterministic summariser; real providers send them like any other request).
     purpose: str = "chat"
+    # Whether the model sees images (the catalogue's `capabilities.images`): images that tool
+    # results carry go as image blocks, or as a note saying they are not shown.
+    images: bool = False
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,10 @@ from activities.providers.base import (
     ToolCallStart,
 )
 from activities.providers.offline_planner import (
+    LAST_PROCESS,
     PlannedText,
     PlannedTool,
+    Progress,
     make_plan,
     progress_since_last_user,
     summarize_text,
@@ -45,7 +47,9 @@ HELP = (
     "I am agentlane's built-in offline model: a deterministic stand-in for demos and tests, not "
     "a language model. I understand instructions like: read <file>; write <file> with <text>; "
     "edit <file> replacing <old> with <new>; run `<command>`; sleep <seconds>; summarize <file> "
-    "into <file>; count to <n>; say <text> (separate steps with 'then' or ';'). "
+    "into <file>; apply this patch: *** Begin Patch … *** End Patch; start `<command>` in the "
+    'background, poll it, send "<text>" to it, kill it, list processes; count to <n>; say '
+    "<text> (separate steps with 'then' or ';'). "
     "Configure a real provider to talk to a real model."
 )
 
@@ -61,6 +65,14 @@ def _call_id(entries: list[TranscriptEntry], assistant_turns: int, done: int) ->
     last_user = next((e.id for e in reversed(entries) if e.role == Role.USER), "")
     tag = hashlib.sha256(last_user.encode()).hexdigest()[:6]
     return f"call_{assistant_turns + 1}_{done}_{tag}"
+
+
+def _last_started(progress: Progress) -> str:
+    """The id of the process this message started last ("Started proc-N ...")."""
+    for entry in reversed(progress.tool_results):
+        if m := re.match(r"Started (proc-\d+)", entry.text):
+            return m.group(1)
+    return "proc-unknown"
 
 
 def _final_summary(results: list[TranscriptEntry]) -> str:
@@ -111,6 +123,10 @@ class OfflineProvider:
                 assert isinstance(read, PlannedTool)
                 content = summarize_text(str(read.arguments["path"]), source.text)
                 next_tool = PlannedTool("write", {"path": target, "content": content})
+            if next_tool.arguments.get("id") == LAST_PROCESS:
+                next_tool = PlannedTool(
+                    next_tool.name, {**next_tool.arguments, "id": _last_started(progress)}
+                )
 
         pieces = [t.text for t in texts]
         if next_tool is None:
@@ -133,12 +149,19 @@ class OfflineProvider:
         output_chars = len(text)
         stop_reason = "end_turn"
         if next_tool is not None:
-            call_id = _call_id(request.entries, progress.assistant_turns, done)
-            name = next_tool.name
-            args = json.dumps(next_tool.arguments)
-            yield ToolCallStart(index=0, id=call_id, name=name)
-            yield ToolCallComplete(index=0, id=call_id, name=name, arguments_json=args)
-            output_chars += len(args)
+            # Steps of one group (parallel sub-agents) are called together in this message.
+            together = [next_tool]
+            while next_tool.group is not None and done + len(together) < len(tool_steps):
+                step = plan.steps[tool_steps[done + len(together)]]
+                if not isinstance(step, PlannedTool) or step.group != next_tool.group:
+                    break
+                together.append(step)
+            for index, tool in enumerate(together):
+                call_id = _call_id(request.entries, progress.assistant_turns, done + index)
+                args = json.dumps(tool.arguments)
+                yield ToolCallStart(index=index, id=call_id, name=tool.name)
+                yield ToolCallComplete(index=index, id=call_id, name=tool.name, arguments_json=args)
+                output_chars += len(args)
             stop_reason = "tool_use"
         yield Finish(stop_reason=stop_reason, usage=_usage(request, output_chars))
 

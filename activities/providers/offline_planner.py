@@ -9,8 +9,17 @@ splits it into clauses and maps each clause to a tool call or a piece of text:
     run `<command>` / exec `<command>`   -> exec
     sleep <seconds>                      -> exec sleep
     summarize <path> into <path>         -> read, then write a summary of what was read
+    apply this patch: *** Begin Patch … *** End Patch  -> apply_patch (the patch may span lines)
+    start `<command>` in the background  -> process start
+    poll <id> [for <n> seconds]          -> process poll (waiting up to n seconds)
+    send "<text>" to <id> [and close]    -> process write (and close its stdin)
+    kill <id>                            -> process kill
+    list processes                       -> process list
+    (<id>: a process id such as proc-1, or "it" for the one this message started last)
     count to <n> [slowly]                -> text "1 2 3 …" (slowly: 50 ms per number)
     say <text>                           -> text
+    spawn a sub-agent to <task>          -> sessions_spawn (quote a task that has clauses)
+    spawn <n> sub-agents to <task>       -> n sessions_spawn calls in one message
 
 Clauses are separated by "then", ";" or new lines (not inside quotes or backticks). Steps whose
 results are already in the transcript are skipped, so the plan advances one tool call per model
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +41,8 @@ from agentlane.transcript import Role, TranscriptEntry
 class PlannedTool:
     name: str
     arguments: dict[str, Any]
+    # Steps with the same group are called together, in one message (parallel sub-agents).
+    group: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,22 @@ def _unquote(raw: str) -> str:
     return raw
 
 
+_PROC = r"(it|proc-\d+)"
+# Stands for the process this message started last; the offline model fills in its id.
+LAST_PROCESS = "@last"
+
+
+def _proc_id(raw: str) -> str:
+    return LAST_PROCESS if raw.lower() == "it" else raw
+
+
+_PATCH = re.compile(
+    r"apply\s+(?:this\s+|the\s+following\s+|the\s+)?patch\s*:?\s*"
+    r"(\*\*\* Begin Patch\n.*?\n\*\*\* End Patch)",
+    re.IGNORECASE | re.S,
+)
+
+
 def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
     c = clause.strip()
     low = c.lower()
@@ -118,6 +146,23 @@ def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
                 },
             )
         ]
+    if m := re.match(r"start\s+(.+?)\s+in\s+the\s+background$", c, re.IGNORECASE | re.S):
+        return [PlannedTool("process", {"action": "start", "command": _unquote(m.group(1))})]
+    if m := re.match(rf"poll\s+{_PROC}(?:\s+for\s+(\d+(?:\.\d+)?)\s*s(?:econds?)?)?$", c, re.I):
+        args: dict[str, Any] = {"action": "poll", "id": _proc_id(m.group(1))}
+        if m.group(2):
+            args["wait_seconds"] = float(m.group(2))
+        return [PlannedTool("process", args)]
+    if m := re.match(rf"send\s+{_QUOTED}\s+to\s+{_PROC}(\s+and\s+close)?$", c, re.I | re.S):
+        text = next(g for g in m.groups()[:3] if g is not None)
+        args = {"action": "write", "id": _proc_id(m.group(4)), "input": text}
+        if m.group(5):
+            args["close_stdin"] = True
+        return [PlannedTool("process", args)]
+    if m := re.match(rf"kill\s+{_PROC}$", c, re.I):
+        return [PlannedTool("process", {"action": "kill", "id": _proc_id(m.group(1))})]
+    if re.match(r"list\s+(?:the\s+)?(?:background\s+)?processes$", c, re.I):
+        return [PlannedTool("process", {"action": "list"})]
     if m := re.match(r"(?:run|exec|execute)\s+(.+)$", c, re.IGNORECASE | re.S):
         return [PlannedTool("exec", {"command": _unquote(m.group(1))})]
     if m := re.match(r"sleep\s+(\d+(?:\.\d+)?)", low):
@@ -129,6 +174,17 @@ def _clause_steps(clause: str) -> list[PlannedTool | PlannedText]:
                 " ".join(str(i) for i in range(1, n + 1)), slow=bool(m.group(1) or m.group(3))
             )
         ]
+    if m := re.match(
+        r"spawn\s+(a|an|one|\d+)\s+sub-?agents?(?:\s+of\s+(?:agent\s+)?(\S+))?\s+to\s+(.+)$",
+        c,
+        re.IGNORECASE | re.S,
+    ):
+        count = 1 if not m.group(1).isdigit() else max(1, min(int(m.group(1)), 16))
+        args = {"task": _unquote(m.group(3))}
+        if m.group(2):
+            args["agentId"] = m.group(2)
+        group = zlib.crc32(c.encode()) if count > 1 else None
+        return [PlannedTool("sessions_spawn", dict(args), group) for _ in range(count)]
     if m := re.match(r"say\s+(.+)$", c, re.IGNORECASE | re.S):
         return [PlannedText(_unquote(m.group(1)))]
     return []
@@ -139,7 +195,18 @@ def make_plan(instruction: str) -> Plan:
     """The plan for an instruction, parsed once (a run asks for it on every call; the offline
     model should cost next to nothing). Shared: callers must not modify it."""
     plan = Plan()
+    # A patch spans lines (which otherwise separate steps): each is set aside whole first.
+    patches: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        patches.append(m.group(1))
+        return f"apply patch #{len(patches) - 1}"
+
+    instruction = _PATCH.sub(hold, instruction.replace("\r\n", "\n"))
     for clause in split_clauses(instruction):
+        if m := re.match(r"apply patch #(\d+)$", clause):
+            plan.steps.append(PlannedTool("apply_patch", {"input": patches[int(m.group(1))]}))
+            continue
         m = re.match(r"summari[sz]e\s+(\S+)\s+(?:into|to|in)\s+(\S+)$", clause, re.IGNORECASE)
         if m:
             read_index = len(plan.steps)

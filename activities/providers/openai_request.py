@@ -9,6 +9,9 @@ Responses: the system prompt is `instructions`; the transcript becomes input ite
 `function_call`, `function_call_output`); nothing is stored server-side (`store: false`).
 
 Tool results have no error flag in either API; the tool's text already says what went wrong.
+They hold text only, so the images a tool result carries (`read` of a PNG...) follow the run of
+tool results as a user message with image parts, for a model that sees images; for one that does
+not, the tool's text says the image is not shown.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from activities.providers.base import ModelRequest, ToolSpec
 from activities.providers.thinking_params import openai_reasoning_effort
+from activities.providers.tool_images import follow_up_text, result_text, tool_images
 from activities.providers.tool_schemas import normalize_tool_schema
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 
@@ -42,8 +46,14 @@ def build_chat_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, 
     system = _system_text(request)
     if system:
         messages.append({"role": "system", "content": system})
+    held: list[dict[str, Any]] = []
     for entry in request.entries:
-        messages.extend(_chat_messages(entry))
+        if entry.role != Role.TOOL and held:
+            messages.extend(held)  # after the whole run of tool messages the API requires
+            held = []
+        messages.extend(_chat_messages(entry, request.images))
+        held += _chat_image_messages(entry) if request.images else []
+    messages.extend(held)
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     body["max_completion_tokens" if options.official else "max_tokens"] = options.max_tokens
     if request.tools and options.tools:
@@ -59,8 +69,14 @@ def build_responses_body(request: ModelRequest, options: OpenAIOptions) -> dict[
     """Keyword arguments for `responses.create` (without `stream`)."""
     strict = options.strict_tools and options.official
     items: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
     for entry in request.entries:
-        items.extend(_response_items(entry))
+        if entry.role != Role.TOOL and held:
+            items.extend(held)
+            held = []
+        items.extend(_response_items(entry, request.images))
+        held += _response_image_items(entry) if request.images else []
+    items.extend(held)
     body: dict[str, Any] = {
         "model": request.model,
         "input": items,
@@ -112,11 +128,12 @@ def _responses_tool(tool: ToolSpec, strict: bool) -> dict[str, Any]:
     }
 
 
-def _chat_messages(entry: TranscriptEntry) -> list[dict[str, Any]]:
+def _chat_messages(entry: TranscriptEntry, images: bool = False) -> list[dict[str, Any]]:
     if entry.role == Role.USER:
         return [{"role": "user", "content": entry.text}] if entry.text.strip() else []
     if entry.role == Role.TOOL:
-        return [{"role": "tool", "tool_call_id": entry.tool_call_id or "", "content": entry.text}]
+        text = result_text(entry, images)
+        return [{"role": "tool", "tool_call_id": entry.tool_call_id or "", "content": text}]
     if entry.role == Role.ASSISTANT:
         if not entry.text.strip() and not entry.tool_calls:
             return []
@@ -134,7 +151,26 @@ def _chat_messages(entry: TranscriptEntry) -> list[dict[str, Any]]:
     return []
 
 
-def _response_items(entry: TranscriptEntry) -> list[dict[str, Any]]:
+def _chat_image_messages(entry: TranscriptEntry) -> list[dict[str, Any]]:
+    """A tool message holds text only: its images follow in a user message."""
+    images = tool_images(entry)
+    if not images:
+        return []
+    content: list[dict[str, Any]] = [{"type": "text", "text": follow_up_text(entry, images)}]
+    content += [{"type": "image_url", "image_url": {"url": i.data_url()}} for i in images]
+    return [{"role": "user", "content": content}]
+
+
+def _response_image_items(entry: TranscriptEntry) -> list[dict[str, Any]]:
+    images = tool_images(entry)
+    if not images:
+        return []
+    content: list[dict[str, Any]] = [{"type": "input_text", "text": follow_up_text(entry, images)}]
+    content += [{"type": "input_image", "image_url": i.data_url()} for i in images]
+    return [{"role": "user", "content": content}]
+
+
+def _response_items(entry: TranscriptEntry, images: bool = False) -> list[dict[str, Any]]:
     if entry.role == Role.USER:
         return [{"role": "user", "content": entry.text}] if entry.text.strip() else []
     if entry.role == Role.TOOL:
@@ -142,7 +178,7 @@ def _response_items(entry: TranscriptEntry) -> list[dict[str, Any]]:
             {
                 "type": "function_call_output",
                 "call_id": entry.tool_call_id or "",
-                "output": entry.text,
+                "output": result_text(entry, images),
             }
         ]
     if entry.role == Role.ASSISTANT:

@@ -1,4 +1,4 @@
-"""read / write / edit, confined to the workspace."""
+"""write / edit, confined to the workspace (read is `read_tool.py`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from activities.tools.results import ToolResult, clip
-from activities.tools.specs import EditArgs, ReadArgs, WriteArgs
+from activities.tools.results import ToolResult
+from activities.tools.specs import EditArgs, WriteArgs
 from activities.tools.workspace import display_path, resolve_in_workspace
 
 MAX_READ_BYTES = 5_000_000
@@ -18,23 +18,6 @@ def _read_text(path: Path) -> str:
     if path.stat().st_size > MAX_READ_BYTES:
         raise ValueError(f"file is larger than {MAX_READ_BYTES} bytes")
     return path.read_text(encoding="utf-8", errors="replace")
-
-
-def read_file(workspace: str, args: ReadArgs) -> ToolResult:
-    path = resolve_in_workspace(workspace, args.path)
-    shown = display_path(workspace, path)
-    if not path.exists():
-        return ToolResult(f"File not found: {shown}", is_error=True, summary="not found")
-    if path.is_dir():
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-        return ToolResult(f"{shown} is a folder containing:\n" + "\n".join(names), is_error=True)
-    lines = _read_text(path).splitlines()
-    part = lines[args.offset : args.offset + args.limit]
-    text = "\n".join(part)
-    more = len(lines) - (args.offset + len(part))
-    if more > 0:
-        text += f"\n… [{more} more lines; use offset={args.offset + len(part)}]"
-    return ToolResult(clip(text), summary=f"{len(lines)} lines")
 
 
 def _atomic_write(path: Path, content: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 MAX_RESULT_CHARS = 50_000
 
@@ -12,6 +13,10 @@ class ToolResult:
     text: str
     is_error: bool = False
     summary: str = ""
+    # Images for the model (`read` of a PNG, JPEG, GIF or WebP): each {"media_type", "data"
+    # (base64), "path", "bytes"}. They go to the transcript entry's `meta["images"]`, never into
+    # workflow history; the provider's request builder turns them into image blocks.
+    images: tuple[dict[str, Any], ...] = field(default=())
 
 
 def clip(text: str, limit: int = MAX_RESULT_CHARS) -> str:

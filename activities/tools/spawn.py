@@ -61,6 +61,7 @@ class Command:
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self._proc = proc
         self.pid = proc.pid
+        self.stdin = proc.stdin
 
     @property
     def returncode(self) -> int | None:
@@ -105,15 +106,18 @@ class Command:
                 _live.discard(self.pid)
 
 
-async def spawn(argv: Sequence[str], cwd: Path, stdout: IO[bytes]) -> Command:
-    """Start `argv` in a new session with stdin closed and stdout+stderr into `stdout`."""
+async def spawn(
+    argv: Sequence[str], cwd: Path, stdout: IO[bytes], stdin: int = subprocess.DEVNULL
+) -> Command:
+    """Start `argv` in a new session with stdout+stderr into `stdout`; stdin closed unless
+    `subprocess.PIPE` is asked for (the `process` tool writes to it: `Command.stdin`)."""
     full = [*parent_death_prefix(), *argv]
 
     def start() -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
             full,
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=stdout,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,18 +43,56 @@ class ExecArgs(_Args):
     )
 
 
+class SpawnArgs(_Args):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    task: str = Field(min_length=1, description="What the sub-agent should do, in full")
+    label: str = Field(default="", description="A short name for the sub-agent's session")
+    agent_id: str | None = Field(
+        default=None,
+        alias="agentId",
+        description="The agent to run the task (default: this agent)",
+    )
+
+
+class ApplyPatchArgs(_Args):
+    input: str = Field(description="The whole patch")
+
+
+class ProcessArgs(_Args):
+    action: Literal["start", "poll", "write", "kill", "list"]
+    command: str | None = Field(default=None, description="start: shell command")
+    id: str | None = Field(default=None, description="poll, write, kill: process id")
+    input: str | None = Field(default=None, description="write: text for stdin")
+    close_stdin: bool = Field(default=False, description="write: then close stdin")
+    wait_seconds: float = Field(
+        default=0, ge=0, le=60, description="poll: wait this long for output or exit"
+    )
+
+
 TOOL_ARGS: dict[str, type[_Args]] = {
     "read": ReadArgs,
     "write": WriteArgs,
     "edit": EditArgs,
+    "apply_patch": ApplyPatchArgs,
     "exec": ExecArgs,
+    "sessions_spawn": SpawnArgs,
+    "process": ProcessArgs,
 }
 
+# Kept short: every request carries them twice (system prompt and tool schemas).
 TOOL_DESCRIPTIONS = {
-    "read": "Read a text file from the workspace. Returns its lines (offset/limit for parts).",
+    "read": "Read a workspace file: text in pages (offset/limit; the result says how to get "
+    "the next page); images are shown to models that see images; binary files are described.",
     "write": "Create or overwrite a file in the workspace with the given content.",
     "edit": "Replace one exact occurrence of old_string with new_string in a workspace file.",
+    "apply_patch": "Apply a patch ('*** Begin Patch' ... '*** End Patch'; Add File, Update File "
+    "with @@ hunks, Delete File, Move to). Context must match exactly; all files change or none.",
     "exec": "Run a shell command in the workspace and return its exit code and output.",
+    "sessions_spawn": "Hand a task to a sub-agent: it runs in its own session with its own "
+    "tools and its final reply is this call's result. Several calls in one turn run at once.",
+    "process": "Background commands: start (returns an id), poll (new output, exit code), "
+    "write (stdin), kill, list. At most 8 run at once per session.",
 }
 
 

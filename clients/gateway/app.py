@@ -28,7 +28,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentlane.branches import ResetReceipt
+from agentlane.approvals import ApprovalReceipt, PendingApproval
+from agentlane.branches import ResetReceipt, TreeNode
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import (
@@ -45,6 +46,7 @@ from agentlane.settings import Settings
 from clients.api import (
     WORKER_WAIT_SECONDS,
     AgentlaneClient,
+    ApprovalRejected,
     NoWorker,
     SendRejected,
     SessionNotFound,
@@ -60,6 +62,7 @@ from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
 from clients.gateway.sse import session_events
 from clients.gateway.tracing import traced_request
+from clients.session_text import subagents_of
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +163,17 @@ class AbortBody(BaseModel):
     _reason = field_validator("reason")(_no_nul)
 
 
+class ApprovalBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: Literal["approve", "deny"]
+    reason: str = Field(default="", max_length=1000, description="told to the model on a denial")
+    by: str | None = Field(
+        default=None, max_length=200, description="who decided; default gateway:<token name>"
+    )
+
+    _text = field_validator("reason", "by")(_no_nul)
+
+
 class ResetBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = Field(default="user reset", max_length=1000)
@@ -184,6 +198,12 @@ class SessionRow(BaseModel):
 
 class SessionList(BaseModel):
     sessions: list[SessionRow]
+
+
+class SubagentList(BaseModel):
+    session_key: str
+    # Parents before their children; `spawned_by` names the run that spawned each.
+    subagents: list[TreeNode]
 
 
 class TranscriptPage(BaseModel):
@@ -356,6 +376,8 @@ async def _call(gw: Gateway, action: Callable[[AgentlaneClient], Awaitable[T]]) 
         raise Problem(404, "session-not-found", "Session not found", str(err)) from err
     except SendRejected as err:
         raise Problem(422, "rejected", "Rejected", str(err)) from err
+    except ApprovalRejected as err:
+        raise Problem(409, "approval-not-pending", "Approval not pending", str(err)) from err
     except InvalidSessionKey as err:
         raise Problem(400, "invalid-session-key", "Invalid session key", str(err)) from err
     except NoWorker as err:
@@ -584,6 +606,34 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         reason = (body or AbortBody()).reason
         return await _call(gw, lambda c: c.abort(key, reason))
 
+    @app.get(
+        "/v1/sessions/{key}/approvals",
+        summary="Tool calls waiting for a person's yes",
+        description="Oldest first: id, tool, args preview, when it expires and what expiry "
+        "does (`[tools.approval]`).",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def list_approvals(key: SessionKey) -> list[PendingApproval]:
+        return await _call(gw, lambda c: c.approvals(key))
+
+    @app.post(
+        "/v1/sessions/{key}/approvals/{approval_id}",
+        summary="Approve or deny a waiting tool call",
+        description="The receipt says what became of it (approved, denied, or expired first). "
+        "409 for an unknown, already decided or expired approval.",
+        tags=["sessions"],
+        responses=_problem_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    )
+    async def decide_approval(
+        key: SessionKey, approval_id: str, body: ApprovalBody, token: Principal
+    ) -> ApprovalReceipt:
+        by = body.by or f"gateway:{token.name or token.id}"
+        approve = body.decision == "approve"
+        return await _call(
+            gw, lambda c: c.decide_approval(key, approval_id, approve, body.reason, by=by)
+        )
+
     @app.post(
         "/v1/sessions/{key}/close",
         summary="Close the session once its queue is empty",
@@ -797,6 +847,19 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             sep=SSE_SEPARATOR,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
+
+    @app.get(
+        "/v1/sessions/{key}/subagents",
+        summary="The session's sub-agents",
+        description="The sub-agent sessions its runs spawned (`sessions_spawn`), and theirs: "
+        "each with the run that spawned it, its status and start. A sub-agent's transcript is "
+        "at `/v1/sessions/{its key}/transcript`.",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def subagents(key: SessionKey) -> SubagentList:
+        nodes = await _call(gw, lambda c: c.session_tree())
+        return SubagentList(session_key=key, subagents=subagents_of(nodes, key))
 
     @app.get(
         "/v1/sessions",

@@ -107,9 +107,10 @@ async def test_stream_rolls_over_early_with_contiguous_offsets(
         history = await temporal.get_workflow_handle(wid, run_id=segment.run_id).fetch_history()
         size = sum(e.ByteSize() for e in history.events)
         # The hand-over comes at the first task past the bound (the size Temporal reports is
-        # the one at that task's start): some slack.
+        # the one at that task's start), and a worker starved of CPU takes several batches'
+        # signals in that task: some slack, still far below 1 MB.
         assert len(history.events) <= limit_events + 20, len(history.events)
-        assert size <= limit_bytes + CARRY + 16 * 1024, size
+        assert size <= limit_bytes + CARRY + 64 * 1024, size
         first = history.events[0].workflow_execution_started_event_attributes
         assert sum(p.ByteSize() for p in first.input.payloads) <= CARRY + 2048
         # The first replay also builds the workflow sandbox (imports): not the segment's cost.

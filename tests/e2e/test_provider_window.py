@@ -163,8 +163,9 @@ async def test_a_turn_too_big_for_the_real_window_is_lost_with_the_real_figures(
     the configured window or a budget."""
     key = f"lost-{uuid.uuid4().hex[:8]}"
     fake.context_window(6000)
-    # Under the configured prompt budget (16 000 - reserve), over the real 6 000.
-    done = await send(deployment, ws, key, "too big: " + filler(99, 2600), CLAUDE)
+    # Under the configured prompt budget (16 000 - reserve), over the real 6 000 (with the
+    # default six tools: estimated ~7 700 of 8 000, counted ~6 400 by the server).
+    done = await send(deployment, ws, key, "too big: " + filler(99, 2500), CLAUDE)
     assert done.result.status == ExecutionStatus.ERROR
     assert done.result.error is not None
     message = done.result.error.message

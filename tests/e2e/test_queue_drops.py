@@ -32,8 +32,10 @@ def run_id(key: str, n: int) -> str:
     return f"session:{key}:run:{n}"
 
 
-async def dropped_events(client: AgentlaneClient, key: str, until_run: str) -> list[AgentEvent]:
-    got = await collect(client, key, until_run, timeout=120)
+async def dropped_events(
+    client: AgentlaneClient, key: str, until_run: str, from_offset: int = 0
+) -> list[AgentEvent]:
+    got = await collect(client, key, until_run, from_offset, timeout=300)
     unique = {e.event_id: e for e in got.events if e.kind == EventKind.MESSAGE_DROPPED}
     return list(unique.values())
 
@@ -66,6 +68,11 @@ async def test_a_burst_of_1000_messages_from_50_senders_keeps_every_text(
     )
     assert first.run_id
     await wait_for_event(client, key, first.run_id, EventKind.TOOL_EXECUTION_START)
+    # A watcher follows the stream live from here, as an adapter does: the stream is bounded (it
+    # keeps its newest events across a hand-over), so a reader starting from 0 afterwards would
+    # find the burst's notices truncated (they are in the transcript, as checked below).
+    start = await client.events_offset(key)
+    notices = asyncio.create_task(dropped_events(client, key, run_id(key, 2), start))
     senders, per_sender = 50, 20
     texts = {
         f"b{s}-{i}": f"say burst {s}-{i} from sender {s}"
@@ -111,7 +118,7 @@ async def test_a_burst_of_1000_messages_from_50_senders_keeps_every_text(
     assert "… and 960 earlier dropped messages not listed here" in prompt
 
     # Each sender is told, by message id, before the next run starts.
-    events = await dropped_events(client, key, run_id(key, 2))
+    events = await notices
     assert {e.data["message_id"] for e in events} == set(dropped)
     assert all(e.run_id == "" for e in events)
     status = await client.status(key)

@@ -640,6 +640,74 @@ async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
             await client.wait_for_run(r.run_id or "")
 
 
+async def subagents(client: AgentlaneClient, ws: Path) -> None:
+    """A tree of depth 2 whose leaf is refused a third level, then two children at once."""
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (dep.data_dir / "config.toml").write_text(
+        '[subagents]\nmax_spawn_depth = 2\n[subagents.tools]\nalso_allow = ["sessions_spawn"]\n'
+    )
+    r = await client.send_and_start(
+        "subagents",
+        "spawn a sub-agent to \"spawn a sub-agent to 'spawn a sub-agent to `say deep`' "
+        'then say middle done" then spawn 2 sub-agents to `read notes.txt` then say top done',
+        workspace=str(ws),
+    )
+    await client.wait_for_run(r.run_id or "")
+
+
+async def files_and_processes(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 21: an image read, apply_patch (a local activity), a background process started and
+    polled on its worker's own queue, then the worker replaced and the process reported lost
+    (the routed call that no worker takes, and its fallback)."""
+    from tests.fakes.images import tiny_png
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    (ws / "red.png").write_bytes(tiny_png())
+    patch = "*** Begin Patch\n*** Add File: added.txt\n+added\n*** End Patch"
+    r = await client.send_and_start(
+        "procs",
+        f"read red.png then apply this patch:\n{patch}\nthen start `echo up; sleep 60` in the "
+        "background then poll it for 2 seconds",
+        workspace=str(ws),
+    )
+    await client.wait_for_run(r.run_id or "")
+    dep.workers[0].kill9()
+    dep.workers.clear()
+    dep.start_worker()
+    r = await client.send_and_start("procs", "poll proc-1 then list processes")
+    await client.wait_for_run(r.run_id or "")
+
+
+async def approvals(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 21: calls that wait for a person's yes: one approved, one denied with a reason, one
+    expired (denied), one expired with on_timeout = "abort", and an abort during the wait."""
+    from tests.e2e.test_approvals import configure, pending_approval
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    configure(dep)
+    r = await client.send_and_start("ap-ok", "run `echo ok` then say done", workspace=str(ws))
+    approval = await pending_approval(client, "ap-ok")
+    await client.decide_approval("ap-ok", approval.id, approve=True, by="recorder")
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("ap-no", "run `echo no` then say done", workspace=str(ws))
+    approval = await pending_approval(client, "ap-no")
+    await client.decide_approval("ap-no", approval.id, approve=False, reason="not now")
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("ap-stop", "run `echo x` then say never", workspace=str(ws))
+    await pending_approval(client, "ap-stop")
+    await client.abort("ap-stop", "stop")
+    await client.wait_for_run(r.run_id or "")
+    configure(dep, timeout=1)
+    r = await client.send_and_start("ap-exp", "run `echo late` then say done", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+    configure(dep, timeout=1, on_timeout="abort")
+    r = await client.send_and_start("ap-abort", "run `echo late` then say no", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -663,6 +731,9 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "queue_drops": queue_drops,
     "host_routing": host_routing,
     "thinking_and_window": thinking_and_window,
+    "subagents": subagents,
+    "files_and_processes": files_and_processes,
+    "approvals": approvals,
 }
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from activities.tools.exec_tool import run_exec
-from activities.tools.file_tools import edit_file, read_file, write_file
+from activities.tools.file_tools import edit_file, write_file
+from activities.tools.read_tool import PAGE_BYTES, read_file
 from activities.tools.results import MAX_RESULT_CHARS, clip
 from activities.tools.specs import (
     EditArgs,
@@ -170,13 +171,16 @@ def test_read_whole_file(ws: Path) -> None:
 def test_read_with_offset_and_limit_notes_more_lines(ws: Path) -> None:
     (ws / "n.txt").write_text("".join(f"line {i}\n" for i in range(10)))
     res = read_file(str(ws), ReadArgs(path="n.txt", offset=2, limit=3))
-    assert res.text == "line 2\nline 3\nline 4\n… [5 more lines; use offset=5]"
+    assert res.text == (
+        "line 2\nline 3\nline 4\n… [lines 2-4 of 10 shown (5 more); call read with offset=5 "
+        "for the next page]"
+    )
     tail = read_file(str(ws), ReadArgs(path="n.txt", offset=5, limit=5))
     assert tail.text == "line 5\nline 6\nline 7\nline 8\nline 9"
     assert "more lines" not in tail.text
     past = read_file(str(ws), ReadArgs(path="n.txt", offset=50))
-    assert not past.is_error
-    assert past.text == ""
+    assert past.is_error
+    assert past.text == "offset 50 is past the end of n.txt: it has 10 lines (offsets 0 to 9)."
 
 
 def test_read_missing_file(ws: Path) -> None:
@@ -199,11 +203,14 @@ def test_read_invalid_utf8_is_replaced(ws: Path) -> None:
     assert res.text == "ok \ufffd\ufffd end"
 
 
-def test_read_long_output_is_clipped(ws: Path) -> None:
-    (ws / "big.txt").write_text("x" * (MAX_RESULT_CHARS * 2) + "\n")
+def test_read_a_line_longer_than_a_page_is_cut_with_a_note(ws: Path) -> None:
+    (ws / "big.txt").write_text("x" * (MAX_RESULT_CHARS * 2) + "\nsecond\n")
     res = read_file(str(ws), ReadArgs(path="big.txt"))
-    assert len(res.text) < MAX_RESULT_CHARS + 200
-    assert "characters omitted" in res.text
+    assert len(res.text.encode()) < PAGE_BYTES + 300
+    assert res.text.startswith("x" * 1000)
+    assert "line 0 is longer than 50 KB and was cut" in res.text
+    assert "call read with offset=1 for the next page" in res.text
+    assert read_file(str(ws), ReadArgs(path="big.txt", offset=1)).text == "second"
 
 
 def test_clip() -> None:

@@ -1,0 +1,361 @@
+"""process: background commands of a session (SPEC §13.1 `group:runtime`).
+
+`start` runs a shell command in the background (its own process group, stdin a pipe, output to
+a file beside the session's transcript) and returns at once with its id; `poll` returns the
+output printed since the last poll and the exit code once it has one (optionally waiting up to
+`wait_seconds` for either); `write` sends text to its stdin; `kill` stops its whole process
+group; `list` shows the session's processes. At most `MAX_PER_SESSION` run at once per session.
+
+Where a process lives, said plainly: in the worker process that started it, which it never
+outlives (it is spawned like `exec`: `activities/tools/spawn.py`, so a worker killed with -9
+takes it along, and a worker that stops stops it). Each process has a record in the session's
+folder; a call about a process whose worker is gone finds the record and reports the process
+**lost** (with the output it printed up to then), never silently absent. A `start` whose
+attempt was interrupted is not started again (the model is told, like `exec`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import os
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from activities.tools.results import ToolResult
+from activities.tools.spawn import Command, spawn
+from activities.tools.specs import ProcessArgs
+from activities.tools.workspace import workspace_root
+
+MAX_PER_SESSION = 8
+# What one poll returns at most; the rest waits for the next poll.
+POLL_BYTES = 32 * 1024
+POLL_INTERVAL_SECONDS = 0.1
+
+HOST = socket.gethostname()
+# This worker process, as process records name it.
+WORKER_ID = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+# The task queue only this worker process polls (set by the worker at start): calls about a
+# process it holds are routed there by the run (`owner_queue`).
+_worker_queue = ""
+
+
+def set_worker_queue(queue: str) -> None:
+    global _worker_queue
+    _worker_queue = queue
+
+
+def owner_queue(folder: Path, arguments: dict[str, Any]) -> str:
+    """The task queue of the worker holding the process a `process` call is about, when the
+    process still runs by its record; "" when the call can go to any worker."""
+    if arguments.get("action") not in ("poll", "write", "kill"):
+        return ""
+    pid = arguments.get("id")
+    if not isinstance(pid, str) or "/" in pid or not pid:
+        return ""
+    try:
+        record = json.loads((folder / f"{pid}.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(record, dict) or record.get("exit_code") is not None:
+        return ""
+    return str(record.get("task_queue") or "")
+
+
+@dataclass
+class Background:
+    id: str
+    session_key: str
+    command: str
+    proc: Command
+    out_path: Path
+    record_path: Path
+    read_offset: int = 0
+    exit_code: int | None = None
+    killed: bool = False
+    decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
+    )
+    waiter: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self.exit_code is None
+
+
+# Every background process this worker process started, by (session key, id).
+_running: dict[tuple[str, str], Background] = {}
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, path)
+
+
+def _record(bg: Background, started_at: float, tool_call_id: str) -> dict[str, Any]:
+    return {
+        "id": bg.id,
+        "command": bg.command,
+        "worker": WORKER_ID,
+        "host": HOST,
+        "pid": os.getpid(),
+        "process_pid": bg.proc.pid,
+        "started_at": started_at,
+        "tool_call_id": tool_call_id,
+        "task_queue": _worker_queue,
+        "exit_code": bg.exit_code,
+        "killed": bg.killed,
+    }
+
+
+class ProcessTool:
+    """One session's view of the background processes; `folder` is the session's
+    `processes/` folder in the transcript store."""
+
+    def __init__(self, session_key: str, folder: Path) -> None:
+        self.session_key = session_key
+        self.folder = folder
+
+    def _records(self) -> list[dict[str, Any]]:
+        if not self.folder.is_dir():
+            return []
+        found = []
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                found.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        return sorted(found, key=lambda r: float(r.get("started_at", 0)))
+
+    def _mine(self) -> list[Background]:
+        return [bg for (key, _), bg in _running.items() if key == self.session_key]
+
+    async def run(
+        self,
+        workspace: str,
+        args: ProcessArgs,
+        tool_call_id: str,
+        interrupted: bool,
+        owner_gone: bool = False,
+    ) -> ToolResult:
+        if args.action == "start":
+            return await self.start(workspace, args, tool_call_id, interrupted)
+        if args.action == "list":
+            return self.list()
+        if not args.id:
+            return ToolResult(f"process {args.action} needs the process id", is_error=True)
+        bg = _running.get((self.session_key, args.id))
+        if bg is None:
+            return self._not_here(args.id, owner_gone)
+        if args.action == "poll":
+            return await self.poll(bg, args.wait_seconds)
+        if args.action == "write":
+            return await self.write(bg, args.input or "", args.close_stdin)
+        return await self.kill(bg)
+
+    async def start(
+        self, workspace: str, args: ProcessArgs, tool_call_id: str, interrupted: bool
+    ) -> ToolResult:
+        if not args.command or not args.command.strip():
+            return ToolResult("process start needs a command", is_error=True)
+        if interrupted:
+            started = next(
+                (r for r in self._records() if r.get("tool_call_id") == tool_call_id), None
+            )
+            named = f" (it was {started['id']})" if started else ""
+            return ToolResult(
+                "The start was interrupted (the worker running it stopped) and was not run "
+                f"again{named}; a process it started stopped with that worker. Start it again "
+                "if you still need it.",
+                is_error=True,
+                summary="interrupted",
+            )
+        running = [(bg.id, bg.command) for bg in self._mine() if bg.running]
+        # The session's processes in other worker processes of this host count too.
+        running += [
+            (str(r.get("id")), str(r.get("command", "")))
+            for r in self._records()
+            if r.get("exit_code") is None
+            and (self.session_key, str(r.get("id"))) not in _running
+            and r.get("host") == HOST
+            and _alive(int(r.get("pid", 0)))
+        ]
+        if len(running) >= MAX_PER_SESSION:
+            listed = ", ".join(f"{pid} (`{command[:40]}`)" for pid, command in running)
+            return ToolResult(
+                f"This session already has {MAX_PER_SESSION} background processes running "
+                f"(the most it may have): {listed}. Kill one first.",
+                is_error=True,
+                summary="too many processes",
+            )
+        root = workspace_root(workspace)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        pid = f"proc-{len(self._records()) + 1}"
+        out_path = self.folder / f"{pid}.out"
+        record_path = self.folder / f"{pid}.json"
+        started_at = time.time()
+        with out_path.open("wb") as out:
+            proc = await spawn(
+                ["bash", "-c", args.command], cwd=root, stdout=out, stdin=subprocess.PIPE
+            )
+        bg = Background(pid, self.session_key, args.command, proc, out_path, record_path)
+        _running[(self.session_key, pid)] = bg
+        await asyncio.to_thread(_write_record, record_path, _record(bg, started_at, tool_call_id))
+
+        async def wait_exit() -> None:
+            code = await proc.wait()
+            bg.exit_code = code
+            record = _record(bg, started_at, tool_call_id)
+            await asyncio.to_thread(_write_record, record_path, record)
+
+        bg.waiter = asyncio.get_running_loop().create_task(wait_exit())
+        return ToolResult(
+            f"Started {pid} in the background: {args.command}\nPoll it with "
+            f'{{"action": "poll", "id": "{pid}"}}.',
+            summary=f"started {pid}",
+        )
+
+    def _new_output(self, bg: Background) -> tuple[str, int]:
+        with bg.out_path.open("rb") as f:
+            f.seek(bg.read_offset)
+            data = f.read(POLL_BYTES)
+            rest = os.fstat(f.fileno()).st_size - bg.read_offset - len(data)
+        bg.read_offset += len(data)
+        # Incremental: a UTF-8 character split between two polls comes out whole.
+        text = bg.decoder.decode(data, final=not bg.running and rest <= 0)
+        return text, max(0, rest)
+
+    async def poll(self, bg: Background, wait_seconds: float) -> ToolResult:
+        deadline = time.monotonic() + wait_seconds
+        # The output is a file (see exec): its growth is checked on a short tick.
+        while time.monotonic() < deadline:
+            if not bg.running or bg.out_path.stat().st_size > bg.read_offset:
+                break
+            await asyncio.sleep(POLL_INTERVAL_SECONDS)
+        if not bg.running and bg.waiter is not None:
+            await asyncio.shield(bg.waiter)  # the record says it exited too
+        output, rest = await asyncio.to_thread(self._new_output, bg)
+        if bg.running:
+            state = f"{bg.id} is running"
+        elif bg.killed:
+            state = f"{bg.id} was killed (exit code {bg.exit_code})"
+        else:
+            state = f"{bg.id} exited with code {bg.exit_code}"
+        more = f"\n… [{rest} more bytes of output; poll again for them]" if rest else ""
+        body = f"\nnew output:\n{output}" if output else "\n(no new output)"
+        return ToolResult(state + body + more, summary=state)
+
+    async def write(self, bg: Background, text: str, close: bool) -> ToolResult:
+        stdin = bg.proc.stdin
+        if not bg.running:
+            return ToolResult(f"{bg.id} has exited; nothing can be written to it", is_error=True)
+        if stdin is None or stdin.closed:
+            return ToolResult(f"the stdin of {bg.id} is closed", is_error=True)
+
+        def send() -> None:
+            if text:
+                stdin.write(text.encode("utf-8"))
+                stdin.flush()
+            if close:
+                stdin.close()
+
+        try:
+            await asyncio.to_thread(send)
+        except BrokenPipeError:
+            return ToolResult(f"{bg.id} no longer reads its stdin", is_error=True)
+        closed = " and closed its stdin" if close else ""
+        return ToolResult(
+            f"Wrote {len(text)} characters to {bg.id}{closed}.", summary=f"wrote to {bg.id}"
+        )
+
+    async def kill(self, bg: Background) -> ToolResult:
+        if not bg.running:
+            return ToolResult(f"{bg.id} had already exited with code {bg.exit_code}.")
+        bg.killed = True
+        bg.proc.kill_group()
+        if bg.waiter is not None:
+            await asyncio.shield(bg.waiter)
+        return ToolResult(f"Killed {bg.id} (exit code {bg.exit_code}).", summary=f"killed {bg.id}")
+
+    def list(self) -> ToolResult:
+        records = self._records()
+        if not records:
+            return ToolResult("This session has no background processes.", summary="none")
+        lines = []
+        for record in records:
+            bg = _running.get((self.session_key, str(record.get("id"))))
+            if bg is not None:
+                state = "running" if bg.running else f"exited {bg.exit_code}"
+            elif record.get("exit_code") is not None:
+                state = f"exited {record['exit_code']}"
+            else:
+                state = self._state_elsewhere(record)
+            lines.append(f"{record.get('id')}  {state}  {record.get('command', '')}")
+        return ToolResult("\n".join(lines), summary=f"{len(records)} processes")
+
+    @staticmethod
+    def _state_elsewhere(record: dict[str, Any]) -> str:
+        if record.get("host") != HOST:
+            return f"running in a worker on {record.get('host')} (poll it for its state)"
+        if _alive(int(record.get("pid", 0))):
+            return f"running in another worker (pid {record.get('pid')})"
+        return "lost (its worker stopped)"
+
+    def _not_here(self, pid: str, owner_gone: bool = False) -> ToolResult:
+        record = next((r for r in self._records() if r.get("id") == pid), None)
+        if record is None:
+            known = ", ".join(str(r.get("id")) for r in self._records()) or "none"
+            return ToolResult(
+                f"No background process {pid} in this session (known: {known}).", is_error=True
+            )
+        if record.get("exit_code") is not None:
+            output = self._tail(pid)
+            return ToolResult(
+                f"{pid} exited with code {record['exit_code']}.\noutput (end):\n{output}",
+                summary=f"{pid} exited",
+            )
+        elsewhere = record.get("host") != HOST or _alive(int(record.get("pid", 0)))
+        if elsewhere and not owner_gone:
+            # Only when the call was not routed to the process's worker (a record from a worker
+            # without its own queue); a routed call lands there or finds the worker gone.
+            return ToolResult(
+                f"{pid} runs in another worker process ({record.get('worker')}), which this "
+                "call cannot reach. Try again.",
+                is_error=True,
+                summary="in another worker",
+            )
+        return ToolResult(
+            f"{pid} is lost: the worker that ran it ({record.get('worker')}) stopped, and the "
+            f"process stopped with it. Command: {record.get('command')}\n"
+            f"Its output up to then (end):\n{self._tail(pid)}",
+            is_error=True,
+            summary=f"{pid} lost",
+        )
+
+    def _tail(self, pid: str) -> str:
+        path = self.folder / f"{pid}.out"
+        if not path.exists():
+            return "(none)"
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - POLL_BYTES))
+            return f.read().decode("utf-8", errors="replace") or "(none)"
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

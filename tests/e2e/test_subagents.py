@@ -1,0 +1,216 @@
+"""Sub-agents as child workflows (SPEC §13.4), end to end on a real dev server and worker
+processes: a tree of depth 2 with the gate refusing depth 3, six children aborted with their
+parent, and a child surviving a kill -9 of its worker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from agentlane.events import EventKind
+from agentlane.run import ExecutionResult, ExecutionStatus
+from agentlane.transcript import Role, TranscriptEntry
+from clients.api import AgentlaneClient
+from clients.session_text import tree_lines
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.gateway_support import GatewayServer
+from tests.e2e.support import assert_transcript_valid
+from tests.harness import Deployment
+
+CONFIG = """
+[subagents]
+max_spawn_depth = 2
+max_children_per_agent = 6
+
+[subagents.tools]
+# Leaves keep sessions_spawn, so that the gate (not the missing tool) refuses depth 3.
+also_allow = ["sessions_spawn"]
+"""
+
+
+@pytest.fixture
+def deployment(server: object, tmp_path: Path) -> Iterator[Deployment]:
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "config.toml").write_text(CONFIG)
+    dep = make_deployment(server, root)
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+def spawn_results(entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
+    return [e for e in entries if e.role == Role.TOOL and e.tool_name == "sessions_spawn"]
+
+
+async def child_run_ids(client: AgentlaneClient, run_id: str, count: int) -> list[str]:
+    """The run's children as its history records them, once `count` have started."""
+    handle = client.client.get_workflow_handle(run_id)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        started = [
+            e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
+            async for e in handle.fetch_history_events()
+            if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED
+        ]
+        started = [wid for wid in started if ":run:" in wid]  # not their event streams
+        if len(started) >= count:
+            return started
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{run_id} did not start {count} children")
+
+
+async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
+    deployment: Deployment,
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    workspace = deployment.data_dir / "ws"
+    workspace.mkdir()
+    key = "subagent-tree"
+    receipt = await client.send_and_start(
+        key,
+        "spawn a sub-agent to \"spawn a sub-agent to 'spawn a sub-agent to `say too deep`' "
+        'then say middle done" then say top done',
+        workspace=str(workspace),
+    )
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply.startswith("top done")
+
+    top = spawn_results(client.transcript(key))
+    assert len(top) == 1 and not top[0].is_error
+    middle_key = str(top[0].meta["child_session_key"])
+    assert middle_key.startswith("agent:main:subagent:")
+    middle_entries = client.transcript(middle_key)
+    assert_transcript_valid(middle_entries)
+    assert "middle done" in top[0].text  # the child's final reply is the parent's tool result
+
+    middle = spawn_results(middle_entries)
+    assert len(middle) == 1 and not middle[0].is_error
+    leaf_key = str(middle[0].meta["child_session_key"])
+    assert leaf_key.startswith("agent:main:subagent:") and leaf_key.count(":subagent:") == 1
+    leaf = spawn_results(client.transcript(leaf_key))
+    assert len(leaf) == 1 and leaf[0].is_error
+    assert leaf[0].text == (
+        "Error: sessions_spawn is not allowed at this depth (current depth: 2, max: 2)"
+    )
+
+    # Children are child workflows of their parent's run, and their tokens count in it.
+    middle_run = f"session:{middle_key}:run:1"
+    assert await child_run_ids(client, receipt.run_id, 1) == [middle_run]
+    middle_result = await client.client.get_workflow_handle(
+        middle_run, result_type=ExecutionResult
+    ).result()
+    desc = await client.client.get_workflow_handle(middle_run).describe()
+    assert desc.parent_id == receipt.run_id
+    child_tokens = middle_result.usage.accumulated.total
+    assert child_tokens > 0
+    assert result.usage.accumulated.total > child_tokens
+    status = await client.status(key)
+    assert status.usage.total >= result.usage.accumulated.total
+
+    # Each sub-agent's events are on its own stream, start to end, its refused spawn included.
+    events = [item.event async for item in client.read_events(leaf_key, 0)]
+    assert events[0].kind == EventKind.AGENT_START and events[-1].kind == EventKind.AGENT_END
+    refused = [e for e in events if e.kind == EventKind.TOOL_EXECUTION_END]
+    assert [(e.tool_name, e.success) for e in refused] == [("sessions_spawn", False)]
+
+    # `agentlane sessions tree` shows the children under their parents.
+    lines: list[str] = []
+    for _ in range(50):
+        lines = tree_lines(await client.session_tree())
+        if sum(":subagent:" in line for line in lines) == 2:
+            break
+        await asyncio.sleep(0.2)
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{key} ("))
+    assert lines[at + 1].startswith(f"└── {middle_key} (completed")
+    assert f"sub-agent of {receipt.run_id}" in lines[at + 1]
+    assert lines[at + 2].startswith(f"    └── {leaf_key} (completed")
+
+    # The gateway lists them too, and serves a child's transcript.
+    with GatewayServer(settings_for(deployment)) as gw:
+        async with gw.http(gw.token(name="t")) as http:
+            listed = (await http.get(f"/v1/sessions/{key}/subagents")).json()
+            got = [(n["key"], n["spawned_by"]) for n in listed["subagents"]]
+            assert got == [(middle_key, receipt.run_id), (leaf_key, middle_run)]
+            page = (await http.get(f"/v1/sessions/{leaf_key}/transcript")).json()
+            assert page["entries"][0]["text"] == "spawn a sub-agent to `say too deep`"
+
+
+async def test_six_children_at_once_all_aborted_with_their_parent(
+    deployment: Deployment,
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    workspace = deployment.data_dir / "ws"
+    workspace.mkdir()
+    key = "subagent-fanout"
+    receipt = await client.send_and_start(
+        key, "spawn 6 sub-agents to `run sleep 60` then say never", workspace=str(workspace)
+    )
+    assert receipt.run_id
+    children = await child_run_ids(client, receipt.run_id, 6)
+    assert len(set(children)) == 6
+    # All six are running at once.
+    for child in children:
+        desc = await client.client.get_workflow_handle(child).describe()
+        assert desc.close_time is None
+    await asyncio.sleep(1.0)
+    started = time.monotonic()
+    await client.abort(key, "stop the fan-out")
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.ABORTED
+    for child in children:
+        child_result = await client.client.get_workflow_handle(
+            child, result_type=ExecutionResult
+        ).result()
+        assert child_result.status == ExecutionStatus.ABORTED, child
+    assert time.monotonic() - started < 30
+    assert_transcript_valid(client.transcript(key))
+
+
+async def test_child_survives_a_kill_of_its_worker_during_a_tool_call(
+    deployment: Deployment,
+) -> None:
+    deployment.start_worker()
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    workspace = deployment.data_dir / "ws"
+    workspace.mkdir()
+    key = "subagent-crash"
+    receipt = await client.send_and_start(
+        key,
+        'spawn a sub-agent to "run `sleep 3; echo ran >> count.txt` then write child.txt with '
+        'child done" then say parent done',
+        workspace=str(workspace),
+    )
+    assert receipt.run_id
+    [child] = await child_run_ids(client, receipt.run_id, 1)
+    handle = client.client.get_workflow_handle(child)
+    victim = None
+    deadline = time.monotonic() + 30
+    while victim is None and time.monotonic() < deadline:
+        desc = await handle.describe()
+        for pending in desc.raw_description.pending_activities:
+            identity = pending.last_worker_identity
+            if pending.activity_type.name == "tool_exec" and identity:
+                pid = int(identity.split("@")[0])
+                victim = next((w for w in deployment.workers if w.pid == pid), None)
+        await asyncio.sleep(0.1)
+    assert victim is not None, "no worker ran the child's exec"
+    await asyncio.sleep(0.5)
+    victim.kill9()
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply.startswith("parent done")
+    assert (workspace / "child.txt").read_text() == "child done"
+    [spawned] = spawn_results(client.transcript(key))
+    assert not spawned.is_error
+    child_entries = client.transcript(str(spawned.meta["child_session_key"]))
+    assert_transcript_valid(child_entries)
+    exec_result = next(e for e in child_entries if e.role == Role.TOOL and e.tool_name == "exec")
+    assert exec_result.is_error and "interrupted" in exec_result.text

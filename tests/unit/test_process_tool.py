@@ -1,0 +1,141 @@
+"""process: start, poll, write, kill and list background commands; the per-session bound; a
+process whose worker is gone is reported lost (with its output), never silently absent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from activities.tools.process_tool import MAX_PER_SESSION, ProcessTool, _running
+from activities.tools.specs import ProcessArgs
+from tests.process_groups import wait_group_gone
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def tool(tmp_path: Path) -> ProcessTool:
+    return ProcessTool(f"s-{uuid.uuid4().hex[:6]}", tmp_path / "processes")
+
+
+async def call(tool: ProcessTool, ws: Path, **args: object) -> str:
+    res = await tool.run(str(ws), ProcessArgs.model_validate(args), uuid.uuid4().hex, False)
+    return res.text
+
+
+async def test_start_poll_write_kill(tool: ProcessTool, ws: Path) -> None:
+    started = await call(
+        tool,
+        ws,
+        action="start",
+        command="echo ready; read line; echo got:$line; sleep 30 & wait",
+    )
+    assert started.startswith("Started proc-1 in the background")
+    first = await call(tool, ws, action="poll", id="proc-1", wait_seconds=5)
+    assert first == "proc-1 is running\nnew output:\nready\n"
+    assert await call(tool, ws, action="poll", id="proc-1") == "proc-1 is running\n(no new output)"
+    assert (await call(tool, ws, action="write", id="proc-1", input="hello\n")).startswith(
+        "Wrote 6 characters to proc-1"
+    )
+    got = await call(tool, ws, action="poll", id="proc-1", wait_seconds=5)
+    assert got.endswith("new output:\ngot:hello\n")
+    listed = await call(tool, ws, action="list")
+    assert listed.startswith("proc-1  running  echo ready")
+
+    pgid = _running[(tool.session_key, "proc-1")].proc.pid
+    began = time.monotonic()
+    assert (await call(tool, ws, action="kill", id="proc-1")).startswith("Killed proc-1")
+    # Gone within 1 s, with the `sleep 30` it left in its group.
+    assert wait_group_gone(pgid, within=1.0 - (time.monotonic() - began)) is not None
+    assert (await call(tool, ws, action="poll", id="proc-1")).startswith(
+        "proc-1 was killed (exit code -9)"
+    )
+
+
+async def test_exit_code_and_closing_stdin(tool: ProcessTool, ws: Path) -> None:
+    await call(tool, ws, action="start", command="cat; exit 3")
+    await call(tool, ws, action="write", id="proc-1", input="abc", close_stdin=True)
+    polled = await call(tool, ws, action="poll", id="proc-1", wait_seconds=5)
+    assert polled == "proc-1 exited with code 3\nnew output:\nabc"
+
+
+async def test_at_most_eight_run_at_once(tool: ProcessTool, ws: Path) -> None:
+    for _ in range(MAX_PER_SESSION):
+        assert "Started" in await call(tool, ws, action="start", command="sleep 30")
+    refused = await tool.run(
+        str(ws), ProcessArgs(action="start", command="sleep 1"), "x", interrupted=False
+    )
+    assert refused.is_error
+    assert refused.text.startswith("This session already has 8 background processes running")
+    await call(tool, ws, action="kill", id="proc-3")
+    assert "Started proc-9" in await call(tool, ws, action="start", command="true")
+    for n in range(1, 9):
+        await call(tool, ws, action="kill", id=f"proc-{n}")
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+async def test_a_process_of_a_worker_that_died_is_reported_lost(
+    tool: ProcessTool, ws: Path
+) -> None:
+    tool.folder.mkdir(parents=True)
+    # What a worker that was killed left: the record and the output, and a pid that is gone.
+    gone = _dead_pid()
+    record = {
+        "id": "proc-1",
+        "command": "python -m http.server",
+        "worker": f"host:{gone}:dead",
+        "host": os.uname().nodename,
+        "pid": gone,
+        "started_at": time.time(),
+        "tool_call_id": "c1",
+        "exit_code": None,
+    }
+    (tool.folder / "proc-1.json").write_text(json.dumps(record))
+    (tool.folder / "proc-1.out").write_text("Serving HTTP on port 8000\n")
+    res = await tool.run(str(ws), ProcessArgs(action="poll", id="proc-1"), "c2", False)
+    assert res.is_error
+    assert res.text.startswith("proc-1 is lost: the worker that ran it")
+    assert "Serving HTTP on port 8000" in res.text
+    assert "lost (its worker stopped)" in await call(tool, ws, action="list")
+    unknown = await tool.run(str(ws), ProcessArgs(action="kill", id="proc-7"), "c3", False)
+    assert unknown.text == "No background process proc-7 in this session (known: proc-1)."
+
+
+async def test_an_interrupted_start_is_not_made_again(tool: ProcessTool, ws: Path) -> None:
+    res = await tool.run(str(ws), ProcessArgs(action="start", command="touch x"), "c1", True)
+    assert res.is_error and "was not run again" in res.text
+    assert not (ws / "x").exists()
+
+
+async def test_processes_in_another_worker_of_the_host_count_too(
+    tool: ProcessTool, ws: Path
+) -> None:
+    tool.folder.mkdir(parents=True)
+    for n in range(1, 9):
+        record = {
+            "id": f"proc-{n}",
+            "command": "sleep 60",
+            "host": os.uname().nodename,
+            "pid": os.getppid(),  # a live process that is not this one: another worker
+            "started_at": n,
+            "exit_code": None,
+        }
+        (tool.folder / f"proc-{n}.json").write_text(json.dumps(record))
+    refused = await tool.run(str(ws), ProcessArgs(action="start", command="true"), "c9", False)
+    assert refused.is_error and refused.summary == "too many processes"

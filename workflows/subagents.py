@@ -1,0 +1,241 @@
+"""Sub-agents as child workflows (SPEC §13.4): the `sessions_spawn` calls of one turn.
+
+The run loop hands this module the turn's consecutive `sessions_spawn` calls. Each is read from
+the transcript (`spawn_read`), put to the spawn gate (`workflows/policy/spawn_gate.py`), and, if
+allowed, runs as a child `AgentRunWorkflow` of this run in its own session
+`agent:<target>:subagent:<uuid>`; its final reply becomes the call's result (`spawn_record`).
+Calls of one turn run at once, at most `SUBAGENT_LANE` (8) children of a run at a time (the
+original's sub-agent lane, held per parent run here; further children wait for a place).
+
+Durability is Temporal's: a child is a workflow like any run (a killed worker changes nothing),
+and it is started with `REQUEST_CANCEL` as its parent-close policy and cancelled with the loop,
+so aborting the parent aborts every child. The child's tokens and cost are added to the parent's
+run, and so to the parent's session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from agentlane.entry_source import EntrySource
+    from agentlane.event_stream import EventsInput
+    from agentlane.ids import events_workflow_id, run_workflow_id
+    from agentlane.model_calls import ToolCallRef
+    from agentlane.run import (
+        ExecutionRequest,
+        ExecutionResult,
+        ExecutionStatus,
+        RunInput,
+        UserTurn,
+    )
+    from agentlane.subagents import (
+        SPAWN_READ,
+        SPAWN_RECORD,
+        SUBAGENT_LANE,
+        SpawnArgsRead,
+        SpawnReadInput,
+        SpawnRecordInput,
+        SubagentSettings,
+        subagent_key,
+    )
+    from agentlane.usage import RunUsage
+    from workflows import activity_options as opts
+    from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
+    from workflows.session_events import SessionEventsWorkflow
+
+if TYPE_CHECKING:
+    from workflows.agent_run import AgentRunWorkflow
+
+# Runs recorded before sub-agents never called `sessions_spawn`; the marker keeps the branch
+# out of their replay all the same.
+SUBAGENTS_PATCH = "subagents-as-child-workflows"
+SPAWN_STEP_TIMEOUT = timedelta(seconds=30)
+
+
+class Subagents:
+    def __init__(self, run: AgentRunWorkflow) -> None:
+        self.run = run
+        self.active = 0
+        self.lane = asyncio.Semaphore(SUBAGENT_LANE)
+
+    @property
+    def settings(self) -> SubagentSettings:
+        return self.run.req.subagents or SubagentSettings()
+
+    @property
+    def depth(self) -> int:
+        return depth_of(self.run.req.session_key, self.run.req.spawn_depth)
+
+    async def run_calls(self, turn: int, entry_id: str, calls: list[ToolCallRef]) -> None:
+        """Run one turn's `sessions_spawn` calls; each ends with its result in the transcript."""
+        reads = await asyncio.gather(*(self._read(turn, entry_id, c) for c in calls))
+        work = []
+        for call, args in zip(calls, reads, strict=True):
+            if args.error:
+                work.append(self._record(turn, entry_id, call.id, args.error, True, "invalid"))
+                continue
+            refusal = spawn_refusal(
+                caller_depth=self.depth,
+                active_children=self.active,
+                requester_agent=self.run.req.agent_id,
+                target_agent=args.agent_id,
+                settings=self.settings,
+            )
+            if refusal is not None:
+                work.append(
+                    self._record(turn, entry_id, call.id, f"Error: {refusal}", True, "forbidden")
+                )
+                continue
+            self.active += 1
+            work.append(self._child(turn, entry_id, call, args))
+        if self.active:
+            # On the run's page in the Temporal UI (no history event).
+            workflow.set_current_details(
+                f"run **{self.run.req.run_id}** waiting for {self.active} sub-agent(s) "
+                "(its child workflows)"
+            )
+        await asyncio.gather(*work)
+        self.run.c.tool_calls += len(calls)
+
+    async def _read(self, turn: int, entry_id: str, call: ToolCallRef) -> SpawnArgsRead:
+        read: SpawnArgsRead = await workflow.execute_activity(
+            SPAWN_READ,
+            SpawnReadInput(
+                session_key=self.run.req.session_key,
+                run_id=self.run.req.run_id,
+                turn_index=turn,
+                assistant_entry_id=entry_id,
+                tool_call_id=call.id,
+            ),
+            result_type=SpawnArgsRead,
+            start_to_close_timeout=SPAWN_STEP_TIMEOUT,
+            retry_policy=opts.TOOL_RETRY,
+            summary=f"spawn: {call.summary}" if call.summary else "spawn: read task",
+        )
+        return read
+
+    async def _record(
+        self,
+        turn: int,
+        entry_id: str,
+        call_id: str,
+        text: str,
+        is_error: bool,
+        summary: str,
+        child_key: str = "",
+    ) -> None:
+        await workflow.execute_activity(
+            SPAWN_RECORD,
+            SpawnRecordInput(
+                session_key=self.run.req.session_key,
+                run_id=self.run.req.run_id,
+                turn_index=turn,
+                assistant_entry_id=entry_id,
+                tool_call_id=call_id,
+                child_session_key=child_key,
+                text=text,
+                is_error=is_error,
+                summary=summary,
+            ),
+            start_to_close_timeout=SPAWN_STEP_TIMEOUT,
+            retry_policy=opts.TOOL_RETRY,
+            summary=f"spawn result: {summary}"[:200],
+        )
+
+    def _child_request(self, args: SpawnArgsRead) -> ExecutionRequest:
+        req = self.run.req
+        target = args.agent_id or req.agent_id
+        key = subagent_key(target, str(workflow.uuid4()))
+        run_id = run_workflow_id(key, 1)
+        depth = self.depth + 1
+        return ExecutionRequest(
+            session_key=key,
+            run_id=run_id,
+            run_number=1,
+            agent_id=target,
+            source=EntrySource.SUBAGENT,
+            prompt=[UserTurn(entry_id=f"{run_id}:task", text=args.task)],
+            workspace=req.workspace,
+            model=req.model,
+            thinking=req.thinking,
+            reasoning_mode=req.reasoning_mode,
+            budget_seconds=req.budget_seconds,
+            idle_timeout_seconds=req.idle_timeout_seconds,
+            tools=child_tools(req.tools, depth, self.settings),
+            subagents=req.subagents,
+            spawn_depth=depth,
+            spawned_by=req.run_id,
+            loop_detection=req.loop_detection,
+            approvals=req.approvals,
+            max_turns=req.max_turns,
+            context_window=req.context_window,
+            context_window_source=req.context_window_source,
+            max_wait_seconds=req.max_wait_seconds,
+            continue_as_new_after_events=req.continue_as_new_after_events,
+            counters_upsert_seconds=req.counters_upsert_seconds,
+            # The child works in its parent's workspace, so on the same host.
+            workspace_host=self.run.c.workspace_host or req.workspace_host,
+            host_wait_seconds=req.host_wait_seconds,
+        )
+
+    async def _child(
+        self, turn: int, entry_id: str, call: ToolCallRef, args: SpawnArgsRead
+    ) -> None:
+        request = self._child_request(args)
+        name = args.label or " ".join(args.task.split())[:60]
+        key = request.session_key
+        # The sub-agent's events go to its own stream, as a session's do (watchers and the
+        # gateway follow it by its key); the stream closes when the child ends.
+        await workflow.start_child_workflow(
+            SessionEventsWorkflow.run,
+            EventsInput(session_key=key),
+            id=events_workflow_id(key),
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"event stream of sub-agent session {key}",
+        )
+        try:
+            async with self.lane:
+                result: ExecutionResult = await workflow.execute_child_workflow(
+                    "AgentRunWorkflow",
+                    RunInput(request=request),
+                    id=request.run_id,
+                    result_type=ExecutionResult,
+                    execution_timeout=timedelta(seconds=request.budget_seconds + 3600),
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                    static_summary=(
+                        f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: "
+                        f"{name}"
+                    ),
+                )
+        finally:
+            self.active -= 1
+            stream = workflow.get_external_workflow_handle(events_workflow_id(key))
+            await asyncio.shield(asyncio.ensure_future(stream.signal(SessionEventsWorkflow.close)))
+        self._roll_up(result.usage)
+        if result.status == ExecutionStatus.SUCCESS:
+            text = result.reply or "(the sub-agent ended without a reply)"
+            await self._record(
+                turn, entry_id, call.id, text, False, f"{name}: done", request.session_key
+            )
+            return
+        why = result.error.message if result.error else result.termination_reason.value
+        await self._record(
+            turn,
+            entry_id,
+            call.id,
+            f"Error: the sub-agent {request.session_key} ended {result.status.value}: {why}",
+            True,
+            f"{name}: {result.status.value}",
+            request.session_key,
+        )
+
+    def _roll_up(self, child: RunUsage) -> None:
+        """The child's tokens and cost count in the parent's run (its context does not: the
+        parent's last call stays the figure for its own window)."""
+        self.run.c.usage = self.run.c.usage.spend(child.accumulated)
