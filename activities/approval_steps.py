@@ -8,8 +8,6 @@ the events carry stable ids.
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import activity
 
 from activities.stream_publishers import SessionPublishers
@@ -35,7 +33,7 @@ class ApprovalSteps:
                 is_error=True,
                 meta={"summary": inp.summary, "duration_ms": 0},
             )
-            await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+            await self.store.append(inp.session_key, [entry])
             answered = True
         lease = self.publishers.lease(activity.client(), inp.session_key, wait_for_flush=True)
         async with lease as publisher:

@@ -3,8 +3,6 @@ the run's outcome next to the transcript (idempotent, so a retry changes nothing
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import os
 import time
@@ -20,7 +18,6 @@ from activities.stream_republish import Republisher
 from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
 from agentlane.events import AgentEvent
-from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 
 log = logging.getLogger(__name__)
@@ -46,28 +43,27 @@ class RunFinishActivity:
         self.store = store
         self.publishers = publishers
 
-    def _close_and_record(self, inp: FinishRunInput) -> str:
+    async def _close_and_record(self, inp: FinishRunInput) -> str:
         result = inp.result
         if inp.append_user:
-            self.store.append(
+            await self.store.append(
                 result.session_key, user_entries(inp.append_user, result.run_id, time.time())
             )
-        self.store.answer_unanswered(result.session_key, result.run_id, inp.unanswered_reason)
+        await self.store.answer_unanswered(result.session_key, result.run_id, inp.unanswered_reason)
         reply = ""
         if result.last_entry_id:
-            last = self.store.get(result.session_key, result.last_entry_id)
+            last = await self.store.get(result.session_key, result.last_entry_id)
             # The user-facing reply: a silent reply or a bare heartbeat delivers nothing.
             reply = normalize_text(last.text) or "" if last is not None else ""
-        runs = self.store.session_dir(result.session_key) / "runs.jsonl"
-        if not recorded_lately(runs, result.run_id):
-            with private_open(runs, "a") as fh:
-                record = json.loads(result.model_dump_json())
-                fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+        # Once per run id, whichever attempt or host gets here first.
+        await self.store.store.record_run(
+            result.session_key, result.run_id, result.model_dump_json()
+        )
         return reply
 
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, inp: FinishRunInput) -> FinishRunResult:
-        reply = await asyncio.to_thread(self._close_and_record, inp)
+        reply = await self._close_and_record(inp)
         # The one activity that waits for its events on success: `agent_end` is where watchers
         # stop, and waiting also makes durable whatever this process published for the session
         # before it (one buffer per session).
@@ -79,9 +75,7 @@ class RunFinishActivity:
             # Announcements handed back by a model call that failed: it may have published
             # them before it failed, and nobody should see "started" twice.
             try:
-                start = await asyncio.to_thread(
-                    self.store.stream_start, inp.result.session_key, inp.result.run_id
-                )
+                start = await self.store.stream_start(inp.result.session_key, inp.result.run_id)
                 _, announced = await published_so_far(
                     activity.client(), inp.result.session_key, start or 0, None, inp.result.run_id
                 )
@@ -104,15 +98,11 @@ class RunFinishActivity:
         (activities/stream_gaps.py); best effort: a failed check never fails the run's end."""
         result = inp.result
         try:
-            entries = await asyncio.to_thread(
-                self.store.read_run, result.session_key, result.run_id
-            )
+            entries = await self.store.read_run(result.session_key, result.run_id)
             expected = expected_event_ids(entries, result.run_id)
             if not expected:
                 return []
-            start = await asyncio.to_thread(
-                self.store.stream_start, result.session_key, result.run_id
-            )
+            start = await self.store.stream_start(result.session_key, result.run_id)
             seen = await run_event_ids(activity.client(), result.session_key, result.run_id, start)
         except Exception as err:
             log.warning("could not check run %s's events in the stream: %s", result.run_id, err)

@@ -20,7 +20,6 @@ end in small windows until the run's `agent_start`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -83,7 +82,7 @@ async def record_run_start(client: Client, store: TranscriptStore, key: str, run
     """Remember where the run's events begin in the stream (called before its `agent_start` is
     published), so its end reads only its own events. Best effort: without it the end reads
     back from the tail."""
-    if await asyncio.to_thread(store.stream_start, key, run_id) is not None:
+    if await store.stream_start(key, run_id) is not None:
         return
     try:
         handle = client.get_workflow_handle(events_workflow_id(key))
@@ -91,7 +90,7 @@ async def record_run_start(client: Client, store: TranscriptStore, key: str, run
     except Exception as err:
         log.warning("could not read the stream offset at run %s's start: %s", run_id, err)
         return
-    await asyncio.to_thread(store.record_stream_start, key, run_id, offset)
+    await store.record_stream_start(key, run_id, offset)
 
 
 async def _read_ids(

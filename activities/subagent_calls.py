@@ -5,7 +5,6 @@ announces its end. Both are idempotent, so a retry after a crash changes nothing
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from temporalio import activity
@@ -47,7 +46,7 @@ class SubagentActivities:
 
     @activity.defn(name=SPAWN_READ)
     async def spawn_read(self, inp: SpawnReadInput) -> SpawnArgsRead:
-        entry = await asyncio.to_thread(self.store.get, inp.session_key, inp.assistant_entry_id)
+        entry = await self.store.get(inp.session_key, inp.assistant_entry_id)
         call = (
             next((c for c in entry.tool_calls if c.id == inp.tool_call_id), None) if entry else None
         )
@@ -73,11 +72,9 @@ class SubagentActivities:
         entry = tool_result_entry(
             inp.tool_call_id, SPAWN_TOOL, inp.text, inp.run_id, is_error=inp.is_error, meta=meta
         )
-        existing = await asyncio.to_thread(
-            self.store.tool_result, inp.session_key, inp.tool_call_id
-        )
+        existing = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         if existing is None:
-            await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+            await self.store.append(inp.session_key, [entry])
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             publisher.publish(
                 self._event(

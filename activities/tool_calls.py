@@ -47,7 +47,6 @@ from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT, WORKSPACE_MISSING
 from agentlane.events import AgentEvent, EventKind
-from agentlane.private_files import write_private
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
 from agentlane.tool_signatures import outcome_hash
 from agentlane.transcript import ToolCall, TranscriptEntry
@@ -121,12 +120,16 @@ class ToolActivities:
                 non_retryable=True,
             )
 
-    def _marker(self, inp: ToolCallInput, kind: str = "exec-started") -> Path:
-        """A per-call file that tells a retried attempt what an earlier attempt did."""
-        return self.store.session_dir(inp.session_key) / kind / inp.tool_call_id
+    async def _mark(self, inp: ToolCallInput, kind: str, value: str) -> bool:
+        """Note, in the store, what this attempt does, for a retried attempt on any host; False
+        when an earlier attempt noted it already."""
+        return await self.store.store.mark_tool_call(inp.session_key, inp.tool_call_id, kind, value)
 
-    def _find_call(self, inp: ToolCallInput) -> ToolCall:
-        entry = self.store.get(inp.session_key, inp.assistant_entry_id)
+    async def _mark_of(self, inp: ToolCallInput, kind: str) -> str | None:
+        return await self.store.store.tool_mark(inp.session_key, inp.tool_call_id, kind)
+
+    async def _find_call(self, inp: ToolCallInput) -> ToolCall:
+        entry = await self.store.get(inp.session_key, inp.assistant_entry_id)
         if entry is not None:
             for call in entry.tool_calls:
                 if call.id == inp.tool_call_id:
@@ -170,9 +173,7 @@ class ToolActivities:
                 self.store, self.publishers, activity.info().attempt
             ).republish(activity.client(), inp.session_key, inp.run_id)
             activity.heartbeat()
-        existing = await asyncio.to_thread(
-            self.store.tool_result, inp.session_key, inp.tool_call_id
-        )
+        existing = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         if existing is not None:
             # A previous attempt (or the run's clean-up) already answered this call.
             return ToolCallOutcome(
@@ -184,7 +185,7 @@ class ToolActivities:
                 host=self.host,
             )
         await asyncio.to_thread(self._check_host, inp)
-        call = await asyncio.to_thread(self._find_call, inp)
+        call = await self._find_call(inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             start = self._event(
                 inp, EventKind.TOOL_EXECUTION_START, data={"input": preview_args(call.arguments)}
@@ -268,9 +269,9 @@ class ToolActivities:
                 **({"host": self.host} if self.host is not None else {}),
             },
         )
-        await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+        await self.store.append(inp.session_key, [entry])
         # If something else answered first, that answer stands.
-        stored = await asyncio.to_thread(self.store.tool_result, inp.session_key, inp.tool_call_id)
+        stored = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         return stored or entry
 
     @staticmethod
@@ -301,11 +302,14 @@ class ToolActivities:
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(EditArgs, call.arguments)
-            marker = self._marker(inp, "edit-applied")
-            applied = marker.read_text() if marker.exists() else None
+            applied = await self._mark_of(inp, "edit-applied")
+            loop = asyncio.get_running_loop()
 
             def remember(digest: str) -> None:
-                write_private(marker, digest.encode())
+                # Called from the edit's thread, just before it writes the file.
+                asyncio.run_coroutine_threadsafe(
+                    self._mark(inp, "edit-applied", digest), loop
+                ).result()
 
             return await asyncio.to_thread(edit_file, inp.workspace, args, applied, remember)
 
@@ -316,10 +320,8 @@ class ToolActivities:
         async def execute(call: ToolCall, publisher: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ExecArgs, call.arguments)
-            marker = self._marker(inp)
-            if marker.exists():
+            if not await self._mark(inp, "exec-started", args.command):
                 return ToolResult(INTERRUPTED_EXEC, is_error=True, summary="interrupted")
-            write_private(marker, args.command.encode())
             update = self._event(inp, EventKind.TOOL_EXECUTION_UPDATE)
             position = 0
 
@@ -342,11 +344,15 @@ class ToolActivities:
             self._check_arguments(call)
             args = parse_args(ApplyPatchArgs, call.arguments)
             # The plan an earlier attempt saved before writing: finished, never re-applied.
-            marker = self._marker(inp, "patch-plan")
-            saved = load_plan(marker.read_bytes()) if marker.exists() else None
+            recorded = await self._mark_of(inp, "patch-plan")
+            saved = load_plan(recorded.encode()) if recorded is not None else None
+            loop = asyncio.get_running_loop()
 
             def remember(plan: dict[str, Any]) -> None:
-                write_private(marker, json.dumps(plan).encode())
+                # Called from the patch's thread, before its first write.
+                asyncio.run_coroutine_threadsafe(
+                    self._mark(inp, "patch-plan", json.dumps(plan)), loop
+                ).result()
 
             return await asyncio.to_thread(
                 apply_patch, inp.workspace, args.input, saved, remember, _crash_after_first_write
@@ -362,10 +368,7 @@ class ToolActivities:
             interrupted = False
             if args.action == "start":
                 # Like exec: a start that may have happened is not silently made twice.
-                marker = self._marker(inp, "process-started")
-                interrupted = marker.exists()
-                if not interrupted:
-                    write_private(marker, (args.command or "").encode())
+                interrupted = not await self._mark(inp, "process-started", args.command or "")
             folder = self.store.session_dir(inp.session_key) / "processes"
             tool = ProcessTool(inp.session_key, folder)
             return await tool.run(

@@ -1,7 +1,8 @@
 """The data converter every role uses: pydantic models as JSON, large payloads offloaded.
 
-Offload uses the SDK's own ExternalStorage with a driver that writes content-addressed files
-under the data folder (shared storage when workers run on several machines).
+Offload uses the SDK's own ExternalStorage: with the embedded store, a driver that writes
+content-addressed files under the data folder; with a shared store (`AGENTLANE_DATABASE_URL`),
+a driver over that store (`store/payload_driver.py`), so every host reads them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ from temporalio.converter import (
 
 from agentlane.ids import storage_name
 from agentlane.private_files import write_private
+from agentlane.settings import Settings
 from agentlane.wire import CompactModel
+from store.interface import Store
+from store.open import shared_store
+from store.payload_driver import StorePayloadDriver
 
 
 class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
@@ -195,14 +200,32 @@ _OWNER_CLAIM = re.compile(rf"{OWNED}/(?!\.\.?/)[A-Za-z0-9.@%-]+/(?!\.\.?$)[A-Za-
 
 
 def make_data_converter(
-    payloads_dir: Path, threshold: int = 128 * 1024, codec: PayloadCodec | None = None
+    place: Settings | Path, threshold: int = 128 * 1024, codec: PayloadCodec | None = None
 ) -> DataConverter:
-    """`codec`: payload encryption (`agentlane/encryption.py`), applied before offloading, so
-    offloaded payloads are encrypted too."""
+    """`place`: the settings (or a data dir) that say where offloaded payloads go: with the
+    embedded store (one host), files under the data dir, owned by their workflow and collected
+    (`agentlane/payload_gc.py`); with `AGENTLANE_DATABASE_URL` (many hosts), the store itself
+    (`store/payload_driver.py`), so every host reads what any host offloaded (files offloaded
+    before stay readable where they are). `codec`: payload encryption (`agentlane/encryption.py`),
+    applied before offloading, so offloaded payloads are encrypted too."""
+    settings = place if isinstance(place, Settings) else Settings(data_dir=place)
+    files = LocalFileStorageDriver(settings.payloads_dir)
+    if not settings.database_url:
+        storage = ExternalStorage(drivers=[files], payload_size_threshold=threshold)
+    else:
+
+        async def opener() -> Store:
+            # Opened on the first offload or retrieval, shared with the process's other users.
+            return await shared_store(settings)
+
+        shared = StorePayloadDriver(opener)
+        storage = ExternalStorage(
+            drivers=[shared, files],
+            driver_selector=lambda _context, _payload: shared,
+            payload_size_threshold=threshold,
+        )
     return DataConverter(
         payload_converter_class=CompactPydanticPayloadConverter,
         payload_codec=codec,
-        external_storage=ExternalStorage(
-            drivers=[LocalFileStorageDriver(payloads_dir)], payload_size_threshold=threshold
-        ),
+        external_storage=storage,
     )

@@ -99,6 +99,9 @@ class Settings(BaseModel):
     gateway_fanout_queue: int = 1000
     # host:port of each worker's Prometheus endpoint (workers/telemetry.py); None: no metrics.
     metrics_address: str | None = None
+    # Where state outside Temporal lives (store/open.py): unset, the embedded SQLite file in the
+    # data dir; `postgresql://…` for many hosts.
+    database_url: str | None = None
     # Where workspaces live (README "Several hosts"): `host`, each on one host's disk, so a
     # session's tools run on the host its workspace is on; `shared`, one filesystem every worker
     # mounts, so tools run on any worker.
@@ -185,6 +188,7 @@ class Settings(BaseModel):
             gateway_fanout=_env("GATEWAY_FANOUT", "1").lower() not in ("0", "false", "no", "off"),
             gateway_fanout_queue=int(_env("GATEWAY_FANOUT_QUEUE", "1000")),
             metrics_address=os.environ.get("AGENTLANE_METRICS_ADDRESS") or None,
+            database_url=os.environ.get("AGENTLANE_DATABASE_URL") or None,
             workspaces=_workspaces_mode(_env("WORKSPACES", "host")),
             host_id=_env("HOST_ID", ""),
             host_wait_seconds=int(_env("HOST_WAIT_S", "600")),

@@ -100,6 +100,8 @@ from agentlane.webhook_targets import check_callback_target
 from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from clients import schedules
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
+from store.open import shared_store
+from store.sync import run_sync
 from workflows.agent_run import AgentRunWorkflow
 from workflows.policy.tool_policy import select_tools
 from workflows.session import SessionWorkflow
@@ -785,7 +787,7 @@ class AgentlaneClient:
                     node.branch_point = point if isinstance(point, str) else None
         await self._subagent_nodes(nodes)
         for node in nodes.values():
-            node.resets = resets_of(await asyncio.to_thread(self.transcript, node.key))
+            node.resets = resets_of(await self.read_transcript(node.key))
         return sorted(nodes.values(), key=lambda n: (n.started, n.key))
 
     async def _subagent_nodes(self, nodes: dict[str, TreeNode]) -> None:
@@ -1111,8 +1113,14 @@ class AgentlaneClient:
         return desc.status == WorkflowExecutionStatus.RUNNING
 
     def transcript(self, session_key: str) -> list[TranscriptEntry]:
-        """Read the transcript from the store (local or shared storage)."""
-        return TranscriptStore(self.settings.transcripts_dir).read(check_session_key(session_key))
+        """Read the transcript from the store (`AGENTLANE_DATABASE_URL`, else the data dir's)."""
+        key = check_session_key(session_key)
+        return run_sync(self.settings, lambda store: TranscriptStore(store).read(key))
+
+    async def read_transcript(self, session_key: str) -> list[TranscriptEntry]:
+        """`transcript` from async code, on this process's shared store."""
+        key = check_session_key(session_key)
+        return await TranscriptStore(await shared_store(self.settings)).read(key)
 
     # -- scheduled runs (issue 12; clients/schedules.py) ---------------------------------------
 

@@ -21,6 +21,7 @@ from tests.e2e.support import Collected, collect
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment
+from tests.store_support import clear_profile_state
 
 ANTHROPIC_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 OPENAI_KEY = "sk-proj-" + secrets.token_hex(24)
@@ -85,7 +86,7 @@ def deployment(
 
 @pytest.fixture
 def ws(deployment: Deployment) -> Path:
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)  # no cooldown carried over
+    clear_profile_state(deployment.data_dir)  # no cooldown carried over
     path = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
     path.mkdir(parents=True)
     (path / "notes.txt").write_text("alpha line\nbeta line\n")

@@ -10,7 +10,6 @@ the wrong header, a server that does not stream."""
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 import uuid
@@ -29,6 +28,7 @@ from tests.e2e.test_real_providers import Finished
 from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
 from tests.fakes.scripts import Api, Fault, Reply
 from tests.harness import Deployment
+from tests.store_support import clear_profile_state, read_profile_state
 
 ENV_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 WORK_KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -100,7 +100,7 @@ def deployment(
 
 @pytest.fixture(autouse=True)
 def _healthy(deployment: Deployment, fake: FakeProviderServer) -> Iterator[None]:
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+    clear_profile_state(deployment.data_dir)
     fake.reset()
     yield
     AuthStore.for_data_dir(deployment.data_dir).remove("anthropic:work")
@@ -182,8 +182,7 @@ async def test_three_server_errors_are_waited_out_and_the_call_answers(
     starts = [e.event_id for e in done.got.events if e.kind == EventKind.MESSAGE_START]
     assert len(starts) == 4 and len(set(starts)) == 4, starts
     # A timeout is not the profile's fault: no cooldown written.
-    state_file = deployment.data_dir / "auth-state.json"
-    state = json.loads(state_file.read_text()) if state_file.exists() else {}
+    state = read_profile_state(deployment.data_dir)
     assert not any(u.get("cooldown_until") for u in state.get("usage", {}).values())
 
 
@@ -348,7 +347,7 @@ async def test_a_429_asking_for_more_than_the_bound_says_so_and_records_it(
         "The provider asked to wait 700 s (Retry-After), more than the 10-minute bound on "
         "waiting (the session's `max_wait_seconds`)."
     ) in error.message
-    state = json.loads((deployment.data_dir / "auth-state.json").read_text())
+    state = read_profile_state(deployment.data_dir)
     until = float(state["usage"]["anthropic:env"]["cooldown_until"])
     assert 690 < until - time.time() <= 700
 

@@ -28,17 +28,20 @@ def test_the_least_recently_used_entry_goes_first() -> None:
         BoundedCache[str, int](0)
 
 
-def test_the_transcript_store_keeps_a_bounded_number_of_sessions(
+async def test_the_transcript_store_keeps_a_bounded_number_of_sessions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from agentlane.settings import Settings
+    from store.open import open_store
+
     monkeypatch.setattr(transcript_store, "PARSED_SESSIONS_KEPT", 5)
-    store = TranscriptStore(tmp_path, fsync=False)
+    store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     for n in range(40):
-        store.append(f"s{n}", [user(f"s{n}.u1", f"hello {n}"), user(f"s{n}.u2", "again")])
-        assert [e.text for e in store.read(f"s{n}")] == [f"hello {n}", "again"]
+        await store.append(f"s{n}", [user(f"s{n}.u1", f"hello {n}"), user(f"s{n}.u2", "again")])
+        assert [e.text for e in await store.read(f"s{n}")] == [f"hello {n}", "again"]
     assert len(store._cache) == 5
-    # A session that fell out is read again from its file, whole, and appends still chain.
-    assert [e.id for e in store.read("s0")] == ["s0.u1", "s0.u2"]
-    store.append("s0", [user("s0.u3", "more")])
-    assert [e.id for e in store.read("s0")] == ["s0.u1", "s0.u2", "s0.u3"]
-    assert store.read("s0")[-1].parent_id == "s0.u2"
+    # A session that fell out is read again from the store, whole, and appends still chain.
+    assert [e.id for e in await store.read("s0")] == ["s0.u1", "s0.u2"]
+    await store.append("s0", [user("s0.u3", "more")])
+    assert [e.id for e in await store.read("s0")] == ["s0.u1", "s0.u2", "s0.u3"]
+    assert (await store.read("s0"))[-1].parent_id == "s0.u2"
