@@ -4,28 +4,25 @@ Keys come from, in order of precedence for a profile id P of provider X:
 
 1. the environment variable `AGENTLANE_KEY_<P>` (P upper-cased, every character that is not a
    letter or digit turned into `_`: `anthropic:work` -> `AGENTLANE_KEY_ANTHROPIC_WORK`);
-2. `<data_dir>/auth.json`, a file of mode 0600: `{"profiles": {P: {"provider": X, "type":
-   "api_key" | "token" | "oauth", "key": "...", "base_url": "...", "auth_header": "x-api-key" |
-   "bearer" | "none", "headers": {NAME: VALUE}}}}`; `auth_header` and `headers` are for gateways
-   and proxies (agentlane/headers.py), and header values are treated like the key;
+2. the store (`store/`: `agentlane auth set`; the embedded SQLite file in the data dir, or
+   PostgreSQL): per profile P its provider X, type (`api_key` | `token` | `oauth`), key,
+   `base_url`, `auth_header` (`x-api-key` | `bearer` | `none`) and `headers` {NAME: VALUE};
+   `auth_header` and `headers` are for gateways and proxies (agentlane/headers.py), and header
+   values are treated like the key: key and headers are sealed with the payload key when
+   encryption is on (store/sealing.py). An older `<data_dir>/auth.json` is brought in by
+   `agentlane db import`;
 3. for the env-backed profiles `anthropic:env` and `openai:env`, `ANTHROPIC_API_KEY` and
    `OPENAI_API_KEY`.
 
-A file that group or others can read or write is refused rather than trusted. No message or repr
-of this module ever contains a key or a header value.
+No message or repr of this module ever contains a key or a header value.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import json
 import os
 import re
-import stat
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,17 +30,17 @@ from typing import Any, Literal
 from activities.providers.base import Credentials
 from agentlane.config import ENV_KEY_VARIABLES, ENV_PROFILE_SUFFIX
 from agentlane.headers import AuthHeader, HeaderError, check_auth_header, check_headers
+from agentlane.settings import Settings
+from store.interface import Store
+from store.models import ProfileRow
+from store.open import describe
+from store.sync import run_sync
 
-AUTH_FILE_NAME = "auth.json"
 ProfileType = Literal["oauth", "token", "api_key"]
 _PROFILE_TYPES = ("oauth", "token", "api_key")
 
 
 class AuthStoreError(Exception):
-    pass
-
-
-class InsecureAuthFileError(AuthStoreError):
     pass
 
 
@@ -83,13 +80,25 @@ def env_profile_id(provider: str) -> str:
 
 
 class AuthStore:
-    def __init__(self, path: Path, env: Mapping[str, str] | None = None) -> None:
-        self.path = path
+    """Synchronous for the CLI and tests (each call opens the store); activities `load` a
+    snapshot from the store they hold first, then resolve from it."""
+
+    def __init__(self, settings: Settings, env: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        self.where = f"the auth store ({describe(settings)})"
         self._env = os.environ if env is None else env
+        self._snapshot: dict[str, dict[str, Any]] | None = None
 
     @classmethod
     def for_data_dir(cls, data_dir: Path, env: Mapping[str, str] | None = None) -> AuthStore:
-        return cls(data_dir / AUTH_FILE_NAME, env)
+        """The store of `data_dir` (or `AGENTLANE_DATABASE_URL`'s, when set)."""
+        url = os.environ.get("AGENTLANE_DATABASE_URL") or None
+        return cls(Settings(data_dir=data_dir, database_url=url), env)
+
+    async def load(self, store: Store) -> AuthStore:
+        """Read the stored profiles once; later reads use this snapshot."""
+        self._snapshot = {row.id: _spec(row) for row in await store.profiles()}
+        return self
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -105,7 +114,7 @@ class AuthStore:
                     type=str(spec.get("type", "api_key")),
                     key=_opt_str(spec.get("key")),
                     base_url=_opt_str(spec.get("base_url")),
-                    source=str(self.path),
+                    source=self.where,
                     auth_header=auth_header,
                     headers=headers,
                 )
@@ -168,9 +177,9 @@ class AuthStore:
         base_url: str | None = None,
         auth_header: AuthHeader | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> Path:
-        """Store a key, creating the file with mode 0600; the write is atomic. The profile's
-        previous settings are replaced, not merged."""
+    ) -> str:
+        """Store a key (sealed when encryption is on), in one write; return where. The
+        profile's previous settings are replaced, not merged."""
         if not key.strip():
             raise AuthStoreError(f"refusing to store an empty key for profile {profile_id!r}")
         if type not in _PROFILE_TYPES:
@@ -180,63 +189,38 @@ class AuthStore:
             check_headers(headers or {}, allow_env=False)
         except HeaderError as err:
             raise InvalidProfileError(f"profile {profile_id!r}: {err}") from None
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with self._locked():
-            data = {"profiles": self._read_file()} if self.path.exists() else {"profiles": {}}
-            entry: dict[str, Any] = {"provider": provider, "type": type, "key": key}
-            if base_url:
-                entry["base_url"] = base_url
-            if auth_header:
-                entry["auth_header"] = auth_header
-            if headers:
-                entry["headers"] = dict(headers)
-            data["profiles"][profile_id] = entry
-            self._write_atomic(data)
-        return self.path
+        row = ProfileRow(
+            id=profile_id,
+            provider=provider,
+            type=type,
+            key=key,
+            base_url=base_url or None,
+            auth_header=auth_header or None,
+            headers=dict(headers or {}),
+        )
+        run_sync(self.settings, lambda store: store.put_profile(row))
+        self._snapshot = None
+        return self.where
 
     def remove(self, profile_id: str) -> bool:
-        if not self.path.exists():
-            return False
-        with self._locked():
-            profiles = self._read_file()
-            if profiles.pop(profile_id, None) is None:
-                return False
-            self._write_atomic({"profiles": profiles})
-        return True
+        removed = run_sync(self.settings, lambda store: store.delete_profile(profile_id))
+        self._snapshot = None
+        return removed
 
     # --- internals -------------------------------------------------------------------------
 
     def _read_file(self) -> dict[str, dict[str, Any]]:
-        try:
-            info = self.path.stat()
-        except FileNotFoundError:
-            return {}
-        mode = stat.S_IMODE(info.st_mode)
-        if mode & 0o077:
-            raise InsecureAuthFileError(
-                f"auth store {self.path} is accessible by group or others (mode {mode:04o}); "
-                f"it holds provider keys, so it is not read. Fix it with: chmod 600 {self.path}"
-            )
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8") or "{}")
-        except (OSError, ValueError) as err:
-            # The parser's message may quote file content, so it is not passed on.
-            raise AuthStoreError(
-                f"auth store {self.path} is not valid JSON ({type(err).__name__})"
-            ) from None
-        if not isinstance(data, dict):
-            raise AuthStoreError(f"auth store {self.path} must hold a JSON object")
-        profiles = data.get("profiles", data)
-        if not isinstance(profiles, dict):
-            raise AuthStoreError(f"auth store {self.path}: 'profiles' must be an object")
-        return {str(pid): dict(spec) for pid, spec in profiles.items() if isinstance(spec, dict)}
+        if self._snapshot is None:
+            rows = run_sync(self.settings, lambda store: store.profiles())
+            return {row.id: _spec(row) for row in rows}
+        return self._snapshot
 
     def _gateway_settings(
         self, pid: str, spec: Mapping[str, Any]
     ) -> tuple[AuthHeader | None, dict[str, str]]:
         """A profile's `auth_header` and `headers`, checked like the config file's; a mistake is
         an error naming the profile and the header, never quoting a value."""
-        where = f'auth store {self.path}: profiles."{pid}"'
+        where = f'{self.where}: profiles."{pid}"'
         try:
             auth_header = check_auth_header(spec.get("auth_header"))
         except HeaderError as err:
@@ -263,8 +247,7 @@ class AuthStore:
 
     def _nothing_for_profile(self, profile_id: str, provider: str) -> str:
         places = [f"environment variable {env_variable_for(profile_id)} (unset)"]
-        state = "no such profile or no key" if self.path.exists() else "absent"
-        places.append(f"{self.path} ({state})")
+        places.append(f"{self.where} (no such profile or no key)")
         if profile_id == env_profile_id(provider) and provider in ENV_KEY_VARIABLES:
             places.append(f"environment variable {ENV_KEY_VARIABLES[provider]} (unset)")
         return (
@@ -273,38 +256,23 @@ class AuthStore:
         )
 
     def _nothing_for_provider(self, provider: str) -> str:
-        places = [f"{self.path} ({'no profile with a key' if self.path.exists() else 'absent'})"]
+        places = [f"{self.where} (no profile with a key)"]
         if provider in ENV_KEY_VARIABLES:
             places.append(f"environment variable {ENV_KEY_VARIABLES[provider]} (unset)")
         places.append("environment variables AGENTLANE_KEY_<PROFILE> of configured profiles")
         return f"No API key found for provider {provider}; looked in: " + "; ".join(places)
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
-    def _write_atomic(self, data: dict[str, Any]) -> None:
-        # mkstemp creates the file with mode 0600 before anything is written to it.
-        fd, tmp = tempfile.mkstemp(prefix=".auth-", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(data, handle, indent=2, sort_keys=True)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
+def _spec(row: ProfileRow) -> dict[str, Any]:
+    """A stored profile in the shape the checks read (the shape of the old auth.json)."""
+    spec: dict[str, Any] = {"provider": row.provider, "type": row.type, "key": row.key}
+    if row.base_url:
+        spec["base_url"] = row.base_url
+    if row.auth_header:
+        spec["auth_header"] = row.auth_header
+    if row.headers:
+        spec["headers"] = row.headers  # checked by _gateway_settings
+    return spec
 
 
 def resolve_credentials(
@@ -329,7 +297,7 @@ def set_key(
     base_url: str | None = None,
     auth_header: AuthHeader | None = None,
     headers: Mapping[str, str] | None = None,
-) -> Path:
+) -> str:
     return _store(data_dir, None).set_key(
         profile_id,
         provider,

@@ -259,36 +259,36 @@ class ModelCallActivity:
 
     # -- transcript preparation -------------------------------------------------------------
 
-    def _prepare_transcript(self, inp: ModelCallInput) -> None:
+    async def _prepare_transcript(self, inp: ModelCallInput) -> None:
         key = inp.session_key
-        self.store.answer_unanswered(key, inp.run_id, inp.unanswered_reason)
-        self.store.append(key, user_entries(inp.append_user, inp.run_id, time.time()))
+        await self.store.answer_unanswered(key, inp.run_id, inp.unanswered_reason)
+        await self.store.append(key, user_entries(inp.append_user, inp.run_id, time.time()))
 
-    def _workspace(self, inp: ModelCallInput) -> str:
+    async def _workspace(self, inp: ModelCallInput) -> str:
         """The run's workspace: named in the input on the run's first call (and recorded),
         looked up from that record on later calls."""
         run_chain = inp.assistant_entry_id.rsplit(":t", 1)[0]
         if not inp.workspace:
-            recorded = self.store.run_workspace(inp.session_key, run_chain)
+            recorded = await self.store.run_workspace(inp.session_key, run_chain)
             if recorded is None:
                 raise ApplicationError(
-                    f"no workspace recorded for run {inp.run_id}: the transcript store under "
-                    f"{self.store.root} is not the one this run started with",
+                    f"no workspace recorded for run {inp.run_id}: {self.store.describe()} "
+                    "is not the one this run started with",
                     type=WORKSPACE_MISSING,
                     non_retryable=True,
                 )
             return recorded
         path = Path(inp.workspace)
         if inp.create_workspace:
-            path.mkdir(parents=True, exist_ok=True)
-        elif not path.is_dir():
+            await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
+        elif not await asyncio.to_thread(path.is_dir):
             raise ApplicationError(
                 f"workspace {inp.workspace} does not exist; create it or start the session with "
                 "an existing folder",
                 type=WORKSPACE_MISSING,
                 non_retryable=True,
             )
-        self.store.record_run_workspace(inp.session_key, run_chain, inp.workspace)
+        await self.store.record_run_workspace(inp.session_key, run_chain, inp.workspace)
         return inp.workspace
 
     @staticmethod
@@ -319,19 +319,19 @@ class ModelCallActivity:
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, inp: ModelCallInput) -> ModelCallResult:
         info = activity.info()
-        workspace = await asyncio.to_thread(self._workspace, inp)
-        existing = await asyncio.to_thread(self.store.get, inp.session_key, inp.assistant_entry_id)
+        workspace = await self._workspace(inp)
+        existing = await self.store.get(inp.session_key, inp.assistant_entry_id)
         if existing is not None:
             # An earlier attempt finished the call but died before reporting it. Checked before
             # preparing the transcript: this call's own tool calls are not "unanswered".
             return self._result_from_entry(existing, info.attempt, set(inp.tools))
-        await asyncio.to_thread(self._prepare_transcript, inp)
+        await self._prepare_transcript(inp)
         try:
-            resolved = self.resolver.resolve(inp.model, inp.profile_id)
+            resolved = await self.resolver.aresolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
-        stored = await asyncio.to_thread(self.store.read, inp.session_key)
+        stored = await self.store.read(inp.session_key)
         window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
         context = context_for_request(stored, window)
         if context.repaired or context.truncated_results:
@@ -376,7 +376,7 @@ class ModelCallActivity:
 
         # As late as possible before the request goes out: the run chose this profile when it
         # scheduled the call, and the call may have waited for a slot since.
-        self._check_not_cooling(inp)
+        await self._check_not_cooling(inp)
         async with self.publishers.lease(client, inp.session_key) as publisher:
             for announcement in [
                 *inp.announce,
@@ -404,7 +404,7 @@ class ModelCallActivity:
             # in history once, and a retry that finds the entry reports the same figure.
             acc.usage = priced(acc.usage, resolved.entry.prices)
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
-            await asyncio.to_thread(self.store.append, inp.session_key, [entry, *rejected_results])
+            await self.store.append(inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
                 update={"stop_reason": acc.stop_reason, "usage": acc.usage}
             )
@@ -624,12 +624,12 @@ class ModelCallActivity:
             category=ApplicationErrorCategory.BENIGN,
         )
 
-    def _check_not_cooling(self, inp: ModelCallInput) -> None:
+    async def _check_not_cooling(self, inp: ModelCallInput) -> None:
         """Do not send a call on a profile another session has just found rate-limited (or
         overloaded, or out of credit) since this run chose it: the run rotates instead."""
         if self.cooldowns is None or inp.profile_id is None or inp.allow_cooling:
             return
-        usage = self.cooldowns.cooling(inp.profile_id, inp.model.model, time.time())
+        usage = await self.cooldowns.cooling(inp.profile_id, inp.model.model, time.time())
         if usage is None:
             return
         now = time.time()
@@ -681,7 +681,7 @@ class ModelCallActivity:
             stop_reason=reason,
             model=inp.model.label(),
         )
-        await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+        await self.store.append(inp.session_key, [entry])
 
     def _assistant_entry(
         self, inp: ModelCallInput, acc: _Accumulated

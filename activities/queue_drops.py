@@ -6,8 +6,6 @@ id, so a second append of it is skipped; the events carry stable ids too.
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import activity
 
 from activities.stream_publishers import SessionPublishers
@@ -69,7 +67,7 @@ class QueueDropActivities:
     @activity.defn(name=RECORD_DROPPED_MESSAGES)
     async def record_dropped_messages(self, inp: RecordDropsInput) -> RecordDropsResult:
         entries = [dropped_entry(item) for item in inp.items]
-        written = await asyncio.to_thread(self.store.append, inp.session_key, entries)
+        written = await self.store.append(inp.session_key, entries)
         # Waits for the flush: the events are on the stream before the next run starts, so
         # that run's webhook delivery (which reads from where the last one stopped) posts them.
         lease = self.publishers.lease(activity.client(), inp.session_key, wait_for_flush=True)

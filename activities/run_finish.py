@@ -3,8 +3,6 @@ the run's outcome next to the transcript (idempotent, so a retry changes nothing
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import time
 
@@ -17,7 +15,6 @@ from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
 from agentlane.events import AgentEvent
-from agentlane.private_files import private_open
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 
 log = logging.getLogger(__name__)
@@ -28,28 +25,27 @@ class RunFinishActivity:
         self.store = store
         self.publishers = publishers
 
-    def _close_and_record(self, inp: FinishRunInput) -> str:
+    async def _close_and_record(self, inp: FinishRunInput) -> str:
         result = inp.result
         if inp.append_user:
-            self.store.append(
+            await self.store.append(
                 result.session_key, user_entries(inp.append_user, result.run_id, time.time())
             )
-        self.store.answer_unanswered(result.session_key, result.run_id, inp.unanswered_reason)
+        await self.store.answer_unanswered(result.session_key, result.run_id, inp.unanswered_reason)
         reply = ""
         if result.last_entry_id:
-            last = self.store.get(result.session_key, result.last_entry_id)
+            last = await self.store.get(result.session_key, result.last_entry_id)
             # The user-facing reply: a silent reply or a bare heartbeat delivers nothing.
             reply = normalize_text(last.text) or "" if last is not None else ""
-        runs = self.store.session_dir(result.session_key) / "runs.jsonl"
-        if not (runs.exists() and f'"run_id":"{result.run_id}"' in runs.read_text()):
-            with private_open(runs, "a") as fh:
-                record = json.loads(result.model_dump_json())
-                fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+        # Once per run id, whichever attempt or host gets here first.
+        await self.store.store.record_run(
+            result.session_key, result.run_id, result.model_dump_json()
+        )
         return reply
 
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, inp: FinishRunInput) -> FinishRunResult:
-        reply = await asyncio.to_thread(self._close_and_record, inp)
+        reply = await self._close_and_record(inp)
         # The one activity that waits for its events on success: `agent_end` is where watchers
         # stop, and waiting also makes durable whatever this process published for the session
         # before it (one buffer per session).
@@ -80,7 +76,7 @@ class RunFinishActivity:
         stream_gaps.py); best effort: a failed check never fails the run's end."""
         result = inp.result
         try:
-            entries = await asyncio.to_thread(self.store.read, result.session_key)
+            entries = await self.store.read(result.session_key)
             expected = expected_event_ids(entries, result.run_id)
             if not expected:
                 return None

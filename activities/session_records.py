@@ -1,19 +1,16 @@
 """Restores a reopened session's settings and records the settings in force (one local activity
-when a session chain starts, and again when its queue settings change)."""
+when a session chain starts, and again when its queue settings change), in the store."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from pathlib import Path
+from typing import Any
 
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from activities.transcript_store import TranscriptStore
 from agentlane.ids import events_workflow_id
-from agentlane.private_files import write_private
 from agentlane.queue_settings import QueueOptions
 from agentlane.session import BranchSource, SessionSettings
 from agentlane.session_records import (
@@ -23,83 +20,77 @@ from agentlane.session_records import (
     RestoredSession,
     RestoreSessionInput,
 )
+from store.interface import Store
 
 log = logging.getLogger(__name__)
 
-RECORD_FILE = "session.json"
-# Written once when a branch is made (activities/session_tree.py); never rewritten.
-BRANCH_FILE = "branch.json"
-
 
 class SessionRecords:
-    def __init__(self, store: TranscriptStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
-    def _path(self, key: str) -> Path:
-        return self.store.session_dir(key) / RECORD_FILE
-
-    def _runs_numbered(self, key: str, recorded: int) -> int:
+    async def _runs_numbered(self, key: str, recorded: int) -> int:
         """The highest run number any incarnation of the key used: the recorded count, or the
-        runs in runs.jsonl (a session that was never closed cleanly recorded no count)."""
+        runs recorded at their end (a session that was never closed cleanly recorded no
+        count)."""
         highest = recorded
-        try:
-            lines = (self.store.session_dir(key) / "runs.jsonl").read_text().splitlines()
-        except OSError:
-            return highest
-        for line in lines:
+        for run_id, _ in await self.store.runs(key):
             try:
-                run_id = str(json.loads(line).get("run_id", ""))
                 highest = max(highest, int(run_id.rsplit(":run:", 1)[1]))
-            except (ValueError, IndexError, AttributeError):
+            except (ValueError, IndexError):
                 continue
         return highest
 
-    def _merge(self, inp: RestoreSessionInput) -> RestoredSession:
-        restored = self._merge_settings(inp)
-        restored.run_count = self._runs_numbered(inp.key, restored.run_count)
-        restored.branch = self.branch_of(inp.key)
+    async def _merge(self, inp: RestoreSessionInput) -> RestoredSession:
+        restored = await self._merge_settings(inp)
+        restored.run_count = await self._runs_numbered(inp.key, restored.run_count)
+        restored.branch = await self.branch_of(inp.key)
         return restored
 
-    def recorded(self, key: str) -> tuple[SessionSettings, QueueOptions | None] | None:
-        """The settings the key's session recorded last, None if none (or unreadable)."""
-        path = self._path(key)
+    async def _raw(self, key: str) -> dict[str, Any] | None:
+        text = await self.store.session_record(key)
+        if text is None:
+            return None
         try:
-            recorded = json.loads(path.read_text())
+            recorded = json.loads(text)
+            SessionSettings.model_validate(recorded["settings"])
+        except (ValueError, KeyError, TypeError) as err:
+            log.warning("session %s: ignoring an unreadable session record: %s", key, err)
+            return None
+        return dict(recorded)
+
+    async def recorded(self, key: str) -> tuple[SessionSettings, QueueOptions | None] | None:
+        """The settings the key's session recorded last, None if none (or unreadable)."""
+        recorded = await self._raw(key)
+        if recorded is None:
+            return None
+        try:
             settings = SessionSettings.model_validate(recorded["settings"])
             raw = recorded.get("queue_override")
             override = QueueOptions.model_validate(raw) if raw else None
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError) as err:
-            log.warning("session %s: ignoring an unreadable %s: %s", key, path, err)
+        except ValueError as err:
+            log.warning("session %s: ignoring an unreadable session record: %s", key, err)
             return None
         return settings, override
 
-    def branch_of(self, key: str) -> BranchSource | None:
-        try:
-            return BranchSource.model_validate_json(
-                (self.store.session_dir(key) / BRANCH_FILE).read_bytes()
-            )
-        except FileNotFoundError:
+    async def branch_of(self, key: str) -> BranchSource | None:
+        text = await self.store.branch_source(key)
+        if text is None:
             return None
-        except (OSError, ValueError) as err:
-            log.warning("session %s: ignoring an unreadable %s: %s", key, BRANCH_FILE, err)
+        try:
+            return BranchSource.model_validate_json(text)
+        except ValueError as err:
+            log.warning("session %s: ignoring an unreadable branch source: %s", key, err)
             return None
 
-    def record_branch(self, key: str, source: BranchSource) -> None:
-        self.store.ensure_session_dir(key)
-        write_private(self.store.session_dir(key) / BRANCH_FILE, source.model_dump_json().encode())
+    async def record_branch(self, key: str, source: BranchSource) -> None:
+        await self.store.put_branch_source(key, source.model_dump_json())
 
-    def _merge_settings(self, inp: RestoreSessionInput) -> RestoredSession:
-        path = self._path(inp.key)
-        if not path.exists():
+    async def _merge_settings(self, inp: RestoreSessionInput) -> RestoredSession:
+        recorded = await self._raw(inp.key)
+        if recorded is None:
             return RestoredSession(settings=inp.settings, queue_override=inp.queue_override)
-        try:
-            recorded = json.loads(path.read_text())
-            old = SessionSettings.model_validate(recorded["settings"])
-        except (OSError, ValueError, KeyError) as err:
-            log.warning("session %s: ignoring an unreadable %s: %s", inp.key, path, err)
-            return RestoredSession(settings=inp.settings, queue_override=inp.queue_override)
+        old = SessionSettings.model_validate(recorded["settings"])
         explicit = {name: getattr(inp.settings, name) for name in inp.explicit}
         settings = old.model_copy(update=explicit)
         override = inp.queue_override or recorded.get("queue_override")
@@ -110,7 +101,7 @@ class SessionRecords:
             run_count=int(recorded.get("run_count") or 0),
         )
 
-    def record(
+    async def record(
         self, key: str, settings: SessionSettings, override: object, run_count: int = 0
     ) -> None:
         body = {
@@ -118,20 +109,17 @@ class SessionRecords:
             "queue_override": override,
             "run_count": run_count,
         }
-        self.store.ensure_session_dir(key)
-        write_private(self._path(key), json.dumps(body).encode())
+        await self.store.put_session_record(key, json.dumps(body))
 
     @activity.defn(name=RESTORE_SESSION)
     async def restore_session(self, inp: RestoreSessionInput) -> RestoredSession:
-        restored = await asyncio.to_thread(self._merge, inp)
+        restored = await self._merge(inp)
         override = (
             restored.queue_override.model_dump(mode="json", exclude_none=True)
             if restored.queue_override
             else None
         )
-        await asyncio.to_thread(
-            self.record, inp.key, restored.settings, override, restored.run_count
-        )
+        await self.record(inp.key, restored.settings, override, restored.run_count)
         if restored.reopened:
             # The previous incarnation's stream (closed or still draining) tells where its
             # offsets ended; the new stream goes on from there, so no watcher's offset is stale.
@@ -149,4 +137,4 @@ class SessionRecords:
             if inp.queue_override
             else None
         )
-        await asyncio.to_thread(self.record, inp.key, inp.settings, override, inp.run_count)
+        await self.record(inp.key, inp.settings, override, inp.run_count)

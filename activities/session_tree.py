@@ -7,7 +7,6 @@ anything but this very copy is refused.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from temporalio import activity
@@ -63,13 +62,13 @@ class SessionTreeActivities:
 
     # -- reset ------------------------------------------------------------------------------
 
-    def _write_reset(self, inp: ResetInput) -> ResetWritten:
-        existing = self.store.get(inp.session_key, inp.entry_id)
+    async def _write_reset(self, inp: ResetInput) -> ResetWritten:
+        existing = await self.store.get(inp.session_key, inp.entry_id)
         if existing is not None:  # a retry: what the first attempt wrote
             return ResetWritten(entry_id=existing.id, parent_id=existing.parent_id, ts=existing.ts)
         # The old branch ends valid: a call the aborted run left open is answered there, never
         # after the marker (where it would be an orphan in the new context).
-        closed = self.store.answer_unanswered(
+        closed = await self.store.answer_unanswered(
             inp.session_key, inp.aborted_run_id or "", Unanswered.RUN_STOPPED.value
         )
         marker = TranscriptEntry(
@@ -82,8 +81,8 @@ class SessionTreeActivities:
                 **({"aborted_run_id": inp.aborted_run_id} if inp.aborted_run_id else {}),
             },
         )
-        self.store.append(inp.session_key, [marker])
-        written = self.store.get(inp.session_key, inp.entry_id)
+        await self.store.append(inp.session_key, [marker])
+        written = await self.store.get(inp.session_key, inp.entry_id)
         assert written is not None
         return ResetWritten(
             entry_id=written.id,
@@ -94,7 +93,7 @@ class SessionTreeActivities:
 
     @activity.defn(name=RESET_SESSION)
     async def reset_session(self, inp: ResetInput) -> ResetWritten:
-        written = await asyncio.to_thread(self._write_reset, inp)
+        written = await self._write_reset(inp)
         # Waits for the flush: watchers see the reset before the next run's events.
         lease = self.publishers.lease(activity.client(), inp.session_key, wait_for_flush=True)
         async with lease as publisher:
@@ -103,9 +102,9 @@ class SessionTreeActivities:
 
     # -- branch -----------------------------------------------------------------------------
 
-    def _copy(self, inp: BranchCopyInput) -> BranchCopied:
+    async def _copy(self, inp: BranchCopyInput) -> BranchCopied:
         parent, point = inp.source.parent_session, inp.source.branch_point
-        entries = self.store.read(parent)
+        entries = await self.store.read(parent)
         if not entries:
             raise ApplicationError(
                 f"session {parent} does not exist (no transcript)",
@@ -141,7 +140,7 @@ class SessionTreeActivities:
         )
         copy = [*path, *answers, marker]
         ours = {e.id for e in copy}
-        if any(e.id not in ours for e in self.store.read(inp.session_key)):
+        if any(e.id not in ours for e in await self.store.read(inp.session_key)):
             # Not an earlier attempt of this copy: some other session's history.
             raise ApplicationError(
                 f"session {inp.session_key} already has a transcript",
@@ -149,9 +148,9 @@ class SessionTreeActivities:
                 non_retryable=True,
             )
         # One append: the copy lands whole or not at all (a retry skips what is there).
-        self.store.append(inp.session_key, copy)
-        self.records.record_branch(inp.session_key, inp.source)
-        recorded = self.records.recorded(parent)
+        await self.store.append(inp.session_key, copy)
+        await self.records.record_branch(inp.session_key, inp.source)
+        recorded = await self.records.recorded(parent)
         return BranchCopied(
             entry_id=inp.entry_id,
             copied=len(path),
@@ -161,4 +160,4 @@ class SessionTreeActivities:
 
     @activity.defn(name=COPY_BRANCH)
     async def copy_branch(self, inp: BranchCopyInput) -> BranchCopied:
-        return await asyncio.to_thread(self._copy, inp)
+        return await self._copy(inp)

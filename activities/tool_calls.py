@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -38,7 +37,6 @@ from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT
 from agentlane.events import AgentEvent, EventKind
-from agentlane.private_files import write_private
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
 from agentlane.tool_signatures import outcome_hash
 from agentlane.transcript import ToolCall, TranscriptEntry
@@ -81,12 +79,16 @@ class ToolActivities:
         self.store = store
         self.publishers = publishers
 
-    def _marker(self, inp: ToolCallInput, kind: str = "exec-started") -> Path:
-        """A per-call file that tells a retried attempt what an earlier attempt did."""
-        return self.store.session_dir(inp.session_key) / kind / inp.tool_call_id
+    async def _mark(self, inp: ToolCallInput, kind: str, value: str) -> bool:
+        """Note, in the store, what this attempt does, for a retried attempt on any host; False
+        when an earlier attempt noted it already."""
+        return await self.store.store.mark_tool_call(inp.session_key, inp.tool_call_id, kind, value)
 
-    def _find_call(self, inp: ToolCallInput) -> ToolCall:
-        entry = self.store.get(inp.session_key, inp.assistant_entry_id)
+    async def _mark_of(self, inp: ToolCallInput, kind: str) -> str | None:
+        return await self.store.store.tool_mark(inp.session_key, inp.tool_call_id, kind)
+
+    async def _find_call(self, inp: ToolCallInput) -> ToolCall:
+        entry = await self.store.get(inp.session_key, inp.assistant_entry_id)
         if entry is not None:
             for call in entry.tool_calls:
                 if call.id == inp.tool_call_id:
@@ -117,9 +119,7 @@ class ToolActivities:
         execute: Callable[[ToolCall, EventLease], Awaitable[ToolResult]],
     ) -> ToolCallOutcome:
         started = time.monotonic()
-        existing = await asyncio.to_thread(
-            self.store.tool_result, inp.session_key, inp.tool_call_id
-        )
+        existing = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         if existing is not None:
             # A previous attempt (or the run's clean-up) already answered this call.
             return ToolCallOutcome(
@@ -129,7 +129,7 @@ class ToolActivities:
                 replayed=True,
                 outcome_hash=self._outcome_hash(inp, existing),
             )
-        call = await asyncio.to_thread(self._find_call, inp)
+        call = await self._find_call(inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             publisher.publish(
                 self._event(
@@ -210,9 +210,9 @@ class ToolActivities:
                 "duration_ms": int((time.monotonic() - started) * 1000),
             },
         )
-        await asyncio.to_thread(self.store.append, inp.session_key, [entry])
+        await self.store.append(inp.session_key, [entry])
         # If something else answered first, that answer stands.
-        stored = await asyncio.to_thread(self.store.tool_result, inp.session_key, inp.tool_call_id)
+        stored = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         return stored or entry
 
     @staticmethod
@@ -243,11 +243,14 @@ class ToolActivities:
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(EditArgs, call.arguments)
-            marker = self._marker(inp, "edit-applied")
-            applied = marker.read_text() if marker.exists() else None
+            applied = await self._mark_of(inp, "edit-applied")
+            loop = asyncio.get_running_loop()
 
             def remember(digest: str) -> None:
-                write_private(marker, digest.encode())
+                # Called from the edit's thread, just before it writes the file.
+                asyncio.run_coroutine_threadsafe(
+                    self._mark(inp, "edit-applied", digest), loop
+                ).result()
 
             return await asyncio.to_thread(edit_file, inp.workspace, args, applied, remember)
 
@@ -258,10 +261,8 @@ class ToolActivities:
         async def execute(call: ToolCall, publisher: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ExecArgs, call.arguments)
-            marker = self._marker(inp)
-            if marker.exists():
+            if not await self._mark(inp, "exec-started", args.command):
                 return ToolResult(INTERRUPTED_EXEC, is_error=True, summary="interrupted")
-            write_private(marker, args.command.encode())
             update = self._event(inp, EventKind.TOOL_EXECUTION_UPDATE)
             position = 0
 

@@ -1,32 +1,25 @@
-"""Append-only transcript store: one JSONL file per session, outside workflow history.
+"""Transcripts as activities use them, over the store (`store/`), outside workflow history.
 
-Activities run at least once, so every append is idempotent: an entry whose id is already in
-the file is skipped, and a tool result for a tool call that already has one is skipped (every
-tool call ends up with exactly one result, even when a retried attempt or a zombie worker writes
-again). Appends hold an exclusive file lock so two processes never interleave lines.
+Activities run at least once, so every append is idempotent: an entry whose id the session has
+is skipped, and a tool result for a tool call that already has one is skipped (every tool call
+ends up with exactly one result, even when a retried attempt or a zombie worker on another host
+writes again). The store enforces both with unique keys, in one transaction per append.
 
-Reads are incremental: a process remembers how far it has parsed each file and only parses what
-was appended since, so long conversations do not cost a full re-read per model call.
+Reads are incremental: a process remembers the last sequence number it read for each session
+and fetches only what came after, so long conversations do not cost a full re-read per model
+call.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import logging
-import os
-import threading
+import asyncio
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from agentlane.ids import file_safe, storage_name
-from agentlane.private_files import make_private_dir, private_open, write_private
 from agentlane.run import UserTurn
 from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
+from store.interface import Store
 
 
 class TranscriptCorrupt(Exception):
@@ -74,184 +67,79 @@ def tool_result_entry(
 
 @dataclass
 class _Parsed:
-    offset: int = 0
+    seq: int = 0
     entries: list[TranscriptEntry] = field(default_factory=list)
-    ids: set[str] = field(default_factory=set)
-    answered: set[str] = field(default_factory=set)
-    # Lines that are not entries (garbage, a foreign write, a crash mid-line): byte offset and
-    # why. They stay in the file, which is only ever appended to.
-    skipped: list[tuple[int, str]] = field(default_factory=list)
-
-
-log = logging.getLogger(__name__)
-
-
-OWNER_FILE = ".key"
+    ids: dict[str, int] = field(default_factory=dict)
+    answered: dict[str, int] = field(default_factory=dict)
 
 
 class TranscriptStore:
-    def __init__(self, root: Path, fsync: bool = True) -> None:
-        self.root = root
-        self.fsync = fsync
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self._cache: dict[str, _Parsed] = {}
-        self._dirs: dict[str, Path] = {}
-        self._lock = threading.Lock()
+        # One refresh at a time per session: two concurrent readers would fetch the same rows.
+        self._locks: dict[str, asyncio.Lock] = {}
 
-    def session_dir(self, key: str) -> Path:
-        """The key's folder (`agentlane.ids.storage_name`), or the folder an earlier version
-        wrote for it under the old, colliding name when that folder is the key's own."""
-        known = self._dirs.get(key)
-        if known is not None:
-            return known
-        found = self.root / storage_name(key)
-        legacy = self.root / file_safe(key)
-        if legacy != found and not found.exists() and self._owned_by(legacy, key):
-            found = legacy
-        self._dirs[key] = found
-        return found
-
-    @staticmethod
-    def _owned_by(directory: Path, key: str) -> bool:
-        """Whether an old-named folder holds `key`'s data: its owner file says so, or (written
-        before owner files) its first user message's id starts with the key."""
-        owner = directory / OWNER_FILE
-        if owner.exists():
-            return owner.read_text() == key
-        try:
-            with (directory / "transcript.jsonl").open("rb") as fh:
-                for line in fh:
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue
-                    if entry.get("role") == "user":
-                        return str(entry.get("id", "")).startswith(f"{key}.")
-        except OSError:
-            return False
-        return False
-
-    def ensure_session_dir(self, key: str) -> Path:
-        directory = self.session_dir(key)
-        if not directory.exists():
-            # Only the project's user can read transcripts (0700 folders, 0600 files).
-            make_private_dir(self.root)
-            directory.mkdir(mode=0o700, exist_ok=True)
-        owner = directory / OWNER_FILE
-        if not owner.exists():
-            write_private(owner, key.encode())
-        return directory
-
-    def path(self, key: str) -> Path:
-        return self.session_dir(key) / "transcript.jsonl"
+    def describe(self) -> str:
+        return f"the {self.store.backend} store"
 
     # -- a run's context -------------------------------------------------------------------
 
-    def _run_workspace_path(self, key: str, run_chain: str) -> Path:
-        return self.session_dir(key) / "run-workspaces" / file_safe(run_chain)
-
-    def record_run_workspace(self, key: str, run_chain: str, workspace: str) -> None:
+    async def record_run_workspace(self, key: str, run_chain: str, workspace: str) -> None:
         """Remember the workspace of one run (`run_chain`: run id and chain token), so that its
         later steps need not carry the path in their inputs, and so in history."""
-        path = self._run_workspace_path(key, run_chain)
-        if path.exists() and path.read_text() == workspace:
+        if await self.store.run_workspace(key, run_chain) == workspace:
             return
-        self.ensure_session_dir(key)
-        write_private(path, workspace.encode())
+        await self.store.set_run_workspace(key, run_chain, workspace)
 
-    def run_workspace(self, key: str, run_chain: str) -> str | None:
-        try:
-            return self._run_workspace_path(key, run_chain).read_text()
-        except FileNotFoundError:
-            return None
+    async def run_workspace(self, key: str, run_chain: str) -> str | None:
+        return await self.store.run_workspace(key, run_chain)
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _refresh(self, key: str) -> _Parsed:
-        path = self.path(key)
-        parsed = self._cache.get(key)
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            self._cache[key] = _Parsed()
-            return self._cache[key]
-        if parsed is None or size < parsed.offset:
-            parsed = _Parsed()
-        if size > parsed.offset:
-            with path.open("rb") as fh:
-                fh.seek(parsed.offset)
-                chunk = fh.read(size - parsed.offset)
-            # A line without its newline is an append still in progress (or torn by a crash,
-            # in which case the next append repairs it): leave it for later.
-            complete = chunk[: chunk.rfind(b"\n") + 1]
-            # A line that is not an entry is skipped, never fatal: one damaged line must not
-            # brick a session (issue 10). It is logged with where it is, once per process.
-            at = parsed.offset
-            for line in complete.splitlines(keepends=True):
-                if line.strip():
-                    try:
-                        self._index(parsed, TranscriptEntry.model_validate_json(line))
-                    except ValueError as err:
-                        why = " ".join(str(err).split())[:300]
-                        parsed.skipped.append((at, why))
-                        log.warning("%s: skipped an unreadable line at byte %d: %s", path, at, why)
-                at += len(line)
-            parsed.offset += len(complete)
-        self._cache[key] = parsed
-        return parsed
+    async def _refresh(self, key: str) -> _Parsed:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            parsed = self._cache.setdefault(key, _Parsed())
+            for seq, entry in await self.store.entries_after(key, parsed.seq):
+                index = len(parsed.entries)
+                parsed.entries.append(entry)
+                parsed.ids[entry.id] = index
+                if entry.role == Role.TOOL and entry.tool_call_id:
+                    parsed.answered[entry.tool_call_id] = index
+                parsed.seq = seq
+            return parsed
 
-    @staticmethod
-    def _index(parsed: _Parsed, entry: TranscriptEntry) -> None:
-        parsed.entries.append(entry)
-        parsed.ids.add(entry.id)
-        if entry.role == Role.TOOL and entry.tool_call_id:
-            parsed.answered.add(entry.tool_call_id)
+    async def read(self, key: str) -> list[TranscriptEntry]:
+        return list((await self._refresh(key)).entries)
 
-    def skipped_lines(self, key: str) -> list[tuple[int, str]]:
-        """Lines of the session's transcript that could not be read (byte offset, why)."""
-        with self._lock:
-            return list(self._refresh(key).skipped)
+    async def get(self, key: str, entry_id: str) -> TranscriptEntry | None:
+        parsed = await self._refresh(key)
+        index = parsed.ids.get(entry_id)
+        return None if index is None else parsed.entries[index]
 
-    def read(self, key: str) -> list[TranscriptEntry]:
-        with self._lock:
-            return list(self._refresh(key).entries)
+    async def tool_result(self, key: str, tool_call_id: str) -> TranscriptEntry | None:
+        parsed = await self._refresh(key)
+        index = parsed.answered.get(tool_call_id)
+        return None if index is None else parsed.entries[index]
 
-    def get(self, key: str, entry_id: str) -> TranscriptEntry | None:
-        with self._lock:
-            parsed = self._refresh(key)
-            if entry_id not in parsed.ids:
-                return None
-            return next(e for e in reversed(parsed.entries) if e.id == entry_id)
+    async def last_id(self, key: str) -> str | None:
+        entries = (await self._refresh(key)).entries
+        return entries[-1].id if entries else None
 
-    def tool_result(self, key: str, tool_call_id: str) -> TranscriptEntry | None:
-        with self._lock:
-            parsed = self._refresh(key)
-            if tool_call_id not in parsed.answered:
-                return None
-            return next(
-                e
-                for e in reversed(parsed.entries)
-                if e.role == Role.TOOL and e.tool_call_id == tool_call_id
-            )
-
-    def last_id(self, key: str) -> str | None:
-        with self._lock:
-            entries = self._refresh(key).entries
-            return entries[-1].id if entries else None
-
-    def unanswered_tool_calls(self, key: str) -> list[ToolCall]:
-        with self._lock:
-            parsed = self._refresh(key)
-            return [
-                call
-                for entry in parsed.entries
-                if entry.role == Role.ASSISTANT
-                for call in entry.tool_calls
-                if call.id not in parsed.answered
-            ]
+    async def unanswered_tool_calls(self, key: str) -> list[ToolCall]:
+        parsed = await self._refresh(key)
+        return [
+            call
+            for entry in parsed.entries
+            if entry.role == Role.ASSISTANT
+            for call in entry.tool_calls
+            if call.id not in parsed.answered
+        ]
 
     # -- writing ---------------------------------------------------------------------------
 
-    def answer_unanswered(self, key: str, run_id: str, reason: str) -> list[TranscriptEntry]:
+    async def answer_unanswered(self, key: str, run_id: str, reason: str) -> list[TranscriptEntry]:
         """Answer every tool call that has no result yet, as an error result explaining `reason`
         (an `Unanswered` code, or the words themselves).
 
@@ -259,78 +147,24 @@ class TranscriptStore:
         stopped before they ran.
         """
         now = time.time()
-        return self.append(
+        return await self.append(
             key,
             [
                 tool_result_entry(
                     call.id, call.name, unanswered_text(reason), run_id, is_error=True, ts=now
                 )
-                for call in self.unanswered_tool_calls(key)
+                for call in await self.unanswered_tool_calls(key)
             ],
         )
 
-    @contextmanager
-    def _file_lock(self, key: str) -> Iterator[None]:
-        directory = self.ensure_session_dir(key)
-        with private_open(directory / ".lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _repair_torn_tail(self, path: Path) -> None:
-        if not path.exists() or path.stat().st_size == 0:
-            return
-        with path.open("rb+") as fh:
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) == b"\n":
-                return
-            fh.seek(0)
-            data = fh.read()
-            fh.truncate(data.rfind(b"\n") + 1)
-
-    def append(self, key: str, entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
+    async def append(self, key: str, entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
         """Append the entries not already present; return those actually written.
 
         Each entry's parent_id defaults to the id of the entry before it.
         """
         if not entries:
             return []
-        with self._lock, self._file_lock(key):
-            path = self.path(key)
-            self._repair_torn_tail(path)
-            parsed = self._refresh(key)
-            written: list[TranscriptEntry] = []
-            lines: list[bytes] = []
-            last = parsed.entries[-1].id if parsed.entries else None
-            batch_answered: set[str] = set()
-            batch_ids: set[str] = set()
-            for entry in entries:
-                if entry.id in parsed.ids or entry.id in batch_ids:
-                    continue
-                if (
-                    entry.role == Role.TOOL
-                    and entry.tool_call_id
-                    and (
-                        entry.tool_call_id in parsed.answered
-                        or entry.tool_call_id in batch_answered
-                    )
-                ):
-                    continue
-                if entry.parent_id is None:
-                    entry = entry.model_copy(update={"parent_id": last})
-                last = entry.id
-                batch_ids.add(entry.id)
-                if entry.role == Role.TOOL and entry.tool_call_id:
-                    batch_answered.add(entry.tool_call_id)
-                lines.append(entry.model_dump_json(exclude_defaults=True).encode() + b"\n")
-                written.append(entry)
-            if lines:
-                with private_open(path, "ab") as fh:
-                    fh.write(b"".join(lines))
-                    fh.flush()
-                    if self.fsync:
-                        os.fsync(fh.fileno())
-                self._refresh(key)
-            return written
+        written = await self.store.append_entries(key, entries)
+        if written:
+            await self._refresh(key)
+        return written

@@ -132,22 +132,30 @@ class WebhookDelivery:
         if self._http is not None:
             await self._http.aclose()
 
-    def _secret(self, inp: DeliverInput) -> bytes:
+    async def _secret(self, inp: DeliverInput) -> bytes:
         ref = inp.target.secret_ref
+        store = self.store.store
         if ref == default_secret_ref(inp.session_key):
-            return self.secrets.ensure(ref)
-        return self.secrets.get(ref)
+            return await self.secrets.aensure(store, ref)
+        return await self.secrets.aget(store, ref)
 
     @activity.defn(name=DELIVER_WEBHOOKS)
     async def deliver_webhooks(self, inp: DeliverInput) -> DeliverResult:
         info = activity.info()
         local_key = (info.workflow_id or "", info.activity_id)
-        progress = self._resume_point(inp, info.heartbeat_details, self._local.get(local_key))
+        delivery_id = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+        saved = await self.store.store.delivery_progress(delivery_id)
+        progress = self._resume_point(
+            inp,
+            info.heartbeat_details,
+            self._local.get(local_key),
+            DeliverProgress.model_validate_json(saved) if saved else None,
+        )
         try:
-            secret = await asyncio.to_thread(self._secret, inp)
+            secret = await self._secret(inp)
         except SecretMissing as err:
             raise ApplicationError(str(err), type=WEBHOOK_FAILED) from None
-        run = _RunDelivery(self, inp, progress, secret, activity.client())
+        run = _RunDelivery(self, inp, progress, secret, activity.client(), delivery_id)
         try:
             result = await run.go()
         finally:
@@ -157,10 +165,16 @@ class WebhookDelivery:
 
     @staticmethod
     def _resume_point(
-        inp: DeliverInput, details: Any, local: DeliverProgress | None
+        inp: DeliverInput,
+        details: Any,
+        local: DeliverProgress | None,
+        saved: DeliverProgress | None = None,
     ) -> DeliverProgress:
+        """The furthest of: the input, this process's memory, the last heartbeat, and what the
+        store says an attempt on any host got to (a heartbeat is throttled; the store's record
+        is written after every POST)."""
         best = DeliverProgress(offset=inp.from_offset, cursor=inp.cursor)
-        candidates = [local] if local is not None else []
+        candidates = [c for c in (local, saved) if c is not None]
         if details:
             try:
                 candidates.append(DeliverProgress.model_validate(details[0]))
@@ -186,8 +200,10 @@ class _RunDelivery:
         progress: DeliverProgress,
         secret: bytes,
         client: Client,
+        delivery_id: str = "",
     ) -> None:
         self.owner = owner
+        self.delivery_id = delivery_id
         self.inp = inp
         self.progress = progress
         self.secret = secret
@@ -312,7 +328,7 @@ class _RunDelivery:
     async def _send_final(self, ended: RunEnd) -> None:
         run_id = self.inp.run_id
         if ended.status == "success":
-            text = await asyncio.to_thread(self._reply, ended.last_entry_id)
+            text = await self._reply(ended.last_entry_id)
             if text:
                 body = self._body(f"{run_id}/final_reply", DeliveryKind.FINAL_REPLY, text=text)
                 body.status = ended.status
@@ -325,12 +341,13 @@ class _RunDelivery:
             await self._post(body)
         self.progress.final_sent = True
         self._beat()
+        await self._save()
 
-    def _reply(self, last_entry_id: str | None) -> str:
+    async def _reply(self, last_entry_id: str | None) -> str:
         """The user-facing reply, as `finish_run` computes it (a silent reply sends nothing)."""
         if not last_entry_id:
             return ""
-        entry = self.owner.store.get(self.inp.session_key, last_entry_id)
+        entry = await self.owner.store.get(self.inp.session_key, last_entry_id)
         return (normalize_text(entry.text) or "") if entry is not None else ""
 
     def _body(
@@ -391,6 +408,14 @@ class _RunDelivery:
         self.progress.delivered += 1
         self.progress.last_id = body.id
         self._beat()
+        await self._save()
+
+    async def _save(self) -> None:
+        if self.delivery_id:
+            # A retry on another host resumes after this POST, whatever the heartbeat's throttle.
+            await self.owner.store.store.save_delivery_progress(
+                self.delivery_id, self.progress.model_dump_json()
+            )
 
     async def _run_state(self) -> RunDeliveryInfo:
         handle = self.client.get_workflow_handle(session_workflow_id(self.inp.session_key))

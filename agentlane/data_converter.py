@@ -1,14 +1,11 @@
 """The data converter every role uses: pydantic models as JSON, large payloads offloaded.
 
-Offload uses the SDK's own ExternalStorage with a driver that writes content-addressed files
-under the data folder (shared storage when workers run on several machines).
+Offload uses the SDK's own ExternalStorage with a driver over the store (`store/payload_driver.py`),
+so every host that reaches the store reaches the payloads.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +19,13 @@ from temporalio.converter import (
     ExternalStorage,
     JSONPlainPayloadConverter,
     PayloadCodec,
-    StorageDriver,
-    StorageDriverClaim,
-    StorageDriverRetrieveContext,
-    StorageDriverStoreContext,
 )
 
-from agentlane.private_files import write_private
+from agentlane.settings import Settings
 from agentlane.wire import CompactModel
+from store.interface import Store
+from store.open import shared_store
+from store.payload_driver import LegacyFileClaims, StorePayloadDriver
 
 
 class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
@@ -61,60 +57,25 @@ class CompactPydanticPayloadConverter(CompositePayloadConverter):
         )
 
 
-class LocalFileStorageDriver(StorageDriver):
-    """Stores each payload once, named by the SHA-256 of its bytes (so retries are free)."""
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-
-    def name(self) -> str:
-        return "local-file"
-
-    def _path(self, digest: str) -> Path:
-        return self._root / digest[:2] / digest
-
-    def _write(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
-        path = self._path(digest)
-        if not path.exists():
-            write_private(path, data)  # payloads hold messages and tool output: 0600
-        return digest
-
-    def _read(self, digest: str) -> bytes:
-        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
-            raise ValueError(f"malformed payload claim {digest!r}")
-        return self._path(digest).read_bytes()
-
-    async def store(
-        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
-    ) -> list[StorageDriverClaim]:
-        claims = []
-        for payload in payloads:
-            digest = await asyncio.to_thread(self._write, payload.SerializeToString())
-            claims.append(StorageDriverClaim(claim_data={"sha256": digest}))
-        return claims
-
-    async def retrieve(
-        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
-    ) -> list[Payload]:
-        out = []
-        for claim in claims:
-            data = await asyncio.to_thread(self._read, claim.claim_data["sha256"])
-            payload = Payload()
-            payload.ParseFromString(data)
-            out.append(payload)
-        return out
-
-
 def make_data_converter(
-    payloads_dir: Path, threshold: int = 128 * 1024, codec: PayloadCodec | None = None
+    place: Settings | Path, threshold: int = 128 * 1024, codec: PayloadCodec | None = None
 ) -> DataConverter:
-    """`codec`: payload encryption (`agentlane/encryption.py`), applied before offloading, so
-    offloaded payloads are encrypted too."""
+    """`place`: the settings whose store holds offloaded payloads (or a data dir: its embedded
+    store). `codec`: payload encryption (`agentlane/encryption.py`), applied before offloading,
+    so offloaded payloads are encrypted too."""
+    settings = place if isinstance(place, Settings) else Settings(data_dir=place)
+
+    async def opener() -> Store:
+        # Opened on the first offload or retrieval, shared with the process's other users.
+        return await shared_store(settings)
+
+    driver = StorePayloadDriver(opener)
     return DataConverter(
         payload_converter_class=CompactPydanticPayloadConverter,
         payload_codec=codec,
         external_storage=ExternalStorage(
-            drivers=[LocalFileStorageDriver(payloads_dir)], payload_size_threshold=threshold
+            drivers=[driver, LegacyFileClaims(opener, settings.payloads_dir)],
+            driver_selector=lambda _context, _payload: driver,
+            payload_size_threshold=threshold,
         ),
     )

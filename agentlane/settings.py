@@ -59,6 +59,9 @@ class Settings(BaseModel):
     gateway_fanout_queue: int = 1000
     # host:port of each worker's Prometheus endpoint (workers/telemetry.py); None: no metrics.
     metrics_address: str | None = None
+    # Where state outside Temporal lives (store/open.py): unset, the embedded SQLite file in the
+    # data dir; `postgresql://…` for many hosts.
+    database_url: str | None = None
 
     def encryption_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -122,4 +125,5 @@ class Settings(BaseModel):
             gateway_fanout=_env("GATEWAY_FANOUT", "1").lower() not in ("0", "false", "no", "off"),
             gateway_fanout_queue=int(_env("GATEWAY_FANOUT_QUEUE", "1000")),
             metrics_address=os.environ.get("AGENTLANE_METRICS_ADDRESS") or None,
+            database_url=os.environ.get("AGENTLANE_DATABASE_URL") or None,
         )

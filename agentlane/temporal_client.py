@@ -27,7 +27,7 @@ async def connect(
         api_key=api_key,
         tls=tls,
         data_converter=make_data_converter(
-            settings.payloads_dir,
+            settings,
             settings.payload_offload_threshold,
             codec_from_env(settings.encryption_env()),
         ),

@@ -48,6 +48,7 @@ from agentlane.ids import (
 )
 from agentlane.model_calls import CALL_MODEL  # noqa: E402
 from agentlane.run import ExecutionResult, ExecutionStatus  # noqa: E402
+from agentlane.settings import Settings  # noqa: E402
 from agentlane.transcript import Role, ToolCall, TranscriptEntry  # noqa: E402
 from bench.common import (  # noqa: E402
     ET,
@@ -67,6 +68,7 @@ from bench.common import (  # noqa: E402
     workspace,
 )
 from clients.api import AgentlaneClient  # noqa: E402
+from store.open import open_store  # noqa: E402
 from tests.harness import Deployment  # noqa: E402
 
 QUICK = os.environ.get("AGENTLANE_BENCH_QUICK") == "1"  # a smoke run of the script itself
@@ -280,8 +282,8 @@ async def run_steps(
 async def asyncio_loop(root: Path, steps: int) -> list[float]:
     """Per step: read the transcript, stream the same offline model, append the assistant
     entry, run the same write tool, append its result; store calls in threads like the
-    activities do. No Temporal, no event stream."""
-    store = TranscriptStore(root / "sessions")
+    activities do (the embedded store). No Temporal, no event stream."""
+    store = TranscriptStore(await open_store(Settings(data_dir=root)))
     key = fresh_key("loop")
     ws = root / "ws" / key
     ws.mkdir(parents=True)
@@ -289,11 +291,11 @@ async def asyncio_loop(root: Path, steps: int) -> list[float]:
     tools = tool_specs(["read", "write", "edit", "exec"])
     system = build_system_prompt(str(ws), tools)
     user = TranscriptEntry(id="u", role=Role.USER, ts=time.time(), text=instruction(steps))
-    await asyncio.to_thread(store.append, key, [user])
+    await store.append(key, [user])
     times: list[float] = []
     for turn in range(steps):
         started = time.perf_counter()
-        entries = await asyncio.to_thread(store.read, key)
+        entries = await store.read(key)
         request = ModelRequest(model="planner", system=system, entries=entries, tools=tools)
         text, calls = "", []
         async for event in provider.stream(request, None):
@@ -313,7 +315,7 @@ async def asyncio_loop(root: Path, steps: int) -> list[float]:
             text=text,
             tool_calls=[ToolCall(id=call.id, name=call.name, arguments=args.model_dump())],
         )
-        await asyncio.to_thread(store.append, key, [assistant])
+        await store.append(key, [assistant])
         result = await asyncio.to_thread(write_file, str(ws), args)
         tool_entry = TranscriptEntry(
             id=f"{call.id}:result",
@@ -324,7 +326,7 @@ async def asyncio_loop(root: Path, steps: int) -> list[float]:
             text=result.text,
             is_error=result.is_error,
         )
-        await asyncio.to_thread(store.append, key, [tool_entry])
+        await store.append(key, [tool_entry])
         times.append(time.perf_counter() - started)
     return times
 

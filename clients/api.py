@@ -97,6 +97,7 @@ from agentlane.webhook_targets import check_callback_target
 from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from clients import schedules
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
+from store.sync import run_sync
 from workflows.agent_run import AgentRunWorkflow
 from workflows.session import SessionWorkflow
 
@@ -881,8 +882,9 @@ class AgentlaneClient:
         return desc.status == WorkflowExecutionStatus.RUNNING
 
     def transcript(self, session_key: str) -> list[TranscriptEntry]:
-        """Read the transcript from the store (local or shared storage)."""
-        return TranscriptStore(self.settings.transcripts_dir).read(check_session_key(session_key))
+        """Read the transcript from the store (`AGENTLANE_DATABASE_URL`, else the data dir's)."""
+        key = check_session_key(session_key)
+        return run_sync(self.settings, lambda store: TranscriptStore(store).read(key))
 
     # -- scheduled runs (issue 12; clients/schedules.py) ---------------------------------------
 

@@ -422,7 +422,8 @@ def _read_secret(prompt: str) -> str:
 
 
 def _auth(args: argparse.Namespace) -> int:
-    """Keys go into the 0600 auth store; they are read from a prompt or stdin, never argv. So can
+    """Keys go into the store (sealed when encryption is on); they are read from a prompt or
+    stdin, never argv. So can
     header values (`--header NAME` alone), since argv is visible to every user in `ps`."""
     from activities.auth_store import AuthStore, AuthStoreError
 
@@ -466,7 +467,7 @@ def _auth(args: argparse.Namespace) -> int:
     except AuthStoreError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    health = _profile_health(store.path.parent)
+    health = _profile_health(store.settings)
     for profile in profiles.values():
         state = "key set" if profile.key else "no key"
         # Header names and the auth style only: values are secrets like the key.
@@ -479,21 +480,23 @@ def _auth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _profile_health(data_dir: Path) -> dict[str, str]:
+def _profile_health(settings: Settings) -> dict[str, str]:
     """Each profile's shared cooldown state, in words ("cooling 25 s (rate_limit)", "disabled
     4 h 59 min (billing)"); a profile not listed is ready."""
     import time
 
-    from agentlane.profile_state import ProfileState
+    from agentlane.profile_state import ProfileUsage
+    from store.sync import run_sync
 
-    path = data_dir / "auth-state.json"
-    try:
-        state = ProfileState.model_validate_json(path.read_bytes() or b"{}")
-    except (OSError, ValueError):
-        return {}
+    rows = run_sync(settings, lambda store: store.usage_rows())
     now = time.time()
     out: dict[str, str] = {}
-    for pid, usage in state.usage.items():
+    for row in rows:
+        pid = row.profile_id
+        try:
+            usage = ProfileUsage.model_validate_json(row.usage)
+        except ValueError:
+            continue
         until = usage.unusable_until()
         if until is None or until <= now:
             continue
@@ -583,17 +586,54 @@ def _callback_routing(args: argparse.Namespace) -> Routing | None:
 
 
 def _webhook(args: argparse.Namespace) -> int:
-    """Print a webhook signing secret (created 0600 in the data folder if need be): the
+    """Print a webhook signing secret (created in the store if need be): the
     session's own, or a named one (`--ref`, e.g. one per adapter or token)."""
     from agentlane.webhook_secrets import WebhookSecretStore
     from agentlane.webhooks import default_secret_ref
 
-    store = WebhookSecretStore(Settings.from_env().data_dir)
+    store = WebhookSecretStore(Settings.from_env())
     ref = args.target if args.ref else default_secret_ref(check_session_key(args.target))
     secret = store.rotate(ref) if args.rotate else store.ensure(ref)
     print(f"ref: {ref}", file=sys.stderr)
     print(secret.decode())
     return EXIT_OK
+
+
+async def _db(args: argparse.Namespace) -> int:
+    """`db migrate | status | import`: the store that holds everything outside Temporal."""
+    from store.file_import import import_files, warn_unimported
+    from store.open import describe, open_store
+
+    settings = Settings.from_env()
+    store = await open_store(settings)
+    try:
+        if args.action == "migrate":
+            version = await store.migrate()
+            print(f"{store.backend} store at {describe(settings)}: schema version {version}")
+            return EXIT_OK
+        if args.action == "import":
+            source = Path(args.source) if args.source else settings.data_dir
+            source = await asyncio.to_thread(source.resolve)
+            if not await asyncio.to_thread(source.is_dir):
+                print(f"error: {source} is not a folder", file=sys.stderr)
+                return EXIT_REJECTED
+            report = await import_files(source, store)
+            print(f"imported {source} into the {store.backend} store at {describe(settings)}")
+            for line in report.lines() or ["nothing to import"]:
+                print(f"  {line}")
+            return EXIT_OK
+        status = await store.status()
+        print(f"backend: {status.backend}")
+        print(f"location: {describe(settings)}")
+        print(f"schema version: {status.schema_version} (latest {status.latest_version})")
+        for table, count in status.counts.items():
+            print(f"{table}: {count}")
+        warning = await warn_unimported(settings, store, log_it=False)
+        if warning:
+            print(f"warning: {warning}")
+        return EXIT_OK
+    finally:
+        await store.close()
 
 
 def _server(args: argparse.Namespace) -> int:
@@ -629,7 +669,7 @@ def _gateway_token(args: argparse.Namespace, settings: Settings) -> int:
 
     from clients.gateway.auth import TokenError, TokenStore
 
-    store = TokenStore(settings.data_dir)
+    store = TokenStore(settings)
     if args.action == "create":
         try:
             record, token = store.create(args.name or "", args.prefix or [], args.read_only)
@@ -639,7 +679,7 @@ def _gateway_token(args: argparse.Namespace, settings: Settings) -> int:
         scope = ", ".join(record.prefixes) if record.prefixes else "every session"
         print(
             f"token {record.id} ({record.name or 'unnamed'}): {scope}"
-            f"{', read-only' if record.read_only else ''}; stored hashed in {store.path}."
+            f"{', read-only' if record.read_only else ''}; stored hashed in {store.where()}."
         )
         print("It is shown only now; keep it secret. The token:")
         print(token)
@@ -838,6 +878,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", action="store_true", help="TARGET is a secret reference")
     p.add_argument("--rotate", action="store_true", help="replace the secret with a new one")
     p.set_defaults(func=_webhook, sync=True)
+
+    p = sub.add_parser(
+        "db",
+        help="the store of transcripts, records, profiles, tokens, secrets and payloads",
+        description="migrate: bring the schema up to date (idempotent); status: backend, schema "
+        "version, row counts; import: copy data of the older file layout (default: the data "
+        "dir) into the store (idempotent). AGENTLANE_DATABASE_URL chooses PostgreSQL; unset, "
+        "the embedded SQLite file in the data dir.",
+    )
+    p.add_argument("action", choices=["migrate", "status", "import"])
+    p.add_argument("--from", dest="source", help="import: the old data dir (default: the data dir)")
+    p.set_defaults(func=_db)
 
     p = sub.add_parser("server", help="the embedded Temporal dev server")
     p.add_argument("action", choices=["start", "stop", "status", "restart"])

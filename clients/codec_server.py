@@ -33,7 +33,7 @@ def build_converter(settings: Settings) -> DataConverter:
         raise SystemExit(
             "encryption is off (set AGENTLANE_ENCRYPTION_KEYS_FILE): there is nothing to decode"
         )
-    return make_data_converter(settings.payloads_dir, settings.payload_offload_threshold, codec)
+    return make_data_converter(settings, settings.payload_offload_threshold, codec)
 
 
 async def transform(converter: DataConverter, path: str, payloads: list[Payload]) -> list[Payload]:

@@ -44,6 +44,9 @@ from agentlane.temporal_client import connect
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
 from clients.api import AgentlaneClient, SendRejected
+from store.file_import import warn_unimported
+from store.interface import Store, StoreError
+from store.open import shared_store
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
@@ -70,23 +73,25 @@ def build_workers(
     settings: Settings,
     publishers: SessionPublishers,
     interceptors: Sequence[Interceptor] = (),
+    *,
+    state: Store,
 ) -> list[Worker]:
     """`publishers` is this process's one pool: every activity of a session publishes through the
-    same buffer, which is what keeps their events in order."""
-    store = TranscriptStore(settings.transcripts_dir)
-    resolver = ProviderResolver(settings)
-    model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(settings))
+    same buffer, which is what keeps their events in order. `state`: the store (store/)."""
+    store = TranscriptStore(state)
+    resolver = ProviderResolver(settings, store=state)
+    model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
     compaction = CompactionActivity(store, resolver, publishers)
     truncation = TruncationActivity(store, resolver)
     tools = ToolActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)
-    records = SessionRecords(store)
+    records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
     drops = QueueDropActivities(store, publishers)
-    listing = ProfileListing(settings)
+    listing = ProfileListing(settings, state)
     config = ConfigWatcher(settings.data_dir)
     webhooks = WebhookDelivery(
-        store, WebhookSecretStore(settings.data_dir), policy=lambda: config.current().webhooks
+        store, WebhookSecretStore(settings, state), policy=lambda: config.current().webhooks
     )
     # A schedule's firing reaches its session the way a chat adapter does: through the client.
     scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
@@ -159,7 +164,9 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     telemetry = setup_telemetry(settings.metrics_address)
     client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
     publishers = SessionPublishers(settings.stream_batch_interval)
-    workers = build_workers(client, settings, publishers, telemetry.interceptors)
+    state = await shared_store(settings)
+    await warn_unimported(settings, state)
+    workers = build_workers(client, settings, publishers, telemetry.interceptors, state=state)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -213,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         status = asyncio.run(run_worker(Settings.from_env()))
-    except (EncryptionConfigError, TelemetryConfigError) as err:
+    except (EncryptionConfigError, TelemetryConfigError, StoreError) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     sys.stdout.flush()

@@ -85,6 +85,7 @@ from agentlane.context_ops import (
 )
 from agentlane.errors import CONFIG_ERROR
 from agentlane.events import Announcement, EventKind
+from agentlane.ids import storage_name
 from agentlane.pricing import priced
 from agentlane.run import ModelRef
 from agentlane.transcript import Role, TranscriptEntry
@@ -178,11 +179,11 @@ class CompactionActivity:
 
     async def _compact(self, inp: CompactionInput, started: float) -> CompactionResult:
         key = inp.session_key
-        done = await asyncio.to_thread(self.store.get, key, inp.entry_id)
+        done = await self.store.get(key, inp.entry_id)
         if done is not None:
             return _recorded(done)
         try:
-            resolved = self.resolver.resolve(inp.model, inp.profile_id)
+            resolved = await self.resolver.aresolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
         window = min(
@@ -195,7 +196,7 @@ class CompactionActivity:
             compaction.reserve_tokens, compaction.reserve_tokens_floor
         )
         budget = prompt_budget_tokens(window, reserve)
-        stored = await asyncio.to_thread(self.store.read, key)
+        stored = await self.store.read(key)
         view = context_entries(stored)
         body = [e for e in view.entries if not is_summary(e)]
         body = repair_tool_result_pairing(
@@ -203,7 +204,7 @@ class CompactionActivity:
         ).entries
         tools = tool_specs(inp.tools)
         overhead = request_overhead_tokens(
-            build_system_prompt(str(self.store.session_dir(key)), tools), tools
+            build_system_prompt(f"sessions/{storage_name(key)}", tools), tools
         )
         summary_tokens = estimate_text_tokens(view.summary or "")
         tokens_before = overhead + summary_tokens + estimate_tokens(body)
@@ -246,7 +247,7 @@ class CompactionActivity:
                 kept=len(split.kept),
                 message=baseline.message or "",
             )
-        summariser, summariser_ref = self._summariser(inp, resolved)
+        summariser, summariser_ref = await self._summariser(inp, resolved)
         summarised = [*split.to_summarize, *split.turn_prefix]
         try:
             async with asyncio.timeout(compaction.timeout_seconds):
@@ -311,7 +312,7 @@ class CompactionActivity:
                 "usage": spent.model_dump(mode="json", exclude_defaults=True),
             },
         )
-        await asyncio.to_thread(self.store.append, key, [marker])
+        await self.store.append(key, [marker])
         return CompactionResult(
             outcome=CompactionOutcome.COMPACTED,
             tokens_before=tokens_before,
@@ -321,7 +322,7 @@ class CompactionActivity:
             summariser=summariser_ref,
         )
 
-    def _summariser(
+    async def _summariser(
         self, inp: CompactionInput, resolved: ResolvedModel
     ) -> tuple[ResolvedModel, str]:
         """The configured summariser, else the catalogue's lighter sibling when it is served by
@@ -337,7 +338,7 @@ class CompactionActivity:
         same_provider = provider == resolved.entry.provider
         try:
             # The run's profile goes with it when the keys are the same provider's.
-            other = self.resolver.resolve(ref, inp.profile_id if same_provider else None)
+            other = await self.resolver.aresolve(ref, inp.profile_id if same_provider else None)
         except ModelUnavailable as err:
             log.warning("summariser %s unavailable (%s); %s summarises itself", wanted, err, own)
             return resolved, own

@@ -9,7 +9,6 @@ then, newest first, the rest when together they exceed it.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from temporalio import activity
@@ -33,17 +32,17 @@ class TruncationActivity:
     @activity.defn(name=TRUNCATE_TOOL_RESULTS)
     async def truncate_tool_results(self, inp: TruncationInput) -> TruncationResult:
         key = inp.session_key
-        done = await asyncio.to_thread(self.store.get, key, inp.entry_id)
+        done = await self.store.get(key, inp.entry_id)
         if done is not None:
             return _recorded(done)
         try:
-            resolved = self.resolver.resolve(inp.model, None)
+            resolved = await self.resolver.aresolve(inp.model, None)
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
         window = resolved.entry.context_window
         if inp.observed_limit:
             window = min(window, inp.observed_limit)
-        stored = await asyncio.to_thread(self.store.read, key)
+        stored = await self.store.read(key)
         entries = [e for e in context_entries(stored).entries if not is_summary(e)]
         plan = plan_recovery_truncation(entries, window)
         if not plan.changed:
@@ -66,7 +65,7 @@ class TruncationActivity:
                 **result.model_dump(),
             },
         )
-        await asyncio.to_thread(self.store.append, key, [marker])
+        await self.store.append(key, [marker])
         return result
 
 

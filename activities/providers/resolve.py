@@ -12,13 +12,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from activities.auth_store import AuthStoreError, MissingCredentialsError, resolve_credentials
+from activities.auth_store import AuthStore, AuthStoreError, MissingCredentialsError
 from activities.providers.base import Credentials, ModelProvider
 from activities.providers.call_credentials import HeaderVariableError, for_call
 from activities.providers.catalog import build_provider
 from agentlane.config import AgentlaneConfig, ApiKind, ConfigError, ConfigWatcher, ModelEntry
 from agentlane.run import ModelRef
 from agentlane.settings import Settings
+from store.interface import Store
+from store.open import shared_store
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,11 @@ class ResolvedModel:
 
 
 class ProviderResolver:
-    def __init__(self, settings: Settings, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, env: Mapping[str, str] | None = None, store: Store | None = None
+    ) -> None:
         self.settings = settings
+        self.store = store
         self._env = os.environ if env is None else env
         self._config: AgentlaneConfig | None = None
         self._watcher = ConfigWatcher(settings.data_dir, env)
@@ -54,7 +59,22 @@ class ProviderResolver:
             self._config = config
         return config
 
-    def resolve(self, ref: ModelRef, profile_id: str | None = None) -> ResolvedModel:
+    async def aresolve(self, ref: ModelRef, profile_id: str | None = None) -> ResolvedModel:
+        """`resolve` with the auth profiles read from the store first (one query, off the
+        event loop's thread) when the model needs them."""
+        try:
+            offline = self.config().model(ref.label()).api == ApiKind.OFFLINE
+        except (ConfigError, ModelUnavailable):
+            offline = True  # resolve() says what is wrong
+        if offline:
+            return self.resolve(ref, profile_id)
+        auth = AuthStore(self.settings, self._env)
+        await auth.load(self.store or await shared_store(self.settings))
+        return self.resolve(ref, profile_id, auth)
+
+    def resolve(
+        self, ref: ModelRef, profile_id: str | None = None, auth: AuthStore | None = None
+    ) -> ResolvedModel:
         config = self.config()
         try:
             entry = config.model(ref.label())
@@ -66,12 +86,8 @@ class ProviderResolver:
         credentials: Credentials | None = None
         if entry.api != ApiKind.OFFLINE:
             try:
-                credentials = resolve_credentials(
-                    profile_id,
-                    entry.provider,
-                    data_dir=self.settings.data_dir,
-                    env=self._env,
-                    order=config.auth_order.get(entry.provider),
+                credentials = (auth or AuthStore(self.settings, self._env)).resolve(
+                    profile_id, entry.provider, order=config.auth_order.get(entry.provider)
                 )
             except AuthStoreError as err:
                 if entry.needs_key:

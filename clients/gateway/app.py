@@ -227,7 +227,7 @@ class Gateway:
 
     def __init__(self, settings: Settings, client: AgentlaneClient | None = None) -> None:
         self.settings = settings
-        self.tokens = TokenStore(settings.data_dir)
+        self.tokens = TokenStore(settings)
         self.limiter = RateLimiter(settings.gateway_rate_per_second, settings.gateway_rate_burst)
         self._client = client
         self._lock = asyncio.Lock()
@@ -298,7 +298,7 @@ async def authenticate(
     gw = _gateway(request)
     if credentials is None:
         raise _unauthorized("send `Authorization: Bearer <token>`")
-    record = gw.tokens.verify(credentials.credentials)
+    record = await gw.tokens.averify(credentials.credentials)
     if record is None:
         raise _unauthorized("the token is unknown or was revoked", "invalid_token")
     wait = gw.limiter.take(record.id)
@@ -467,7 +467,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
     async def lifespan(app: FastAPI) -> Any:
         yield
         await gw.aclose()
-        gw.tokens.flush_used()
+        await gw.tokens.aflush_used()
 
     app = FastAPI(
         title="agentlane gateway",

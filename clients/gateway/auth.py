@@ -1,11 +1,11 @@
 """Who may do what through the gateway: bearer tokens, their scopes, and rate limits.
 
 A token is `agl_<id>_<secret>` (32 random bytes): shown once, when it is made, and stored only
-as its SHA-256 in `<data dir>/gateway-tokens.json` (0600, written by the CLI alone). A token can
-be limited to session-key prefixes (`slack:T1:`) and made read-only. The gateway re-reads the
-file when it changes, so a new or revoked token counts at once without a restart. When each
-token was last used is kept apart (`gateway-tokens-used.json`, written by the gateway alone) so
-the two writers never overwrite each other.
+as its SHA-256 in the store (`store/`, shared by every gateway host that reaches it). A token
+can be limited to session-key prefixes (`slack:T1:`) and made read-only. The gateway looks the
+token up at each request, so a new or revoked token counts at once, on every host, without a
+restart. When each token was last used is kept apart (its own table, only ever moved forward)
+and written in batches, so the CLI's writes and the gateways' never overwrite each other.
 """
 
 from __future__ import annotations
@@ -13,15 +13,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
+import os
 import re
 import secrets
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agentlane.private_files import write_private
+from agentlane.settings import Settings
+from store.interface import Store
+from store.models import TokenRow
+from store.open import describe, shared_store
+from store.sync import run_sync
 
 TOKEN_PREFIX = "agl_"
 _TOKEN_SHAPE = re.compile(r"^agl_([0-9a-f]{8})_[A-Za-z0-9_-]{20,}$")
@@ -49,10 +55,6 @@ class TokenRecord(BaseModel):
         return not self.prefixes or any(key.startswith(p) for p in self.prefixes)
 
 
-class TokenFile(BaseModel):
-    tokens: list[TokenRecord] = Field(default_factory=list)
-
-
 class TokenInfo(BaseModel):
     """What `token list` shows."""
 
@@ -77,61 +79,55 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
+async def _add(row: TokenRow, store: Store) -> bool:
+    return await store.add_token(row)
+
+
 class TokenStore:
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / "gateway-tokens.json"
-        self.used_path = data_dir / "gateway-tokens-used.json"
-        self._stamp: tuple[int, int] | None = None
-        self._records: dict[str, TokenRecord] = {}
+    """The CLI's side is synchronous (each call opens the store); the gateway's (`averify`,
+    `aflush_used`) uses the process's shared store."""
+
+    def __init__(self, place: Settings | Path) -> None:
+        self.settings = (
+            place
+            if isinstance(place, Settings)
+            else Settings(
+                data_dir=place, database_url=os.environ.get("AGENTLANE_DATABASE_URL") or None
+            )
+        )
         self._used: dict[str, float] = {}
-        self._used_dirty = False
         self._used_flushed = 0.0
 
-    # -- the file (CLI side) -----------------------------------------------------------------
+    def where(self) -> str:
+        return describe(self.settings)
 
-    def _read(self) -> TokenFile:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return TokenFile()
-        return TokenFile.model_validate_json(raw or b"{}")
-
-    def _write(self, content: TokenFile) -> None:
-        write_private(self.path, content.model_dump_json(indent=2).encode())
+    # -- the CLI side --------------------------------------------------------------------------
 
     def create(
         self, name: str = "", prefixes: list[str] | None = None, read_only: bool = False
     ) -> tuple[TokenRecord, str]:
         """A new token: its record, and the token itself (shown once, never stored)."""
         scopes = [check_prefix(p) for p in prefixes or []]
-        content = self._read()
-        taken = {r.id for r in content.tokens}
-        token_id = secrets.token_hex(4)
-        while token_id in taken:
+        while True:
             token_id = secrets.token_hex(4)
-        token = f"{TOKEN_PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
-        record = TokenRecord(
-            id=token_id,
-            name=name,
-            prefixes=scopes,
-            read_only=read_only,
-            created=time.time(),
-            sha256=_digest(token),
-        )
-        content.tokens.append(record)
-        self._write(content)
-        return record, token
+            token = f"{TOKEN_PREFIX}{token_id}_{secrets.token_urlsafe(32)}"
+            record = TokenRecord(
+                id=token_id,
+                name=name,
+                prefixes=scopes,
+                read_only=read_only,
+                created=time.time(),
+                sha256=_digest(token),
+            )
+            # The id is the key: a taken one (one in 4 billion) is simply drawn again.
+            if run_sync(self.settings, partial(_add, TokenRow(**record.model_dump()))):
+                return record, token
 
     def revoke(self, token_id: str) -> bool:
-        content = self._read()
-        kept = [r for r in content.tokens if r.id != token_id]
-        if len(kept) == len(content.tokens):
-            return False
-        self._write(TokenFile(tokens=kept))
-        return True
+        return run_sync(self.settings, lambda store: store.revoke_token(token_id))
 
     def list(self) -> list[TokenInfo]:
-        used = self._read_used()
+        rows = run_sync(self.settings, lambda store: store.tokens())
         return [
             TokenInfo(
                 id=r.id,
@@ -139,67 +135,58 @@ class TokenStore:
                 prefixes=r.prefixes,
                 read_only=r.read_only,
                 created=r.created,
-                last_used=used.get(r.id),
+                last_used=r.last_used,
             )
-            for r in self._read().tokens
+            for r in rows
         ]
-
-    def _read_used(self) -> dict[str, float]:
-        try:
-            raw = self.used_path.read_bytes()
-        except FileNotFoundError:
-            return {}
-        try:
-            data = TokenUse.model_validate_json(raw or b"{}")
-        except ValueError:
-            return {}
-        return dict(data.last_used)
 
     # -- verification (gateway side) -----------------------------------------------------------
 
-    def _refresh(self) -> None:
-        try:
-            st = self.path.stat()
-            stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            stamp = None
-        if stamp == self._stamp and self._stamp is not None:
-            return
-        self._records = {r.id: r for r in self._read().tokens} if stamp else {}
-        self._stamp = stamp
-        if not self._used:
-            self._used = self._read_used()
-
-    def verify(self, token: str) -> TokenRecord | None:
-        """The token's record if it is a live token, else None (constant-time comparison)."""
-        self._refresh()
-        match = _TOKEN_SHAPE.fullmatch(token)
+    @staticmethod
+    def _check(token: str, row: TokenRow | None) -> TokenRecord | None:
         digest = _digest(token)
-        record = self._records.get(match.group(1)) if match else None
-        expected = record.sha256 if record else "0" * 64
-        if not hmac.compare_digest(digest, expected) or record is None:
+        expected = row.sha256 if row else "0" * 64
+        if not hmac.compare_digest(digest, expected) or row is None:
             return None
-        self._note_use(record.id)
+        return TokenRecord.model_validate(row.model_dump(exclude={"last_used"}))
+
+    async def averify(self, token: str) -> TokenRecord | None:
+        """The token's record if it is a live token, else None (constant-time comparison)."""
+        match = _TOKEN_SHAPE.fullmatch(token)
+        store = await shared_store(self.settings)
+        row = await store.token(match.group(1)) if match else None
+        record = self._check(token, row)
+        if record is not None:
+            await self._note_use(record.id)
         return record
 
-    def _note_use(self, token_id: str) -> None:
+    def verify(self, token: str) -> TokenRecord | None:
+        """`averify` for synchronous callers (tests, tools)."""
+        match = _TOKEN_SHAPE.fullmatch(token)
+        row = run_sync(self.settings, lambda store: store.token(match.group(1))) if match else None
+        record = self._check(token, row)
+        if record is not None:
+            self._used[record.id] = time.time()
+        return record
+
+    async def _note_use(self, token_id: str) -> None:
         now = time.time()
         self._used[token_id] = now
-        self._used_dirty = True
         if now - self._used_flushed >= USED_FLUSH_SECONDS:
-            self.flush_used()
+            await self.aflush_used()
+
+    async def aflush_used(self) -> None:
+        if not self._used:
+            return
+        used, self._used = self._used, {}
+        self._used_flushed = time.time()
+        await (await shared_store(self.settings)).note_token_use(used)
 
     def flush_used(self) -> None:
-        if not self._used_dirty:
-            return
-        live = {k: v for k, v in self._used.items() if k in self._records}
-        write_private(self.used_path, TokenUse(last_used=live).model_dump_json().encode())
-        self._used_dirty = False
-        self._used_flushed = time.time()
-
-
-class TokenUse(BaseModel):
-    last_used: dict[str, float] = Field(default_factory=dict)
+        if self._used:
+            used, self._used = self._used, {}
+            self._used_flushed = time.time()
+            run_sync(self.settings, lambda store: store.note_token_use(used))
 
 
 @dataclass

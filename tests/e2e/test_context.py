@@ -372,14 +372,15 @@ async def test_an_interrupt_in_the_middle_of_a_tool_call_leaves_a_request_the_pr
 async def test_an_orphan_tool_result_on_disk_never_reaches_the_provider(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    """A tool result whose call is gone (a foreign write, a torn crash) and a garbage line:
-    the transcript still loads and the next request is one the provider accepts."""
+    """A tool result whose call is gone (a foreign write; a garbage line of an imported file is
+    skipped by the import, tests/unit/test_file_import.py): the transcript still loads and the
+    next request is one the provider accepts."""
     key = f"orphan-{uuid.uuid4().hex[:8]}"
     done = await send(deployment, ws, key, "hello")
     assert done.result.status == ExecutionStatus.SUCCESS
-    from activities.transcript_store import TranscriptStore
+    from agentlane.transcript import TranscriptEntry
+    from store.sync import run_sync
 
-    path = TranscriptStore(settings_for(deployment).transcripts_dir).path(key)
     orphan = {
         "id": "toolu_gone:result",
         "role": "tool",
@@ -388,8 +389,8 @@ async def test_an_orphan_tool_result_on_disk_never_reaches_the_provider(
         "tool_name": "read",
         "text": "a result whose call is gone",
     }
-    with path.open("a") as fh:
-        fh.write(json.dumps(orphan) + "\n" + "{not json at all\n")
+    entry = TranscriptEntry.model_validate(orphan)
+    run_sync(settings_for(deployment), lambda store: store.append_entries(key, [entry]))
     fake.reset()
     again = await send(deployment, ws, key, "still there?")
     assert again.result.status == ExecutionStatus.SUCCESS, again.result.error

@@ -417,15 +417,15 @@ async def test_a_call_is_not_sent_on_a_profile_another_session_just_cooled(
 async def test_a_damaged_transcript_still_loads_and_the_next_request_is_valid(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    """A garbage line and an orphan tool result land in a session's transcript file (a crash,
-    a foreign write): the next message still runs, and the provider gets a request without
-    the orphan (the "unexpected tool_use_id" users reported)."""
-    from activities.transcript_store import TranscriptStore
+    """An orphan tool result lands in a session's transcript (a foreign write): the next
+    message still runs, and the provider gets a request without the orphan (the "unexpected
+    tool_use_id" users reported)."""
+    from agentlane.transcript import TranscriptEntry
+    from store.sync import run_sync
 
     solo: dict[str, object] = {"agent_id": "solo"}
     first = await run(deployment, ws, "hello", overrides=solo)
     assert first.result.status == ExecutionStatus.SUCCESS
-    path = TranscriptStore(settings_for(deployment).transcripts_dir).path(first.key)
     orphan = {
         "id": "toolu_gone:result",
         "role": "tool",
@@ -434,8 +434,8 @@ async def test_a_damaged_transcript_still_loads_and_the_next_request_is_valid(
         "tool_name": "read",
         "text": "from a call that is not in the transcript",
     }
-    with path.open("ab") as fh:
-        fh.write(b'{"id": "torn", "role": "assist\n' + json.dumps(orphan).encode() + b"\n")
+    entry = TranscriptEntry.model_validate(orphan)
+    run_sync(settings_for(deployment), lambda store: store.append_entries(first.key, [entry]))
     fake.reset()
     fake.script(Reply(text="still here"))
     second = await run(deployment, ws, "are you there?", key=first.key, overrides=solo)

@@ -37,8 +37,10 @@ from agentlane.branches import (
 )
 from agentlane.ids import check_session_key
 from agentlane.session import BranchSource, SessionSettings
+from agentlane.settings import Settings
 from agentlane.transcript import Role, TranscriptEntry
 from clients.session_text import transcript_lines, tree_lines
+from store.open import open_store
 from tests.unit.transcript_factory import assistant, call, result, user
 
 
@@ -215,54 +217,54 @@ def test_the_tree_puts_branches_under_parents_and_resets_in_time_order() -> None
 # -- the activities' writes, on a real store --------------------------------------------------
 
 
-def make_tree(tmp_path: Path) -> tuple[TranscriptStore, SessionTreeActivities]:
-    store = TranscriptStore(tmp_path, fsync=False)
+async def make_tree(tmp_path: Path) -> tuple[TranscriptStore, SessionTreeActivities]:
+    store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     return store, SessionTreeActivities(
-        store, SessionRecords(store), SessionPublishers(timedelta(milliseconds=100))
+        store, SessionRecords(store.store), SessionPublishers(timedelta(milliseconds=100))
     )
 
 
-def test_a_reset_marker_is_written_once_and_closes_open_calls(tmp_path: Path) -> None:
-    store, tree = make_tree(tmp_path)
-    store.append("s", [user("u1"), assistant("a1", "", call("c1"))])
+async def test_a_reset_marker_is_written_once_and_closes_open_calls(tmp_path: Path) -> None:
+    store, tree = await make_tree(tmp_path)
+    await store.append("s", [user("u1"), assistant("a1", "", call("c1"))])
     inp = ResetInput(session_key="s", entry_id="s.x:reset1", reason="r", by="me")
-    written = tree._write_reset(inp)
+    written = await tree._write_reset(inp)
     assert written.parent_id == "c1:result" and written.closed_tool_calls == 1
-    assert tree._write_reset(inp) == written.model_copy(update={"closed_tool_calls": 0})
-    entries = store.read("s")
+    assert await tree._write_reset(inp) == written.model_copy(update={"closed_tool_calls": 0})
+    entries = await store.read("s")
     assert ids(entries) == ["u1", "a1", "c1:result", "s.x:reset1"]
     assert entries[2].is_error and entries[-1].meta == {"reason": "r", "by": "me"}
 
 
-def test_a_branch_copy_is_idempotent_and_keeps_the_parent_settings(tmp_path: Path) -> None:
-    store, tree = make_tree(tmp_path)
-    store.append("p", [e.model_copy(update={"parent_id": None}) for e in FILE])
+async def test_a_branch_copy_is_idempotent_and_keeps_the_parent_settings(tmp_path: Path) -> None:
+    store, tree = await make_tree(tmp_path)
+    await store.append("p", [e.model_copy(update={"parent_id": None}) for e in FILE])
     settings = SessionSettings(workspace="/w", thinking="low")
-    SessionRecords(store).record("p", settings, None)
+    await SessionRecords(store.store).record("p", settings, None)
     inp = BranchCopyInput(
         session_key="c",
         source=BranchSource(parent_session="p", branch_point="a2"),
         entry_id="c.x:branch",
     )
-    copied = tree._copy(inp)
+    copied = await tree._copy(inp)
     assert copied.copied == 2 and copied.settings == settings
-    assert tree._copy(inp).copied == 2, "a retry writes nothing twice"
-    entries = store.read("c")
+    assert (await tree._copy(inp)).copied == 2, "a retry writes nothing twice"
+    entries = await store.read("c")
     assert ids(entries) == ["u2", "a2", "c1:result", "c.x:branch"]
     assert entries[2].is_error and entries[2].text == "Tool call was not executed."
     assert entries[3].parent_id == "c1:result"
-    assert SessionRecords(store).branch_of("c") == inp.source
+    assert await SessionRecords(store.store).branch_of("c") == inp.source
 
 
-def test_a_branch_never_lands_on_another_history(tmp_path: Path) -> None:
-    store, tree = make_tree(tmp_path)
-    store.append("p", [user("u1"), assistant("a1", "one")])
-    store.append("taken", [user("other")])
+async def test_a_branch_never_lands_on_another_history(tmp_path: Path) -> None:
+    store, tree = await make_tree(tmp_path)
+    await store.append("p", [user("u1"), assistant("a1", "one")])
+    await store.append("taken", [user("other")])
     source = BranchSource(parent_session="p", branch_point="a1")
     with pytest.raises(ApplicationError, match="already has a transcript"):
-        tree._copy(BranchCopyInput(session_key="taken", source=source, entry_id="t:branch"))
+        await tree._copy(BranchCopyInput(session_key="taken", source=source, entry_id="t:branch"))
     bad = BranchSource(parent_session="p", branch_point="zz")
     with pytest.raises(ApplicationError) as err:
-        tree._copy(BranchCopyInput(session_key="new", source=bad, entry_id="n:branch"))
+        await tree._copy(BranchCopyInput(session_key="new", source=bad, entry_id="n:branch"))
     assert err.value.type == UNKNOWN_BRANCH_POINT and err.value.non_retryable
-    assert not store.read("new")
+    assert not await store.read("new")

@@ -1,8 +1,7 @@
-"""Gateway tokens (hashed, 0600, scoped, revocable, re-read on change) and the rate limiter."""
+"""Gateway tokens (hashed, in the store, scoped, revocable, seen at once) and the rate limiter."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,10 @@ def test_a_token_is_shown_once_and_stored_only_as_its_hash(tmp_path: Path) -> No
     store = TokenStore(tmp_path)
     record, token = store.create("slack", ["slack:T1:"], read_only=True)
     assert token.startswith(f"agl_{record.id}_") and len(token) > 40
-    raw = store.path.read_text()
-    assert token not in raw and token.split("_", 2)[2] not in raw
-    assert store.path.stat().st_mode & 0o777 == 0o600
-    saved = json.loads(raw)["tokens"][0]
-    assert saved["prefixes"] == ["slack:T1:"] and saved["read_only"] is True
+    db = tmp_path / "agentlane.db"
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert token.encode() not in raw and token.split("_", 2)[2].encode() not in raw
+    assert db.stat().st_mode & 0o777 == 0o600
     assert store.verify(token) == record
     listed = store.list()
     assert [(t.id, t.name, t.prefixes, t.read_only) for t in listed] == [
@@ -63,9 +61,19 @@ def test_last_used_is_written_by_the_gateway_alone(tmp_path: Path) -> None:
     assert store.list()[0].last_used is None
     store.verify(token)
     store.flush_used()
-    assert store.used_path.stat().st_mode & 0o777 == 0o600
     assert TokenStore(tmp_path).list()[0].last_used is not None
-    assert token not in store.used_path.read_text()
+
+
+async def test_the_gateway_side_verifies_and_batches_last_used(tmp_path: Path) -> None:
+    from agentlane.settings import Settings
+
+    _, token = TokenStore(tmp_path).create("other host")
+    gateway = TokenStore(Settings(data_dir=tmp_path))
+    record = await gateway.averify(token)
+    assert record is not None and record.name == "other host"
+    assert await gateway.averify(token[:-1] + ("A" if token[-1] != "A" else "B")) is None
+    await gateway.aflush_used()
+    assert TokenStore(tmp_path).list()[0].last_used is not None
 
 
 def test_token_bucket() -> None:

@@ -11,8 +11,10 @@ from activities.transcript_store import TranscriptStore
 from agentlane.events import EventKind
 from agentlane.queue_drops import DropFate, DroppedMessage, drop_note
 from agentlane.queue_settings import DropPolicy
+from agentlane.settings import Settings
 from agentlane.transcript import Role, TranscriptEntry
 from clients.session_text import transcript_lines
+from store.open import open_store
 
 
 def dropped(seq: int, text: str, fate: DropFate = DropFate.SUMMARIZED) -> DroppedMessage:
@@ -56,14 +58,14 @@ def test_the_event_names_the_message_and_belongs_to_no_run() -> None:
     assert "hello" not in (event.text or "")  # the text stays in the transcript
 
 
-def test_the_store_writes_each_once_and_the_model_never_sees_them(tmp_path: Path) -> None:
-    store = TranscriptStore(tmp_path, fsync=False)
+async def test_the_store_writes_each_once_and_the_model_never_sees_them(tmp_path: Path) -> None:
+    store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     user = TranscriptEntry(id="k.c:m1", role=Role.USER, ts=1.0, text="say hi")
-    store.append("k", [user])
+    await store.append("k", [user])
     entries = [dropped_entry(dropped(2, "two")), dropped_entry(dropped(3, "three"))]
-    assert len(store.append("k", entries)) == 2
-    assert store.append("k", entries) == []  # a retried activity writes nothing twice
-    kept = store.read("k")
+    assert len(await store.append("k", entries)) == 2
+    assert await store.append("k", entries) == []  # a retried activity writes nothing twice
+    kept = await store.read("k")
     assert [e.text for e in kept] == ["say hi", "two", "three"]
     assert [e.parent_id for e in kept] == [None, "k.c:m1", "k.c:m2:dropped"]
     assert [e.text for e in context_entries(kept).entries] == ["say hi"]

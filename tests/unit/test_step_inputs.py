@@ -132,20 +132,22 @@ def test_tool_spec_is_a_fresh_copy_each_time() -> None:
     assert tool_spec("write").parameters["properties"]
 
 
-def test_later_calls_use_the_workspace_the_first_call_recorded(tmp_path: Path) -> None:
+async def test_later_calls_use_the_workspace_the_first_call_recorded(tmp_path: Path) -> None:
     from temporalio.exceptions import ApplicationError
 
     from activities.model_call import ModelCallActivity
     from activities.transcript_store import TranscriptStore
+    from agentlane.settings import Settings
+    from store.open import open_store
 
-    holder = SimpleNamespace(store=TranscriptStore(tmp_path / "sessions"))
+    holder = SimpleNamespace(store=TranscriptStore(await open_store(Settings(data_dir=tmp_path))))
     ws = tmp_path / "ws"
     ws.mkdir()
     later = model_input(turn_index=1, assistant_entry_id="session:slack:C1:t9:run:4.abc:t1")
     with pytest.raises(ApplicationError, match="no workspace recorded"):
-        ModelCallActivity._workspace(holder, later)  # type: ignore[arg-type]
+        await ModelCallActivity._workspace(holder, later)  # type: ignore[arg-type]
     first = model_input(
         turn_index=0, workspace=str(ws), assistant_entry_id="session:slack:C1:t9:run:4.abc:t0"
     )
-    assert ModelCallActivity._workspace(holder, first) == str(ws)  # type: ignore[arg-type]
-    assert ModelCallActivity._workspace(holder, later) == str(ws)  # type: ignore[arg-type]
+    assert await ModelCallActivity._workspace(holder, first) == str(ws)  # type: ignore[arg-type]
+    assert await ModelCallActivity._workspace(holder, later) == str(ws)  # type: ignore[arg-type]

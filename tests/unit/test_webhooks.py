@@ -74,7 +74,7 @@ def test_secret_store_is_private_and_stable(tmp_path: Path) -> None:
         store.get("tok")
     first = store.ensure("tok")
     assert store.ensure("tok") == first and len(first) == 64
-    assert (store.path("tok").stat().st_mode & 0o777) == 0o600
+    assert (tmp_path / "agentlane.db").stat().st_mode & 0o777 == 0o600
     assert store.rotate("tok") != first
 
 

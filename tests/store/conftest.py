@@ -1,0 +1,48 @@
+"""The contract tests run once per backend in `BACKENDS` (store-pg adds PostgreSQL)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from agentlane.encryption import EncryptionCodec
+from store.embedded import EmbeddedStore
+from store.interface import Store
+from store.sealing import Sealer
+
+Factory = Callable[[Path, Sealer], Awaitable[Store]]
+
+
+async def _sqlite(tmp: Path, sealer: Sealer) -> Store:
+    store = EmbeddedStore.in_data_dir(tmp, sealer)
+    await store.migrate()
+    return store
+
+
+BACKENDS: dict[str, Factory] = {"sqlite": _sqlite}
+
+
+def a_codec() -> EncryptionCodec:
+    return EncryptionCodec({"k1": base64.b64decode(base64.b64encode(b"k" * 32))}, "k1")
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    made = await BACKENDS[request.param](tmp_path, Sealer(None))
+    yield made
+    await made.close()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def sealed_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    made = await BACKENDS[request.param](tmp_path, Sealer(a_codec()))
+    yield made
+    await made.close()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend_factory(request: pytest.FixtureRequest) -> Factory:
+    return BACKENDS[request.param]
