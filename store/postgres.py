@@ -38,8 +38,11 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from agentlane.transcript import Role, TranscriptEntry
+from agentlane.transcript import TranscriptEntry
 from store import migrations
+
+# The same rows as the embedded store: the same entry body, the same tool-result key.
+from store.embedded import COUNTED, entry_body, result_for
 from store.interface import Store, StoreError
 from store.models import ProfileRow, StoreStatus, TokenRow, UsageRow
 from store.sealing import Sealer
@@ -54,28 +57,8 @@ APPEND_LOCK = 0x61676C61  # "agla": pg_advisory_xact_lock(APPEND_LOCK, hashtext(
 # path sends nothing); sooner than that, only if the server has sent it something.
 PING_AFTER_IDLE_S = 30.0
 
-# Tables `status` counts, in the order it shows them (the embedded store's list).
-COUNTED = (
-    "transcript_entries",
-    "session_records",
-    "runs",
-    "auth_profiles",
-    "profile_usage",
-    "gateway_tokens",
-    "webhook_secrets",
-    "payloads",
-)
-
 T = TypeVar("T")
 Conn = AsyncConnection[tuple[Any, ...]]
-
-
-def result_for(entry: TranscriptEntry) -> str | None:
-    return entry.tool_call_id if entry.role == Role.TOOL and entry.tool_call_id else None
-
-
-def entry_body(entry: TranscriptEntry) -> str:
-    return entry.model_dump_json(exclude_defaults=True)
 
 
 def redact(url: str) -> str:
@@ -130,9 +113,7 @@ async def _usable(conn: Conn) -> bool:
     if conn.closed or conn.broken:
         return False
     since = _idle_since.get(conn)
-    if since is not None and time.monotonic() - since < PING_AFTER_IDLE_S and not _has_unread(
-        conn
-    ):
+    if since is not None and time.monotonic() - since < PING_AFTER_IDLE_S and not _has_unread(conn):
         return True
     try:
         await conn.execute("SELECT 1")
@@ -147,9 +128,9 @@ class PostgresStore(Store):
     def __init__(self, url: str, sealer: Sealer | None = None) -> None:
         super().__init__(sealer)
         self.url = url
-        conninfo, pool_min, pool_max = split_pool_options(url)
+        self._conninfo, pool_min, pool_max = split_pool_options(url)
         self._pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-            conninfo,
+            self._conninfo,
             min_size=pool_min,
             max_size=pool_max,
             open=False,
@@ -161,6 +142,13 @@ class PostgresStore(Store):
         )
 
     async def open(self) -> None:
+        # One direct connection first: a wrong address, password or database fails here at
+        # once, with libpq's own words, instead of as a pool timeout.
+        try:
+            first = await AsyncConnection.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as err:
+            raise StoreError(f"cannot reach PostgreSQL at {redact(self.url)}: {err}") from err
+        await first.close()
         try:
             await self._pool.open(wait=True, timeout=30.0)
         except Exception as err:
@@ -210,6 +198,10 @@ class PostgresStore(Store):
         async with self._conn() as conn:
             cur = await conn.execute(sql, args)
             return cur.rowcount
+
+    async def _changed(self, sql: str, args: Sequence[Any] = ()) -> bool:
+        """Whether a single statement changed exactly one row."""
+        return await self._count(sql, args) == 1
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -287,9 +279,7 @@ class PostgresStore(Store):
             # Appends to one session take turns across hosts (other sessions never wait): the
             # next seq is read and written under this lock, released at commit or rollback.
             # Queued together with the two reads: one round trip.
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (APPEND_LOCK, key)
-            )
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (APPEND_LOCK, key))
             last_cur = await conn.execute(
                 "SELECT seq, entry_id FROM transcript_entries WHERE session_key = %s "
                 "ORDER BY seq DESC LIMIT 1",
@@ -390,7 +380,7 @@ class PostgresStore(Store):
         return None if value is None else str(value)
 
     async def put_branch_source(self, key: str, source: str) -> bool:
-        return 1 == await self._count(
+        return await self._changed(
             "INSERT INTO branch_sources (session_key, source) VALUES (%s, %s) "
             "ON CONFLICT DO NOTHING",
             (key, source),
@@ -403,7 +393,7 @@ class PostgresStore(Store):
         return None if value is None else str(value)
 
     async def record_run(self, key: str, run_id: str, result: str) -> bool:
-        return 1 == await self._count(
+        return await self._changed(
             "INSERT INTO runs (session_key, run_id, recorded, result) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT DO NOTHING",
             (key, run_id, time.time(), result),
@@ -427,6 +417,21 @@ class PostgresStore(Store):
         value = await self._scalar(
             "SELECT workspace FROM run_workspaces WHERE session_key = %s AND run_chain = %s",
             (key, run_chain),
+        )
+        return None if value is None else str(value)
+
+    async def mark_tool_call(self, key: str, tool_call_id: str, kind: str, value: str) -> bool:
+        return await self._changed(
+            "INSERT INTO tool_marks (session_key, tool_call_id, kind, value) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (key, tool_call_id, kind, value),
+        )
+
+    async def tool_mark(self, key: str, tool_call_id: str, kind: str) -> str | None:
+        value = await self._scalar(
+            "SELECT value FROM tool_marks "
+            "WHERE session_key = %s AND tool_call_id = %s AND kind = %s",
+            (key, tool_call_id, kind),
         )
         return None if value is None else str(value)
 
@@ -460,9 +465,7 @@ class PostgresStore(Store):
         ]
 
     async def delete_profile(self, profile_id: str) -> bool:
-        return 1 == await self._count(
-            "DELETE FROM auth_profiles WHERE profile_id = %s", (profile_id,)
-        )
+        return await self._changed("DELETE FROM auth_profiles WHERE profile_id = %s", (profile_id,))
 
     # -- shared profile usage -----------------------------------------------------------------
 
@@ -533,7 +536,7 @@ class PostgresStore(Store):
     # -- gateway tokens -----------------------------------------------------------------------
 
     async def add_token(self, token: TokenRow) -> bool:
-        return 1 == await self._count(
+        return await self._changed(
             "INSERT INTO gateway_tokens (token_id, name, prefixes, read_only, created, sha256) "
             "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             (
@@ -646,7 +649,7 @@ class PostgresStore(Store):
         return None if value is None else bytes(value)
 
     async def delete_payload(self, digest: str) -> bool:
-        return 1 == await self._count("DELETE FROM payloads WHERE digest = %s", (digest,))
+        return await self._changed("DELETE FROM payloads WHERE digest = %s", (digest,))
 
 
 async def open_postgres(url: str, sealer: Sealer | None = None) -> PostgresStore:
@@ -659,5 +662,3 @@ async def open_postgres(url: str, sealer: Sealer | None = None) -> PostgresStore
         await store.close()
         raise
     return store
-
-

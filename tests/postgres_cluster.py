@@ -248,6 +248,32 @@ class PostgresCluster:
             )
 
 
+_shared: PostgresCluster | None = None
+
+
+def shared_cluster() -> PostgresCluster:
+    """This test process's one cluster, made on first use and removed at exit; raises
+    RuntimeError (with `unavailable_reason()`) where none can be made."""
+    global _shared
+    if _shared is None:
+        _shared = PostgresCluster.create()
+    return _shared
+
+
+def database_for(cluster: PostgresCluster, place: str) -> str:
+    """The URL of a database named after `place` (a test's tmp folder): created on first use,
+    the same one after, so two store objects for one place share it."""
+    import hashlib
+
+    import psycopg
+
+    name = "t_" + hashlib.sha1(place.encode()).hexdigest()[:20]
+    try:
+        return cluster.create_database(name)
+    except psycopg.errors.DuplicateDatabase:
+        return cluster.url(name)
+
+
 def _quote(arg: str) -> str:
     import shlex
 
