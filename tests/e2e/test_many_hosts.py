@@ -1,0 +1,155 @@
+"""Three hosts, one deployment: one dev server, one PostgreSQL, three worker processes with
+separate data dirs and host ids on one task queue, the state outside Temporal in PostgreSQL
+(`AGENTLANE_DATABASE_URL`), workspaces on a folder every host sees (`AGENTLANE_WORKSPACES=shared`).
+
+Workers are killed with SIGKILL and started again while runs are under way, and the database
+server is restarted under them: every run ends well, every transcript is whole and the same
+read from every host, every tool call has exactly one result."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from agentlane.run import ExecutionStatus
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient
+from tests.conftest import settings_for
+from tests.e2e.support import assert_transcript_valid
+from tests.harness import REPO, Deployment
+from tests.postgres_cluster import PostgresCluster
+
+pytestmark = pytest.mark.e2e
+
+SESSIONS = 30
+MESSAGES = 3
+HOSTS = ("a", "b", "c")
+
+
+@pytest.fixture(scope="module")
+def hosts(
+    server: object, postgres: PostgresCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Deployment]]:
+    url = postgres.create_database(f"hosts_{uuid.uuid4().hex[:8]}")
+    root = tmp_path_factory.mktemp("many-hosts")
+    queue = f"tq-{uuid.uuid4().hex[:8]}"
+    deployments = []
+    for host in HOSTS:
+        data = root / f"host-{host}"
+        data.mkdir()
+        deployments.append(
+            Deployment(
+                data_dir=data,
+                server=server,
+                task_queue=queue,
+                extra_env={
+                    "AGENTLANE_DATABASE_URL": url,
+                    "AGENTLANE_HOST_ID": host,
+                    "AGENTLANE_WORKSPACES": "shared",
+                },
+            )
+        )
+    # The schema, by the command an operator runs before starting hosts (and again: a no-op).
+    for dep in deployments[:2]:
+        done = cli(dep, "db", "migrate")
+        assert done.returncode == 0, done.stderr
+    try:
+        for dep in deployments:
+            dep.start_worker()
+        yield deployments
+    finally:
+        for dep in deployments:
+            dep.stop_workers()
+
+
+def cli(dep: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "clients.cli", *args],
+        cwd=REPO,
+        env=dep.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def restart_one(dep: Deployment) -> None:
+    """kill -9 the host's worker and start a new one (as a supervisor would)."""
+    for worker in dep.workers:
+        if worker.proc.poll() is None:
+            worker.kill9()
+    dep.start_worker()
+
+
+async def test_thirty_sessions_on_three_hosts_survive_kills_and_a_database_restart(
+    hosts: list[Deployment], postgres: PostgresCluster
+) -> None:
+    clients = [await AgentlaneClient.connect(settings_for(dep)) for dep in hosts]
+    shared = hosts[0].data_dir.parent / "workspaces"
+    tag = uuid.uuid4().hex[:6]
+    keys = [f"mh-{tag}-{n}" for n in range(SESSIONS)]
+    workspaces = {}
+    for key in keys:
+        ws = shared / key
+        ws.mkdir(parents=True)
+        (ws / "notes.txt").write_text(f"notes of {key}\n")
+        workspaces[key] = ws
+
+    started = time.monotonic()
+    for round_no in range(MESSAGES):
+        text = (
+            f"read notes.txt then write r{round_no}.txt with round {round_no} "
+            f"then run `cat r{round_no}.txt notes.txt`"
+        )
+        # Every front door works from any host: each session's message goes in through one.
+        receipts = await asyncio.gather(
+            *(
+                clients[(n + round_no) % len(clients)].send_and_start(
+                    key, text, **({"workspace": str(workspaces[key])} if round_no == 0 else {})
+                )
+                for n, key in enumerate(keys)
+            )
+        )
+        run_ids = [r.run_id for r in receipts]
+        assert all(run_ids), receipts
+        await asyncio.sleep(1.0)
+        # Mid-round: one host's worker dies and comes back; in the middle round the database
+        # server restarts too.
+        await asyncio.to_thread(restart_one, hosts[round_no % len(hosts)])
+        if round_no == 1:
+            await asyncio.to_thread(postgres.restart, 1.0)
+        results = await asyncio.wait_for(
+            asyncio.gather(
+                *(clients[n % len(clients)].wait_for_run(r) for n, r in enumerate(run_ids) if r)
+            ),
+            240,
+        )
+        failed = [(r.session_key, r.status, r.error) for r in results]
+        assert all(r.status == ExecutionStatus.SUCCESS for r in results), failed
+    elapsed = time.monotonic() - started
+
+    for key in keys:
+        # The same transcript read from every host's settings, whole and well formed.
+        seen = [client.transcript(key) for client in clients]
+        assert seen[0] == seen[1] == seen[2], key
+        entries = seen[0]
+        assert_transcript_valid(entries)
+        assert [e.role for e in entries].count(Role.USER) == MESSAGES
+        results = [e for e in entries if e.role == Role.TOOL]
+        assert len(results) == 3 * MESSAGES, (key, [(e.tool_name, e.text[:60]) for e in results])
+        for round_no in range(MESSAGES):
+            assert (workspaces[key] / f"r{round_no}.txt").read_text() == f"round {round_no}"
+
+    # `agentlane transcript` on each host prints the same (two sessions: each is a process).
+    for key in keys[:2]:
+        printed = [cli(dep, "transcript", key) for dep in hosts]
+        assert all(p.returncode == 0 for p in printed), [p.stderr for p in printed]
+        assert printed[0].stdout == printed[1].stdout == printed[2].stdout
+        assert "round 2" in printed[0].stdout
+    print(f"\n{SESSIONS}x{MESSAGES} runs on {len(hosts)} hosts in {elapsed:.1f}s")
