@@ -9,19 +9,28 @@ read from every host, every tool call has exactly one result."""
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from activities.auth_store import AuthStore
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
+from clients.gateway.auth import TokenStore
+from store.open import open_store
 from tests.conftest import settings_for
+from tests.e2e.gateway_support import GatewayServer
 from tests.e2e.support import assert_transcript_valid
+from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
+from tests.fakes.scripts import Fault, Reply
 from tests.harness import REPO, Deployment
 from tests.postgres_cluster import PostgresCluster
 
@@ -153,3 +162,143 @@ async def test_thirty_sessions_on_three_hosts_survive_kills_and_a_database_resta
         assert printed[0].stdout == printed[1].stdout == printed[2].stdout
         assert "round 2" in printed[0].stdout
     print(f"\n{SESSIONS}x{MESSAGES} runs on {len(hosts)} hosts in {elapsed:.1f}s")
+
+
+# -- shared state between hosts ---------------------------------------------------------------
+
+ENV_KEY = "sk-ant-api03-" + secrets.token_hex(24)
+WORK_KEY = "sk-ant-api03-" + secrets.token_hex(24)
+CLAUDE = "anthropic/fake-claude"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer(anthropic_keys=[ENV_KEY, WORK_KEY]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def pair(
+    server: object,
+    postgres: PostgresCluster,
+    fake: FakeProviderServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[list[Deployment]]:
+    """Two hosts (no worker started yet) on a database of their own, with two profiles of a
+    fake Anthropic: `anthropic:env` (each host's environment) and `anthropic:work` (stored
+    once, in the database)."""
+    url = postgres.create_database(f"pair_{uuid.uuid4().hex[:8]}")
+    root = tmp_path_factory.mktemp("pair")
+    queue = f"tq-{uuid.uuid4().hex[:8]}"
+    config = (
+        f'[[models]]\nprovider = "anthropic"\nid = "fake-claude"\napi = "anthropic"\n'
+        f'base_url = "{fake.anthropic_base_url}"\n\n[agents.solo]\nmodel = "{CLAUDE}"\n'
+    )
+    deployments = []
+    for host in ("a", "b"):
+        data = root / f"host-{host}"
+        data.mkdir()
+        (data / "config.toml").write_text(config)
+        deployments.append(
+            Deployment(
+                data_dir=data,
+                server=server,
+                task_queue=queue,
+                extra_env={
+                    "AGENTLANE_DATABASE_URL": url,
+                    "AGENTLANE_HOST_ID": host,
+                    "AGENTLANE_WORKSPACES": "shared",
+                    "ANTHROPIC_API_KEY": ENV_KEY,
+                },
+            )
+        )
+    AuthStore(settings_for(deployments[0])).set_key("anthropic:work", "anthropic", WORK_KEY)
+    try:
+        yield deployments
+    finally:
+        for dep in deployments:
+            dep.stop_workers()
+
+
+def key_of(request: RecordedRequest) -> str:
+    return request.key or ""
+
+
+async def usage_of(dep: Deployment, profile: str) -> dict[str, object]:
+    store = await open_store(settings_for(dep))
+    try:
+        row = await store.usage_row(profile)
+    finally:
+        await store.close()
+    return {} if row is None else dict(json.loads(row.usage))
+
+
+async def test_a_429_seen_on_one_host_cools_the_profile_for_the_other(
+    pair: list[Deployment], fake: FakeProviderServer, tmp_path: Path
+) -> None:
+    host_a, host_b = pair
+    # The work profile was just used, so a fresh session starts on the env profile.
+    store = await open_store(settings_for(host_a))
+    await store.set_usage("anthropic:work", None, json.dumps({"last_used": time.time()}))
+    await store.close()
+    fake.reset()
+    fake.script(
+        Reply.error(Fault.http(429), key=ENV_KEY), Reply(text="answered on work", key=WORK_KEY)
+    )
+    host_a.start_worker()
+    solo: dict[str, object] = {"agent_id": "solo"}
+    on_a = await AgentlaneClient.connect(settings_for(host_a))
+    receipt = await on_a.send_and_start(
+        f"cool-a-{uuid.uuid4().hex[:6]}",
+        "hello",
+        workspace=str(tmp_path),
+        model=CLAUDE,
+        session_overrides=solo,
+    )
+    assert receipt.run_id
+    result = await asyncio.wait_for(on_a.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert [key_of(r) for r in fake.requests("anthropic")] == [ENV_KEY, WORK_KEY]
+    cooled = await usage_of(host_b, "anthropic:env")
+    assert cooled.get("cooldown_reason") == "rate_limit", cooled
+    assert float(str(cooled["cooldown_until"])) > time.time() + 5
+
+    # Host a is gone; host b serves the next session and never sends on the cooling profile,
+    # though it is the one a fresh session would start on (the least recently used).
+    for worker in host_a.workers:
+        worker.kill9()
+    host_a.workers.clear()
+    host_b.start_worker()
+    fake.reset()
+    fake.script(Reply(text="from host b"))
+    on_b = await AgentlaneClient.connect(settings_for(host_b))
+    receipt = await on_b.send_and_start(
+        f"cool-b-{uuid.uuid4().hex[:6]}",
+        "hello",
+        workspace=str(tmp_path),
+        model=CLAUDE,
+        session_overrides=solo,
+    )
+    assert receipt.run_id
+    result = await asyncio.wait_for(on_b.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "from host b"
+    assert [key_of(r) for r in fake.requests("anthropic")] == [WORK_KEY]
+    assert float(str((await usage_of(host_b, "anthropic:env"))["cooldown_until"])) > time.time()
+
+
+async def test_a_gateway_token_made_on_one_host_works_on_another(
+    hosts: list[Deployment],
+) -> None:
+    made = TokenStore(settings_for(hosts[0])).create(name="adapter", prefixes=["gw:"])
+    token = made[1]
+    with GatewayServer(settings_for(hosts[1])) as gateway:
+        async with gateway.http(token) as http:
+            listed = await http.get("/v1/sessions")
+            assert listed.status_code == 200, listed.text
+        async with gateway.http(f"agl_{made[0].id}_" + "x" * 32) as http:
+            assert (await http.get("/v1/sessions")).status_code == 401
+        # Revoked on a third host: refused here at once.
+        assert TokenStore(settings_for(hosts[2])).revoke(made[0].id)
+        async with gateway.http(token) as http:
+            assert (await http.get("/v1/sessions")).status_code == 401
