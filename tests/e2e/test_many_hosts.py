@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,13 +65,13 @@ def hosts(
                 },
             )
         )
-    # The schema, by the command an operator runs before starting hosts (and again: a no-op).
-    for dep in deployments[:2]:
-        done = cli(dep, "db", "migrate")
-        assert done.returncode == 0, done.stderr
+    # The schema, by the command an operator runs before starting hosts.
+    done = cli(deployments[0], "db", "migrate")
+    assert done.returncode == 0, done.stderr
     try:
-        for dep in deployments:
-            dep.start_worker()
+        # All three at once, as hosts of a deployment start.
+        with ThreadPoolExecutor(len(deployments)) as pool:
+            list(pool.map(lambda dep: dep.start_worker(60), deployments))
         yield deployments
     finally:
         for dep in deployments:
