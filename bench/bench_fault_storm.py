@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import sqlite3
 import sys
 import threading
 import time
@@ -35,7 +36,6 @@ from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
 from temporalio.client import Client  # noqa: E402
 
 from activities.auth_store import AuthStore  # noqa: E402
-from activities.profile_listing import STATE_FILE  # noqa: E402
 from agentlane.model_calls import CALL_MODEL  # noqa: E402
 from agentlane.profile_listing import LIST_PROFILES, UPDATE_PROFILE_USAGE  # noqa: E402
 from agentlane.run import ExecutionResult, ExecutionStatus  # noqa: E402
@@ -55,6 +55,7 @@ from clients.api import AgentlaneClient  # noqa: E402
 from tests.fakes.provider_server import FakeProviderClient, spawn  # noqa: E402
 from tests.fakes.scripts import Chaos  # noqa: E402
 from tests.harness import Deployment  # noqa: E402
+from tests.store_support import clear_profile_state  # noqa: E402
 
 PROVIDER = "anthropic"
 MODEL_ID = "fake-claude"
@@ -99,19 +100,20 @@ def pct(values: list[float], q: float) -> float:
 
 @dataclass
 class Version:
-    """One content of auth-state.json: when it was written (mtime) and each profile's
-    unusable-until (the later of cooldown and disable), None when usable."""
+    """One content of the shared profile state: when the poller first saw it and each
+    profile's unusable-until (the later of cooldown and disable), None when usable."""
 
     written: float
     until: dict[str, float | None]
 
 
 class StorePoller:
-    """Reads data/auth-state.json every `POLL_S` on its own thread (the bench's event loop is
-    busy with hundreds of clients) and keeps every distinct content with its mtime. The file is
-    replaced atomically, so a read sees one whole version; a version replaced within `POLL_S`
-    is missed, which can only make a window look younger than it is (`Window.start` also takes
-    the runs' own record of the write, see `RunFacts.marks`)."""
+    """Reads the shared profile rows of the embedded store (`data/agentlane.db`, SQLite) every
+    `POLL_S` on its own thread (the bench's event loop is busy with hundreds of clients) and
+    keeps every distinct content with the time it was first seen. A read is one transaction, so
+    it sees one whole version; a version replaced within `POLL_S` is missed, which can only make
+    a window look younger than it is (`Window.start` also takes the runs' own record of the
+    write, see `RunFacts.marks`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -141,20 +143,17 @@ class StorePoller:
 
     def _read(self) -> None:
         try:
-            before = self.path.stat().st_mtime_ns
-            if before == self._last:
+            with sqlite3.connect(self.path, timeout=5) as db:
+                rows = db.execute("SELECT profile_id, usage, version FROM profile_usage").fetchall()
+            stamp = hash(tuple(sorted((p, v) for p, _, v in rows)))
+            if stamp == self._last:
                 return
-            text = self.path.read_text()
-            if self.path.stat().st_mtime_ns != before:
-                return  # replaced while read: the next poll reads the new one
-            usage = json.loads(text or "{}").get("usage", {})
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as err:
+            usage = {p: json.loads(u) for p, u, _ in rows}
+        except (sqlite3.Error, ValueError) as err:
             self.errors[type(err).__name__] += 1
             return
-        self._last = before
-        self.versions.append(Version(before / 1e9, {pid: _until(u) for pid, u in usage.items()}))
+        self._last = stamp
+        self.versions.append(Version(time.time(), {pid: _until(u) for pid, u in usage.items()}))
 
 
 def _until(usage: dict[str, object]) -> float | None:
@@ -375,8 +374,8 @@ async def one_storm(
 ) -> Storm:
     """Every session sent at once (at most `SEND_CONCURRENCY` sends in flight), each waited
     for until its run's result; the shared store watched meanwhile."""
-    state = dep.data_dir / STATE_FILE
-    state.unlink(missing_ok=True)  # no cooldown carried over from an earlier storm
+    state = dep.data_dir / "agentlane.db"
+    clear_profile_state(dep.data_dir)  # no cooldown carried over from an earlier storm
     await asyncio.to_thread(fake.reset)
     if chaos is not None:
         await asyncio.to_thread(fake.chaos, chaos)

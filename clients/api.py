@@ -97,6 +97,7 @@ from agentlane.webhook_targets import check_callback_target
 from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from clients import schedules
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
+from store.open import shared_store
 from store.sync import run_sync
 from workflows.agent_run import AgentRunWorkflow
 from workflows.session import SessionWorkflow
@@ -885,6 +886,11 @@ class AgentlaneClient:
         """Read the transcript from the store (`AGENTLANE_DATABASE_URL`, else the data dir's)."""
         key = check_session_key(session_key)
         return run_sync(self.settings, lambda store: TranscriptStore(store).read(key))
+
+    async def read_transcript(self, session_key: str) -> list[TranscriptEntry]:
+        """`transcript` from async code, on this process's shared store."""
+        key = check_session_key(session_key)
+        return await TranscriptStore(await shared_store(self.settings)).read(key)
 
     # -- scheduled runs (issue 12; clients/schedules.py) ---------------------------------------
 

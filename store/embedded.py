@@ -203,14 +203,16 @@ class EmbeddedStore(Store):
         return await self._tx(append)
 
     async def entries_after(self, key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:
-        rows = await self._run(
-            lambda conn: conn.execute(
+        def read(conn: sqlite3.Connection) -> list[tuple[int, TranscriptEntry]]:
+            rows = conn.execute(
                 "SELECT seq, body FROM transcript_entries WHERE session_key = ? AND seq > ? "
                 "ORDER BY seq",
                 (key, seq),
             ).fetchall()
-        )
-        return [(int(s), TranscriptEntry.model_validate_json(body)) for s, body in rows]
+            # Parsed here, off the event loop: a long transcript's first read is all of it.
+            return [(int(s), TranscriptEntry.model_validate_json(body)) for s, body in rows]
+
+        return await self._run(read)
 
     async def _one_entry(self, sql: str, args: tuple[Any, ...]) -> TranscriptEntry | None:
         row = await self._run(lambda conn: conn.execute(sql, args).fetchone())
@@ -443,6 +445,13 @@ class EmbeddedStore(Store):
                 )
 
         await self._tx(write)
+
+    async def reset_profile_state(self) -> None:
+        def reset(conn: sqlite3.Connection) -> None:
+            for table in ("profile_usage", "profile_last_good", "profile_order"):
+                conn.execute(f"DELETE FROM {table}")
+
+        await self._tx(reset)
 
     # -- gateway tokens -----------------------------------------------------------------------
 

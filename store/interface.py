@@ -182,6 +182,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def set_profile_order(self, provider: str, order: list[str] | None) -> None: ...
 
+    @abc.abstractmethod
+    async def reset_profile_state(self) -> None:
+        """Forget every profile's usage, last-good mark and stored order, in one transaction
+        (an operator's fresh start; tests)."""
+
     # -- gateway tokens --------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -631,7 +631,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         from activities.branch_history import current_branch
 
         client = await gw.client()
-        entries = await asyncio.to_thread(client.transcript, key)
+        entries = await client.read_transcript(key)
         if not entries and not await _call(gw, lambda c: c.session_ever_existed(key)):
             raise Problem(
                 404, "session-not-found", "Session not found", f"session {key} does not exist"

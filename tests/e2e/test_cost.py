@@ -28,6 +28,7 @@ from tests.e2e.test_real_providers import Finished
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall, ScriptedUsage
 from tests.harness import Deployment
+from tests.store_support import clear_profile_state
 
 ENV_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 WORK_KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -101,7 +102,7 @@ def deployment(
 @pytest.fixture(autouse=True)
 def _healthy(deployment: Deployment, fake: FakeProviderServer) -> None:
     """Cooldowns are shared by every session: one case's 429 must not hold back the next."""
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+    clear_profile_state(deployment.data_dir)
     fake.reset()
 
 

@@ -27,6 +27,7 @@ from tests.e2e.test_real_providers import Finished
 from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment
+from tests.store_support import clear_profile_state, read_profile_state, write_profile_state
 
 ENV_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 WORK_KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -81,7 +82,7 @@ def deployment(
 @pytest.fixture(autouse=True)
 def _healthy(deployment: Deployment, fake: FakeProviderServer) -> None:
     """Each case starts with healthy profiles and both keys valid."""
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+    clear_profile_state(deployment.data_dir)
     fake.set_keys(anthropic=[ENV_KEY, WORK_KEY], openai=[OPENAI_KEY])
     fake.reset()
 
@@ -103,12 +104,11 @@ def start_on_env(deployment: Deployment) -> None:
     """New sessions spread over equally rested profiles; a recent use of the work profile makes
     the env profile the one a new session starts on."""
     state = {"usage": {"anthropic:work": {"last_used": time.time()}}}
-    (deployment.data_dir / "auth-state.json").write_text(json.dumps(state))
+    write_profile_state(deployment.data_dir, state)
 
 
 def usage(deployment: Deployment, profile: str) -> dict[str, object]:
-    path = deployment.data_dir / "auth-state.json"
-    state = json.loads(path.read_text()) if path.exists() else {}
+    state = read_profile_state(deployment.data_dir)
     return dict(state.get("usage", {}).get(profile, {}))
 
 
@@ -147,7 +147,7 @@ async def test_a_401_rotates_to_the_next_profile_and_cools_the_first(
     assert marked["cooldown_reason"] == "auth" and marked["error_count"] == 1
     assert 25 < float(str(marked["cooldown_until"])) - time.time() <= 30
     # The answering profile is marked used and good (SPEC §7.7).
-    state = json.loads((deployment.data_dir / "auth-state.json").read_text())
+    state = read_profile_state(deployment.data_dir)
     assert state["last_good"] == {"anthropic": "anthropic:work"}
     assert usage(deployment, "anthropic:work").get("last_used")
 
@@ -405,7 +405,7 @@ async def test_a_call_is_not_sent_on_a_profile_another_session_just_cooled(
             }
         }
     }
-    (deployment.data_dir / "auth-state.json").write_text(json.dumps(cooled))
+    write_profile_state(deployment.data_dir, cooled)
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS, result.error
     assert result.reply == "answered on the other profile"

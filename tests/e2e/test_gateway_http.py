@@ -261,9 +261,10 @@ async def test_tokens_scopes_and_read_only(gateway: GatewayServer, token: str) -
     assert gateway.tokens.revoke(record.id)
     async with gateway.http(scoped) as http:
         problem(await http.get(f"/v1/sessions/{k_in}"), 401)
-    stored = gateway.tokens.path.read_text()
-    assert scoped not in stored and reader not in stored
-    assert gateway.tokens.path.stat().st_mode & 0o777 == 0o600
+    db = gateway.tokens.settings.data_dir / "agentlane.db"
+    stored = b"".join(p.read_bytes() for p in db.parent.glob("agentlane.db*"))
+    assert scoped.encode() not in stored and reader.encode() not in stored
+    assert db.stat().st_mode & 0o777 == 0o600
 
 
 async def test_rate_limit_answers_429_with_retry_after(shared: Deployment) -> None:

@@ -8,23 +8,38 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from activities.auth_store import set_key
 from agentlane.run import ExecutionResult, ExecutionStatus
 from clients.api import AgentlaneClient
+from store.sync import run_sync
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import collect
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Reply
 from tests.harness import Deployment
+from tests.store_support import clear_profile_state
+
+if TYPE_CHECKING:
+    from store.interface import Store
 
 KEY = "sk-gw-" + secrets.token_hex(20)
 PROFILE_TOKEN = "cfaig-" + secrets.token_hex(20)
 ENV_TOKEN = "envtok-" + secrets.token_hex(20)
 # The same gateway settings through each SDK: the anthropic SDK logs request options at DEBUG.
 MODELS = {"gw/claude-gw": "anthropic", "gw/gpt-gw": "openai-chat"}
+
+
+async def _all_transcripts(store: Store) -> str:
+    out = []
+    for key in await store.session_keys():
+        out += [e.model_dump_json() for _, e in await store.entries_after(key)]
+        out += [result for _, result in await store.runs(key)]
+        out.append(await store.session_record(key) or "")
+    return "\n".join(out)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +110,7 @@ async def run_once(
 async def test_gateway_headers_arrive_and_no_secret_is_stored_anywhere(
     deployment: Deployment, fake: FakeProviderServer, model: str
 ) -> None:
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)  # no cooldown carried over
+    clear_profile_state(deployment.data_dir)  # no cooldown carried over
     _, ok, ok_stream = await run_once(
         deployment,
         fake,
@@ -133,6 +148,8 @@ async def test_gateway_headers_arrive_and_no_secret_is_stored_anywhere(
     for path in deployment.data_dir.rglob("*"):
         if path.is_file() and path.suffix in (".jsonl", ".json") and path.name != "auth.json":
             places[str(path)] = path.read_text(errors="replace")
+    # Transcripts and records are in the store (its key table aside, like auth.json before).
+    places["transcripts"] = run_sync(settings_for(deployment), _all_transcripts)
     for where, text in places.items():
         for needle in needles:
             assert needle not in text, f"secret material in {where}"

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agentlane.ids import InvalidSessionKey, storage_name
+from agentlane.ids import InvalidSessionKey
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
+from store.sync import run_sync
+from tests.conftest import settings_for
 from tests.harness import Deployment
 
 
@@ -54,16 +56,11 @@ async def test_run_ids_are_never_reused_across_close_and_reopen(
             client.client.get_workflow_handle(f"session:{session_key}").result(), 30
         )
     assert len(set(seen)) == 3, seen
-    runs = shared.data_dir / "sessions" / storage_name(session_key) / "runs.jsonl"
-    assert len(runs.read_text().splitlines()) == 3
-    # Every file the session wrote is its user's alone.
-    folder = runs.parent
-    assert stat.S_IMODE(folder.parent.stat().st_mode) == 0o700
-    for sub in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
-        assert stat.S_IMODE(sub.stat().st_mode) == 0o700, sub
-    for path in folder.rglob("*"):
-        if path.is_file():
-            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    recorded = run_sync(settings_for(shared), lambda store: store.runs(session_key))
+    assert [run_id for run_id, _ in recorded] == seen
+    # The store holding it is its user's alone.
+    for path in shared.data_dir.glob("agentlane.db*"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
 
 async def test_the_event_stream_carries_previews_not_whole_outputs(
@@ -91,10 +88,12 @@ async def test_a_rejected_message_leaves_nothing_behind(
 ) -> None:
     from clients.api import SendRejected
 
-    payloads = shared.data_dir / "payloads"
-    before = set(payloads.rglob("*")) if payloads.exists() else set()
+    def payloads() -> int:
+        status = run_sync(settings_for(shared), lambda store: store.status())
+        return status.counts["payloads"]
+
+    before = payloads()
     with pytest.raises(SendRejected, match="the limit is 100000"):
         await client.send(session_key, "y" * 1_000_000)
-    after = set(payloads.rglob("*")) if payloads.exists() else set()
-    assert after == before
+    assert payloads() == before
     assert not await client.session_exists(session_key)

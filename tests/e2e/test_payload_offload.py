@@ -1,8 +1,9 @@
 """A payload over the threshold crosses workflow boundaries through the SDK's ExternalStorage
-(local files), not inside the history."""
+(a driver over the store), not inside the history."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from agentlane.ids import session_workflow_id
@@ -25,8 +26,10 @@ async def test_large_message_is_offloaded(
     assert result.reply == "é" * (MAX_MESSAGE_CHARS - 4)
     users = [e for e in client.transcript(session_key) if e.role == Role.USER]
     assert users[0].text == text
-    stored = list((shared.data_dir / "payloads").rglob("*"))
-    assert any(p.is_file() and p.stat().st_size > 150_000 for p in stored)
+    # In the deployment's embedded store (store/embedded.py).
+    with sqlite3.connect(shared.data_dir / "agentlane.db") as db:
+        (largest,) = db.execute("SELECT MAX(LENGTH(data)) FROM payloads").fetchone()
+    assert largest is not None and largest > 150_000
     for workflow_id in (session_workflow_id(session_key), receipt.run_id):
         history = await client.client.get_workflow_handle(workflow_id).fetch_history()
         raw = history.to_json()

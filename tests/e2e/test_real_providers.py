@@ -5,7 +5,6 @@ any history, stream item or log."""
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 import uuid
@@ -24,6 +23,7 @@ from tests.e2e.support import Collected, assert_transcript_valid, collect
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment
+from tests.store_support import clear_profile_state, write_profile_state
 from workflows.policy.failure_text import in_this_engine
 
 ANTHROPIC_KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -46,7 +46,7 @@ CLOSED_PORT = _closed_port()
 def forget_cooldowns(deployment: Deployment) -> None:
     """Each case starts with healthy profiles: cooldowns are shared by every session (the
     point of them), so one case's 429 would otherwise hold back the next case's runs."""
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+    clear_profile_state(deployment.data_dir)
 
 
 @pytest.fixture(autouse=True)
@@ -576,7 +576,7 @@ async def test_a_rate_limited_profile_is_rotated_to_the_next(
     fake.set_keys(anthropic=[ANTHROPIC_KEY, second])
     # Start on the env profile: a recent use makes the work profile the less rested one.
     state = {"usage": {"anthropic:work": {"last_used": time.time()}}}
-    (deployment.data_dir / "auth-state.json").write_text(json.dumps(state))
+    write_profile_state(deployment.data_dir, state)
     try:
         done = await send_and_finish(
             deployment,
@@ -694,7 +694,7 @@ async def test_kill_9_in_the_middle_of_a_rotation_keeps_its_decisions(
     AuthStore.for_data_dir(tmp_path).set_key("anthropic:work", "anthropic", second)
     # Start on the env profile: a recent use makes the work profile the less rested one.
     state = {"usage": {"anthropic:work": {"last_used": time.time()}}}
-    (tmp_path / "auth-state.json").write_text(json.dumps(state))
+    write_profile_state(tmp_path, state)
     fake.set_keys(anthropic=[ANTHROPIC_KEY, second])
     fake.reset()
     text = " ".join(f"word{i}" for i in range(60))

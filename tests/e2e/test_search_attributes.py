@@ -34,6 +34,7 @@ from tests.conftest import make_deployment, settings_for
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply
 from tests.harness import REPO, Deployment, devserver
+from tests.store_support import clear_profile_state
 
 KEY = "sk-ant-api03-" + secrets.token_hex(24)
 CLAUDE = "anthropic/fake-claude"
@@ -68,7 +69,7 @@ prices = {{ input = 3, output = 15 }}
 
 @pytest.fixture(autouse=True)
 def _healthy(deployment: Deployment, fake: FakeProviderServer) -> None:
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+    clear_profile_state(deployment.data_dir)
     fake.reset()
 
 
@@ -208,7 +209,7 @@ async def test_a_waiting_run_and_a_rate_limited_session_are_found(
     await found(t, f"{session} AND AgentLastError = 'aborted'", session_workflow_id(key))
 
     # A run not allowed to wait ends with the provider's reason, which the session keeps.
-    (deployment.data_dir / "auth-state.json").unlink(missing_ok=True)
+    clear_profile_state(deployment.data_dir)
     fake.reset()
     fake.script(Reply.error(Fault.http(429)))
     failed = f"sf-{uuid.uuid4().hex[:8]}"

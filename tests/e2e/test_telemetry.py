@@ -32,6 +32,7 @@ from tests.fakes.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment, devserver
+from tests.store_support import clear_profile_state
 
 ENV_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 WORK_KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -257,7 +258,7 @@ async def test_the_prometheus_endpoint_serves_sdk_and_agentlane_metrics(
     fake.reset()
     # A 429 on the first profile: a rotation and a cooldown, then the two tool calls.
     fake.script(Reply.error(Fault.http(429)), *two_tool_calls(ws))
-    (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+    clear_profile_state(dep.data_dir)
     client, run_id = await send(dep, f"metrics-{uuid.uuid4().hex[:6]}", ws)
     result = await asyncio.wait_for(client.wait_for_run(run_id), 60)
     assert result.status == ExecutionStatus.SUCCESS, result.error

@@ -26,6 +26,7 @@ from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import wait_idle
 from tests.harness import Deployment, devserver
+from tests.store_support import clear_profile_state
 
 if TYPE_CHECKING:
     from tests.fakes.provider_server import FakeProviderServer
@@ -267,7 +268,7 @@ async def failover_v2(client: AgentlaneClient, ws: Path) -> None:
         )
         r = await client.send_and_start("fb", "read my notes", workspace=str(ws), model=claude)
         await client.wait_for_run(r.run_id or "")
-        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        clear_profile_state(dep.data_dir)
         fake.reset()
         fake.script(
             Reply(text="late", fault=Fault.stall(5, after_deltas=0)),
@@ -291,7 +292,7 @@ async def failover_v2(client: AgentlaneClient, ws: Path) -> None:
             "mid", "hello", workspace=str(ws), model=claude, session_overrides={"agent_id": "solo"}
         )
         await client.wait_for_run(r.run_id or "")
-        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        clear_profile_state(dep.data_dir)
         fake.reset()
         fake.script(Reply.error(Fault.http(429, retry_after=1)), Reply(text="waited"))
         pinned = {"agent_id": "solo", "auth_profile": "anthropic:b"}
@@ -481,7 +482,7 @@ async def search_attributes(client: AgentlaneClient, ws: Path) -> None:
             "fallback", "read my notes", workspace=str(ws), model=claude, routing=tg
         )
         await client.wait_for_run(r.run_id or "")
-        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        clear_profile_state(dep.data_dir)
         fake.reset()
         fake.script(Reply.error(Fault.http(429, retry_after=1)), Reply(text="waited"))
         solo: dict[str, object] = {
@@ -496,7 +497,7 @@ async def search_attributes(client: AgentlaneClient, ws: Path) -> None:
         fake.script(Reply(text="fine again"))
         r = await client.send_and_start("wait", "and now?")
         await client.wait_for_run(r.run_id or "")
-        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        clear_profile_state(dep.data_dir)
         fake.reset()
         fake.script(Reply.error(Fault.http(429)))
         r = await client.send_and_start(
@@ -507,7 +508,7 @@ async def search_attributes(client: AgentlaneClient, ws: Path) -> None:
             session_overrides={**solo, "max_wait_seconds": 0},
         )
         await client.wait_for_run(r.run_id or "")
-        (dep.data_dir / "auth-state.json").unlink(missing_ok=True)
+        clear_profile_state(dep.data_dir)
         fake.reset()
         fake.script(Reply(text="fine"))
         r = await client.send_and_start("error", "and now?")

@@ -1,5 +1,5 @@
 """`agentlane auth set/list` with gateway settings: key and header values from stdin or argv
-into the 0600 store; `list` shows the style and header names, never a value."""
+into the store; `list` shows the style and header names, never a value."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from activities.auth_store import AuthStore
+from store.interface import Store
 from tests.harness import REPO
 
 KEY = "sk-cli-key-0123456789"
@@ -46,15 +48,17 @@ def test_set_with_style_and_headers_then_list_shows_no_values(tmp_path: Path) ->
         stdin=f"{KEY}\nBearer {HEADER_SECRET}\n",
     )
     assert done.returncode == 0, done.stderr
-    path = tmp_path / "auth.json"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    profile = json.loads(path.read_text())["profiles"]["gw:cf"]
-    assert profile == {
-        "provider": "anthropic",
-        "type": "api_key",
-        "key": KEY,
-        "auth_header": "bearer",
-        "headers": {"X-Org": "team-a", "cf-aig-authorization": f"Bearer {HEADER_SECRET}"},
+    assert stat.S_IMODE((tmp_path / "agentlane.db").stat().st_mode) == 0o600
+    profile = AuthStore.for_data_dir(tmp_path, {}).profiles()["gw:cf"]
+    assert (profile.provider, profile.type, profile.key, profile.auth_header) == (
+        "anthropic",
+        "api_key",
+        KEY,
+        "bearer",
+    )
+    assert dict(profile.headers) == {
+        "X-Org": "team-a",
+        "cf-aig-authorization": f"Bearer {HEADER_SECRET}",
     }
     for text in (done.stdout, done.stderr):
         assert KEY not in text and HEADER_SECRET not in text
@@ -72,8 +76,9 @@ def test_a_plain_profile_still_works_and_lists_the_default_style(tmp_path: Path)
         tmp_path, "auth", "set", "anthropic:work", "--provider", "anthropic", stdin=KEY
     )
     assert done.returncode == 0, done.stderr
-    profile = json.loads((tmp_path / "auth.json").read_text())["profiles"]["anthropic:work"]
-    assert profile == {"provider": "anthropic", "type": "api_key", "key": KEY}
+    profile = AuthStore.for_data_dir(tmp_path, {}).profiles()["anthropic:work"]
+    assert (profile.provider, profile.type, profile.key) == ("anthropic", "api_key", KEY)
+    assert (profile.auth_header, dict(profile.headers)) == (None, {})
     listed = agentlane(tmp_path, "auth", "list")
     assert "auth default\theaders -" in listed.stdout
 
@@ -88,7 +93,7 @@ def test_a_bad_header_or_a_missing_value_stores_nothing(tmp_path: Path) -> None:
         tmp_path, "auth", "set", "gw:x", "--provider", "openai", "--header", "X-Token", stdin=KEY
     )
     assert missing.returncode == 2 and "'X-Token' has an empty value" in missing.stderr
-    assert not (tmp_path / "auth.json").exists()
+    assert AuthStore.for_data_dir(tmp_path, {}).profiles() == {}
 
 
 def test_list_shows_each_profiles_cooldown_from_the_shared_state(tmp_path: Path) -> None:
@@ -111,7 +116,14 @@ def test_list_shows_each_profiles_cooldown_from_the_shared_state(tmp_path: Path)
             "anthropic:c": {"cooldown_until": now - 5, "cooldown_reason": "auth"},
         }
     }
-    (tmp_path / "auth-state.json").write_text(json.dumps(state))
+    from agentlane.settings import Settings
+    from store.sync import run_sync
+
+    async def write(store: Store) -> None:
+        for pid, usage in state["usage"].items():
+            await store.set_usage(pid, None, json.dumps(usage))
+
+    run_sync(Settings(data_dir=tmp_path), write)
     listed = agentlane(tmp_path, "auth", "list")
     assert listed.returncode == 0, listed.stderr
     rows = {line.split("\t")[0]: line.split("\t")[-1] for line in listed.stdout.splitlines()}

@@ -176,6 +176,13 @@ async def test_last_good_is_written_with_its_usage(store: Store) -> None:
     assert await store.profile_orders() == {"openai": ["p2", "p1"]}
     await store.set_profile_order("openai", None)
     assert await store.profile_orders() == {}
+    await store.set_profile_order("openai", ["p1"])
+    await store.reset_profile_state()
+    assert (await store.usage_rows(), await store.last_good(), await store.profile_orders()) == (
+        [],
+        {},
+        {},
+    )
 
 
 async def test_profiles_keep_their_keys(store: Store) -> None:
