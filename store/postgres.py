@@ -533,6 +533,13 @@ class PostgresStore(Store):
                 (provider, json.dumps(order)),
             )
 
+    async def reset_profile_state(self) -> None:
+        async def reset(conn: Conn) -> None:
+            for table in ("profile_usage", "profile_last_good", "profile_order"):
+                await conn.execute(f"DELETE FROM {table}".encode())
+
+        await self._tx(reset)
+
     # -- gateway tokens -----------------------------------------------------------------------
 
     async def add_token(self, token: TokenRow) -> bool:
