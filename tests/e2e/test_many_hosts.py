@@ -13,17 +13,23 @@ import json
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from activities.auth_store import AuthStore
+from agentlane.ids import session_workflow_id
+from agentlane.messages import Routing
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
+from agentlane.webhooks import DELIVER_WEBHOOKS, HEADER_ID
 from clients.api import AgentlaneClient
 from clients.gateway.auth import TokenStore
 from store.open import open_store
@@ -53,6 +59,8 @@ def hosts(
     for host in HOSTS:
         data = root / f"host-{host}"
         data.mkdir()
+        # Webhooks to the test's loopback receiver.
+        (data / "config.toml").write_text("[webhooks]\nallow_private = true\n")
         deployments.append(
             Deployment(
                 data_dir=data,
@@ -163,6 +171,88 @@ async def test_thirty_sessions_on_three_hosts_survive_kills_and_a_database_resta
         assert printed[0].stdout == printed[1].stdout == printed[2].stdout
         assert "round 2" in printed[0].stdout
     print(f"\n{SESSIONS}x{MESSAGES} runs on {len(hosts)} hosts in {elapsed:.1f}s")
+
+
+class FailingOnce:
+    """A webhook receiver on 127.0.0.1: 200 to every POST except the second distinct one,
+    which gets a 500 the first time (then 200)."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, int]] = []
+        self.failed = threading.Event()
+        self.final = threading.Event()
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                delivery = self.headers[HEADER_ID]
+                with receiver.lock:
+                    distinct = list(dict.fromkeys(d for d, _ in receiver.got))
+                    # The second delivery, the first time it comes.
+                    fail = len(distinct) == 1 and delivery not in distinct
+                    status = 500 if fail and not receiver.failed.is_set() else 200
+                    receiver.got.append((delivery, status))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                if status == 500:
+                    receiver.failed.set()
+                elif delivery.endswith("/final_reply"):
+                    receiver.final.set()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+async def test_a_webhook_delivery_retried_by_another_host_is_not_delivered_twice(
+    hosts: list[Deployment],
+) -> None:
+    """A POST fails on one host; that host dies; the retry runs on another host, which
+    resumes after the POSTs already answered (the delivery's progress is in the database)."""
+    receiver = FailingOnce()
+    client = await AgentlaneClient.connect(settings_for(hosts[0]))
+    key = f"hook-{uuid.uuid4().hex[:6]}"
+    ws = hosts[0].data_dir.parent / "workspaces" / key
+    ws.mkdir(parents=True)
+    try:
+        receipt = await client.send_and_start(
+            key,
+            "count to 600",
+            workspace=str(ws),
+            routing=Routing(channel="test", to="room", callback_url=receiver.url),
+        )
+        assert receipt.run_id
+        assert await asyncio.to_thread(receiver.failed.wait, 60), "no POST failed"
+        # The host whose attempt got the 500 dies before the retry (1 s later) can run there.
+        handle = client.client.get_workflow_handle(session_workflow_id(key))
+        victim = None
+        for pending in (await handle.describe()).raw_description.pending_activities:
+            if pending.activity_type.name == DELIVER_WEBHOOKS:
+                pid = int(pending.last_worker_identity.split("@")[0])
+                victim = next(
+                    (w, d) for d in hosts for w in d.workers if w.pid == pid and not w.proc.poll()
+                )
+        assert victim is not None, "no delivery in flight"
+        victim[0].kill9()
+        result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+        assert result.status == ExecutionStatus.SUCCESS
+
+        assert await asyncio.to_thread(receiver.final.wait, 120), receiver.got
+        answered = [d for d, status in receiver.got if status == 200]
+        assert len(answered) == len(set(answered)), receiver.got
+        assert len(answered) >= 3 and answered[-1].endswith("/final_reply")
+        assert [s for _, s in receiver.got].count(500) == 1
+    finally:
+        receiver.server.shutdown()
+        for dep in hosts:
+            if not any(w.proc.poll() is None for w in dep.workers):
+                dep.start_worker()
 
 
 # -- shared state between hosts ---------------------------------------------------------------
