@@ -5,9 +5,10 @@ psycopg 3, async, through one `psycopg_pool.AsyncConnectionPool` per store objec
 of the interface holds across hosts:
 
 - Appends: each is one transaction that first takes a transaction-scoped advisory lock on the
-  session key, so two hosts appending to one session take turns for the next `seq`; an entry id
-  or a tool call's result already there is skipped by the unique keys (`ON CONFLICT DO
-  NOTHING`), never by a read-then-write.
+  session key, so two hosts appending to one session take turns for the next `seq` (other
+  sessions never wait). The unique keys (entry id; one result per tool call) decide what is
+  written (`ON CONFLICT DO NOTHING`, every insert checked); the read under the lock only numbers
+  the new entries and fills in default parents. Three round trips for a batch.
 - Cooldowns and other shared profile usage: `UPDATE … WHERE version = expected`, one row.
 - Every multi-row change is one transaction.
 - A lost connection (server restarted, network cut) raises `psycopg.OperationalError` out of the
@@ -100,10 +101,11 @@ def _has_unread(conn: Conn) -> bool:
     """An idle connection (autocommit, no LISTEN) is sent nothing, unless the server is
     ending it: a restart or crash leaves a termination message or EOF on its socket."""
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        poller = select.poll()  # not select(): a busy worker's descriptors pass 1024
+        poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
     except (OSError, ValueError, psycopg.Error):
         return True
-    return bool(readable)
 
 
 async def _usable(conn: Conn) -> bool:
