@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from activities.providers.base import (
     TextDelta,
     ToolCallComplete,
 )
+from activities.providers.endpoint_hints import auth_header_hint, not_found_text
 from activities.providers.error_classification import (
     classify_error,
     format_user_error_text,
@@ -59,6 +61,7 @@ from activities.providers.error_classification import (
 from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.stream_publishers import EventLease, SessionPublishers
+from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.system_prompt import build_system_prompt
 from activities.tools.specs import tool_specs
 from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
@@ -174,6 +177,10 @@ def typed_failure(
     # The provider's own count of the prompt and the window it enforces, when it said.
     figures = overflow_figures(text) if reason == "context_overflow" else (None, None)
     user_text = format_user_error_text(text, status=err.status, provider=err.provider)
+    if err.status == 404 and reason in ("model_not_found", "unknown"):
+        user_text = not_found_text(user_text, resolved.entry.api, _base_url(resolved), text)
+    elif err.status in (401, 403):
+        user_text += auth_header_hint(text)
     if unreachable:
         where = _endpoint(resolved)
         user_text = (
@@ -203,9 +210,12 @@ def typed_failure(
         observed_tokens=figures[0],
         observed_limit=figures[1],
     )
+    retryable = err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
+    # The server's Retry-After, else the retry policy's backoff with ±20 % jitter (issue 24),
+    # so that sessions cut off together do not all come back in the same instant.
     delay = (
-        timedelta(seconds=err.retry_after_seconds)
-        if err.transport and err.retry_after_seconds
+        timedelta(seconds=err.retry_after_seconds or transport_backoff_seconds(attempt))
+        if retryable
         else None
     )
     # An expected provider error is the run workflow's to decide on, not a worker fault: one
@@ -220,7 +230,6 @@ def typed_failure(
         failure.provider,
         failure.model,
     )
-    retryable = err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
     return ApplicationError(
         f"{reason}: {failure.message}",
         failure.model_dump(mode="json"),
@@ -231,8 +240,29 @@ def typed_failure(
     )
 
 
+# MODEL_CALL_RETRY's backoff (workflows/activity_options.py): 0.5 s doubling up to 10 s.
+TRANSPORT_BACKOFF_BASE_SECONDS = 0.5
+TRANSPORT_BACKOFF_MAX_SECONDS = 10.0
+
+
+def transport_backoff_seconds(attempt: int, draw: float | None = None) -> float:
+    """The wait before attempt `attempt + 1` of a call cut by a transport fault."""
+    base = min(
+        TRANSPORT_BACKOFF_MAX_SECONDS,
+        TRANSPORT_BACKOFF_BASE_SECONDS * 2.0 ** min(max(0, attempt - 1), 30),
+    )
+    factor = 0.8 + 0.4 * (random.random() if draw is None else draw)
+    return round(base * factor, 3)
+
+
 def partial_entry_id(inp: ModelCallInput) -> str:
     return inp.assistant_entry_id + PARTIAL_SUFFIX
+
+
+def _base_url(resolved: ResolvedModel) -> str | None:
+    if resolved.credentials is not None and resolved.credentials.base_url:
+        return resolved.credentials.base_url
+    return resolved.entry.base_url
 
 
 def _endpoint(resolved: ResolvedModel) -> str:
@@ -319,6 +349,15 @@ class ModelCallActivity:
     @activity.defn(name=CALL_MODEL)
     async def call_model(self, inp: ModelCallInput) -> ModelCallResult:
         info = activity.info()
+        new_here = RUNS_SEEN.first_here(inp.run_id)
+        in_stream: set[str] = set()
+        if info.attempt > 1 or (new_here and inp.turn_index > 0):
+            # The previous attempt's (or step's) worker may have died with the run's events
+            # unsent: they go out again before anything of this step.
+            in_stream = await Republisher.for_step(
+                self.store, self.publishers, info.attempt
+            ).republish(activity.client(), inp.session_key, inp.run_id)
+            activity.heartbeat()
         workspace = await self._workspace(inp)
         existing = await self.store.get(inp.session_key, inp.assistant_entry_id)
         if existing is not None:
@@ -386,7 +425,16 @@ class ModelCallActivity:
                 if event.event_id not in announced:  # an earlier attempt announced it already
                     publisher.publish(event)
             # Not urgent: it goes out with the first text, or at the next tick.
-            publisher.publish(self._message_event(inp, EventKind.MESSAGE_START, info.attempt))
+            start = self._message_event(inp, EventKind.MESSAGE_START, info.attempt)
+            if info.attempt > 1 or inp.recheck_announce:
+                # A call made again (by Temporal or by the run) starts the message again: an id
+                # of its own, or a consumer that deduplicates by id drops it (issue 24). The
+                # first call keeps the plain id the stream-gap check expects.
+                start = start.model_copy(
+                    update={"event_id": f"{start.event_id}/{info.activity_id}.a{info.attempt}"}
+                )
+            if start.event_id not in in_stream:  # once, even when this attempt is retried
+                publisher.publish(start)
             if prior_unknown:
                 # Nothing is known about what an earlier attempt showed: tell consumers to drop
                 # anything they have for this message.
@@ -422,6 +470,41 @@ class ModelCallActivity:
             # Only a reply that ends the run is worth a place in history.
             reply_preview="" if refs else acc.reply[:200],
             attempt=info.attempt,
+        )
+
+    def _announce_transport_retry(
+        self,
+        inp: ModelCallInput,
+        publisher: EventLease,
+        err: ProviderError,
+        failure: ApplicationError,
+    ) -> None:
+        """Temporal makes a call cut by a transport fault again (DESIGN decision 3): the wait
+        is announced once, like the run's own retries, unless this was the last attempt."""
+        info = activity.info()
+        policy = info.retry_policy
+        if (
+            policy is not None
+            and policy.maximum_attempts
+            and (info.attempt >= policy.maximum_attempts)
+        ):
+            return
+        delay = failure.next_retry_delay.total_seconds() if failure.next_retry_delay else 0.0
+        first = err.message.split(" <- ")[0].rstrip(".")
+        text = f"{first} ({err.provider}); retrying in {delay:.1f} s (attempt {info.attempt + 1})"
+        publisher.publish(
+            AgentEvent(
+                kind=EventKind.WARNING,
+                event_id=f"{inp.assistant_entry_id}/transport_retry/{info.activity_id}"
+                f".a{info.attempt}",
+                session_key=inp.session_key,
+                run_id=inp.run_id,
+                attempt=info.attempt,
+                turn_index=inp.turn_index,
+                text=text,
+                data={"code": "transport_retry", "attempt": info.attempt + 1, "delay": delay},
+            ),
+            urgent=True,
         )
 
     def _message_event(self, inp: ModelCallInput, kind: EventKind, attempt: int) -> AgentEvent:
@@ -572,6 +655,8 @@ class ModelCallActivity:
                 # Only a final failure keeps the partial text: a retried attempt must not find
                 # an entry under this message's id and take it for a finished call.
                 await self._record_partial(inp, pipeline, "error")
+            else:
+                self._announce_transport_retry(inp, publisher, err, failure)
             raise failure from err
         finally:
             beats.cancel()
@@ -597,6 +682,7 @@ class ModelCallActivity:
             reserve_tokens=compaction_reserve_tokens(
                 config.compaction.reserve_tokens, config.compaction.reserve_tokens_floor
             ),
+            provider_window=inp.provider_window,
         )
         if checked.fits:
             return checked

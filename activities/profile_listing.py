@@ -130,7 +130,7 @@ class ProfileListing:
                 if p.provider == provider and not p.implied
             },
             failover=(
-                _failover_config(config, inp.agent_id, inp.model)
+                failover_config(config, inp.agent_id, inp.model)
                 if inp.agent_id is not None and inp.model is not None
                 else None
             ),
@@ -141,7 +141,7 @@ class ProfileListing:
         return await self._list(inp)
 
 
-def _failover_config(config: AgentlaneConfig, agent_id: str, requested: str) -> FailoverConfig:
+def failover_config(config: AgentlaneConfig, agent_id: str, requested: str) -> FailoverConfig:
     """What the config says about failover for a run of `agent_id` on `requested`. Only an
     agent configured in the file has a primary to append (SPEC §8.1); the implicit main agent
     of a config without `[agents.main]` has none."""

@@ -12,6 +12,7 @@ from activities.event_publishing import LIFECYCLE, published_so_far
 from activities.model_output.normalization import normalize_text
 from activities.stream_gaps import expected_event_ids, gap_event, run_event_ids
 from activities.stream_publishers import SessionPublishers
+from activities.stream_republish import Republisher
 from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
 from agentlane.events import AgentEvent
@@ -63,31 +64,50 @@ class RunFinishActivity:
             except Exception:
                 announced = set()
             events = [e for e in events if e.event_id not in announced]
-        gap = await self._gap(inp)
+        recovered = await self._gap(inp)
+        again = {e.event_id for e in recovered}
+        events = [e for e in events if e.event_id not in again]
         async with lease as publisher:
-            if gap is not None:
-                publisher.publish(gap)
+            for event in recovered:
+                publisher.publish(event)
             for event in events:
                 publisher.publish(event)
         return FinishRunResult(reply=reply)
 
-    async def _gap(self, inp: FinishRunInput) -> AgentEvent | None:
-        """The `stream_gap` announcement when events of this run were lost (activities/
-        stream_gaps.py); best effort: a failed check never fails the run's end."""
+    async def _gap(self, inp: FinishRunInput) -> list[AgentEvent]:
+        """Events of this run that were lost, published again from the transcript (activities/
+        stream_republish.py), then the `stream_gap` announcement for what could not be
+        (activities/stream_gaps.py); best effort: a failed check never fails the run's end."""
         result = inp.result
         try:
             entries = await self.store.read(result.session_key)
             expected = expected_event_ids(entries, result.run_id)
             if not expected:
-                return None
+                return []
             seen = await run_event_ids(activity.client(), result.session_key, result.run_id)
         except Exception as err:
             log.warning("could not check run %s's events in the stream: %s", result.run_id, err)
-            return None
+            return []
         missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
+        republished: list[AgentEvent] = []
+        if missing:
+            try:
+                found = await Republisher(self.store, self.publishers).lost(
+                    activity.client(), result.session_key, result.run_id, wait_to_settle=True
+                )
+                republished, missing = found.events, found.missing
+            except Exception as err:
+                log.warning("could not rebuild run %s's lost events: %s", result.run_id, err)
+        if republished:
+            log.warning(
+                "run %s: %d events never reached the stream; published again from the transcript",
+                result.run_id,
+                len(republished),
+            )
         if missing:
             log.warning("run %s: %d events never reached the stream", result.run_id, len(missing))
-        return gap_event(result.session_key, result.run_id, missing)
+        gap = gap_event(result.session_key, result.run_id, missing)
+        return [*republished, *([gap] if gap is not None else [])]
 
 
 class AnnouncementPublisher:

@@ -349,6 +349,10 @@ class SessionPublishers:
         self._idle_after = idle_after.total_seconds()
         self._sessions: dict[str, _SessionStream] = {}
 
+    @property
+    def batch_interval_seconds(self) -> float:
+        return self._interval
+
     def lease(
         self, client: Client, session_key: str, *, wait_for_flush: bool = False
     ) -> EventLease:

@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 from activities.cancellation import cancelled_for_good
 from activities.liveness import HEARTBEAT_EVERY_SECONDS
 from activities.stream_publishers import EventLease, SessionPublishers
+from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, read_file, write_file
 from activities.tools.results import ToolResult
@@ -119,6 +120,15 @@ class ToolActivities:
         execute: Callable[[ToolCall, EventLease], Awaitable[ToolResult]],
     ) -> ToolCallOutcome:
         started = time.monotonic()
+        new_here = RUNS_SEEN.first_here(inp.run_id)
+        in_stream: set[str] = set()
+        if activity.info().attempt > 1 or new_here:
+            # The previous attempt's (or step's) worker may have died with the run's events
+            # unsent: they go out again before anything of this step.
+            in_stream = await Republisher.for_step(
+                self.store, self.publishers, activity.info().attempt
+            ).republish(activity.client(), inp.session_key, inp.run_id)
+            activity.heartbeat()
         existing = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         if existing is not None:
             # A previous attempt (or the run's clean-up) already answered this call.
@@ -131,13 +141,11 @@ class ToolActivities:
             )
         call = await self._find_call(inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
-            publisher.publish(
-                self._event(
-                    inp,
-                    EventKind.TOOL_EXECUTION_START,
-                    data={"input": preview_args(call.arguments)},
-                )
+            start = self._event(
+                inp, EventKind.TOOL_EXECUTION_START, data={"input": preview_args(call.arguments)}
             )
+            if start.event_id not in in_stream:  # a retry whose first attempt announced it
+                publisher.publish(start)
             # Heartbeats let Temporal notice a dead worker within the heartbeat timeout and
             # deliver cancellation (abort) to a running tool.
             beats = asyncio.create_task(_heartbeat_forever())

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from activities.bounded_cache import BoundedCache
 from agentlane.run import UserTurn
 from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
 from store.interface import Store
@@ -73,12 +74,18 @@ class _Parsed:
     answered: dict[str, int] = field(default_factory=dict)
 
 
+# How many sessions' transcripts one worker process keeps parsed in memory.
+PARSED_SESSIONS_KEPT = 256
+
+
 class TranscriptStore:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._cache: dict[str, _Parsed] = {}
+        # Parsed transcripts of the sessions used most recently (a worker that served
+        # thousands of sessions keeps only these; another is read again from the store).
+        self._cache: BoundedCache[str, _Parsed] = BoundedCache(PARSED_SESSIONS_KEPT)
         # One refresh at a time per session: two concurrent readers would fetch the same rows.
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: BoundedCache[str, asyncio.Lock] = BoundedCache(PARSED_SESSIONS_KEPT)
 
     def describe(self) -> str:
         return f"the {self.store.backend} store"
@@ -98,9 +105,13 @@ class TranscriptStore:
     # -- reading ---------------------------------------------------------------------------
 
     async def _refresh(self, key: str) -> _Parsed:
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
         async with lock:
-            parsed = self._cache.setdefault(key, _Parsed())
+            parsed = self._cache.get(key)
+            if parsed is None:
+                parsed = self._cache[key] = _Parsed()
             for seq, entry in await self.store.entries_after(key, parsed.seq):
                 index = len(parsed.entries)
                 parsed.entries.append(entry)

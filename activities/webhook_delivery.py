@@ -59,6 +59,7 @@ from temporalio.client import Client
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.exceptions import ApplicationError
 
+from activities.bounded_cache import BoundedCache
 from activities.model_output.normalization import normalize_text
 from activities.transcript_store import TranscriptStore
 from activities.webhook_connect import post_pinned
@@ -121,7 +122,9 @@ class WebhookDelivery:
         self.resolver = resolver
         # Progress of attempts in this process, by activity: a retry that lands here resumes
         # from the newest point even if the failed attempt's last heartbeat was throttled.
-        self._local: dict[tuple[str, str], DeliverProgress] = {}
+        # Progress of attempts that failed here, for their retry (bounded: a delivery given up
+        # for good leaves its entry behind).
+        self._local: BoundedCache[tuple[str, str], DeliverProgress] = BoundedCache(1024)
 
     def http(self) -> httpx.AsyncClient:
         if self._http is None:

@@ -62,6 +62,7 @@ from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
+from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.webhook_targets import WebhookPolicy
 
 # SPEC §9: the window when nothing says otherwise, and the guard's thresholds.
@@ -217,11 +218,22 @@ class AgentConfig(BaseModel):
     id: str
     model: str = DEFAULT_MODEL_REF
     fallbacks: list[str] = Field(default_factory=list)
+    # The thinking level a new session of this agent starts at (SPEC §6 words; `send
+    # --thinking` overrides it).
     thinking: str = "off"
     tools_allow: list[str] | None = None
     tools_deny: list[str] = Field(default_factory=list)
     # Caps the model's window when smaller (SPEC §9, agents.defaults.contextTokens).
     context_tokens: int | None = Field(default=None, gt=0)
+
+    @field_validator("thinking")
+    @classmethod
+    def _thinking(cls, word: str) -> str:
+        level = normalize_thinking_level(word)
+        if level is None:
+            known = ", ".join(THINKING_LEVELS)
+            raise ValueError(f"{word!r} is not a thinking level: one of {known}")
+        return level
 
 
 class AgentlaneConfig(BaseModel):

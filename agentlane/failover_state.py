@@ -47,3 +47,9 @@ class RunFailover(BaseModel):
     # max_wait_seconds, like every other retry).
     waits: int = 0
     waited_seconds: float = 0.0
+    # Transient server errors (issue 24): the current call's retries and their waits (reset
+    # when a call succeeds), and whether the whole chain was retried once (SPEC §8.4).
+    transient_retries: int = 0
+    overload_retries: int = 0
+    transient_waited: float = 0.0
+    chain_retried: bool = False

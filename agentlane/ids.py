@@ -6,11 +6,11 @@ The identity scheme (README "Session keys and ids"):
   without `..`. Its `:`-separated segments may not be one of `RESERVED_SEGMENTS`: those spell
   the ids derived from a key (`session:<key>:events`, `session:<key>:run:<n>`), so no key can
   spell another session's workflow ids, and no two keys share one.
-- Folders (transcripts, workspaces) are named by `storage_name`: the key itself when it has only
-  letters, digits and `.-@`, else the key with every other character percent-encoded (`col:x`
-  -> `col%3Ax`, `col_x` -> `col%5Fx`). `%` never appears in a key, so the mapping is injective.
-  Data written under the earlier name (`:` -> `_`, which let `col:x` and `col_x` collide) is
-  still found when it belongs to the key (see `activities/transcript_store.py`).
+- Folders (workspaces; transcripts of the older file layout) are named by `storage_name`: the
+  key itself when it has only letters, digits and `.-@`, else the key with every other
+  character percent-encoded (`col:x` -> `col%3Ax`, `col_x` -> `col%5Fx`). `%` never appears in
+  a key, so the mapping is injective. Transcripts now live in the store, keyed by the key
+  itself; `agentlane db import` reads the old folders (`store/file_import.py`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agentlane.entry_source import EntrySource
 from agentlane.queue_modes import QueueMode, UnknownQueueMode, parse_queue_mode
 from agentlane.queue_settings import QueueOptions
+from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.webhooks import check_callback_url, check_secret_ref
 
 __all__ = ["QueueMode", "UnknownQueueMode", "parse_queue_mode", "QueueOptions"]
@@ -67,6 +68,11 @@ class InboundMessage(BaseModel):
     queue: QueueOptions | None = None
     # What sent it: the run it starts carries this (a schedule's firing sends `cron`).
     source: EntrySource = EntrySource.CHAT
+    thinking: str | None = Field(
+        default=None,
+        description="the session's thinking level from this message on: off, minimal, low, "
+        "medium, high, xhigh or adaptive (or a word for one, e.g. max); none keeps the level",
+    )
 
 
 def _fields(msg: InboundMessage) -> list[tuple[str, str | None]]:
@@ -126,6 +132,10 @@ def check_inbound(msg: InboundMessage) -> None:
         parse_queue_mode(msg.mode)
     if msg.routing.callback_secret_ref is not None and msg.routing.callback_url is None:
         raise ValueError("routing names a callback secret but no callback_url")
+    if msg.thinking is not None and normalize_thinking_level(msg.thinking) is None:
+        raise ValueError(
+            f"thinking level {msg.thinking!r} is not one of {', '.join(THINKING_LEVELS)}"
+        )
 
 
 class FateState(StrEnum):

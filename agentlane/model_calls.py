@@ -48,6 +48,9 @@ class ModelCallInput(RunStepInput):
     # The agent's cap on the window (`context_tokens`) when it is below the model's; None: the
     # model's own window from the catalogue.
     context_window_cap: int | None = None
+    # The window the provider said it enforces (an earlier overflow error), when smaller: the
+    # prompt must fit it (the configured window's budget still decides when to compact).
+    provider_window: int | None = None
 
 
 class ToolCallRef(CompactModel):

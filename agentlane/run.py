@@ -80,6 +80,9 @@ class ExecutionRequest(BaseModel):
     max_turns: int | None = None
     context_window: int | None = None
     context_window_source: str = "model"
+    # Windows providers said they enforce (SPEC §5.6) where smaller than the configured ones,
+    # by model label ("anthropic/claude-x"): the session's memory of them.
+    provider_windows: dict[str, int] = Field(default_factory=dict)
     # The longest a run waits for a rate-limited or overloaded profile to cool down (never a
     # provider's 36-hour Retry-After); past it the run ends saying when one will be ready.
     max_wait_seconds: int = 600
@@ -124,6 +127,8 @@ class ExecutionResult(BaseModel):
     profile_pin: ProfilePin | None = None
     # What started the run (a chat message, a schedule's firing...), for whoever reads the result.
     source: EntrySource = EntrySource.CHAT
+    # The provider windows known at the run's end (the request's, and any learned by it).
+    provider_windows: dict[str, int] = Field(default_factory=dict)
 
     @property
     def duration_ms(self) -> int:
@@ -173,6 +178,8 @@ class RunCarry(BaseModel):
     context: RunContextState | None = None
     # The traceparent of the run's first span (tracing on): later segments continue its trace.
     trace: str | None = None
+    # Provider windows this run learned from overflow errors (model label → tokens).
+    provider_windows: dict[str, int] = Field(default_factory=dict)
 
 
 class RunInput(BaseModel):

@@ -131,6 +131,8 @@ class SessionState(BaseModel):
     # and how many it dropped in this chain.
     drops: list[DroppedMessage] = Field(default_factory=list)
     dropped_messages: int = 0
+    # Windows providers said they enforce, smaller than configured (model label → tokens).
+    provider_windows: dict[str, int] = Field(default_factory=dict)
 
 
 class SessionInput(BaseModel):
@@ -175,6 +177,9 @@ class SessionStatus(BaseModel):
     profile_id: str | None = None
     rotations: int = 0
     thinking: str | None = None
+    # The context window the session's model's provider said it enforces, when smaller than
+    # the configured one (remembered from an overflow error; the context is kept within it).
+    provider_window: int | None = None
     # While waiting: until when (epoch seconds) and why.
     waiting_until: float | None = None
     waiting_reason: str | None = None

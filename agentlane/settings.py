@@ -31,6 +31,10 @@ class Settings(BaseModel):
     # The global lane: how many model calls one worker runs at once.
     max_concurrent_model_calls: int = 4
     max_concurrent_tool_calls: int = 8
+    # Workflows one worker keeps in memory between their tasks (the SDK's sticky cache); one
+    # that falls out is rebuilt by replaying its history on its next task. Bounds the worker's
+    # memory (README "Worker").
+    max_cached_workflows: int = 1000
     # How long a workflow task waits on a dead worker's sticky queue before any worker takes it
     # (README "Durability and timeouts"; the activity heartbeat timeout is set by the workflows,
     # workflows/activity_options.py).
@@ -107,6 +111,7 @@ class Settings(BaseModel):
             workflow_task_queue=_env("TASK_QUEUE", "agentlane"),
             max_concurrent_model_calls=int(_env("MAX_MODEL_CALLS", "4")),
             max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
+            max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
             default_model=_env("MODEL", "offline/planner"),

@@ -596,11 +596,170 @@ async def telemetry_case(stack: Stack, figures: Figures) -> None:
         dep.stop_workers()
 
 
+# -- the workflow sandbox: what a new workflow costs the worker --------------------------------
+
+SANDBOX_RUNS = 5 if QUICK else 40
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def sandbox_case(stack: Stack, figures: Figures) -> None:
+    """New sessions, one 1-step run each (3 new workflows: session, events stream, run), against
+    a worker whose sandbox reloads every workflow module per instance (the SDK default,
+    AGENTLANE_SANDBOX_RELOAD=1) and one that passes the project's modules through
+    (workers/sandbox.py); the worker's CPU per message and the wall time, sequential."""
+    table = Table(
+        f"New workflows: the sandbox's cost ({SANDBOX_RUNS} new sessions, one 1-step run each)",
+        ["worker sandbox", "worker CPU ms/message", "wall ms/message"],
+    )
+    measured: dict[str, float] = {}
+    for label, reload in (("reload per workflow (SDK default)", "1"), ("project passed", "0")):
+        dep = stack.deployment(AGENTLANE_SANDBOX_RELOAD=reload)
+        worker = dep.start_worker()
+        client = await stack.client(dep)
+        for _ in range(3):  # warm-up: first imports, caches, connections
+            await run_steps(client, dep, 1)
+        cpu = process_cpu_seconds(worker.pid)
+        started = time.monotonic()
+        for _ in range(SANDBOX_RUNS):
+            await run_steps(client, dep, 1)
+        wall = (time.monotonic() - started) / SANDBOX_RUNS * 1000
+        per = (process_cpu_seconds(worker.pid) - cpu) / SANDBOX_RUNS * 1000
+        measured[reload] = per
+        table.add(label, per, wall)
+        dep.stop_workers()
+    table.print()
+    saved = measured["1"] - measured["0"]
+    note(
+        f"the worker saves {saved:.1f} ms of CPU per new session + run "
+        f"({saved / measured['1'] * 100:.0f} %); both workers in this run, one after the other"
+    )
+    figures.add("sandbox_reload_cpu_per_message", measured["1"], "ms")
+    figures.add("sandbox_passthrough_cpu_per_message", measured["0"], "ms")
+
+
+# -- worker memory over many new sessions --------------------------------------------------------
+
+MEMORY_SESSIONS = 40 if QUICK else 300
+MEMORY_SAMPLE_EVERY = 10 if QUICK else 50
+MEMORY_CONCURRENCY = 10
+
+
+def process_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def gated_run(gate: asyncio.Semaphore, client: AgentlaneClient, dep: Deployment) -> None:
+    async with gate:
+        await run_steps(client, dep, 1)
+
+
+async def memory_case(stack: Stack, figures: Figures) -> None:
+    """A worker's RSS as new sessions arrive (one 1-step run each, MEMORY_CONCURRENCY at once):
+    each session leaves its session and events workflows open, in the worker's workflow cache
+    until they fall out of it. SDK defaults against this worker's settings."""
+    configs = [
+        (
+            "SDK defaults: reload sandbox, cache 1000",
+            {"AGENTLANE_SANDBOX_RELOAD": "1", "AGENTLANE_MAX_CACHED_WORKFLOWS": "1000"},
+        ),
+        ("passthrough, cache 1000", {"AGENTLANE_MAX_CACHED_WORKFLOWS": "1000"}),
+        ("passthrough, cache 200", {"AGENTLANE_MAX_CACHED_WORKFLOWS": "200"}),
+    ]
+    marks = list(range(MEMORY_SAMPLE_EVERY, MEMORY_SESSIONS + 1, MEMORY_SAMPLE_EVERY))
+    table = Table(
+        f"Worker RSS (MB) after N new sessions (one 1-step run each, {MEMORY_CONCURRENCY} at once)",
+        ["worker", "at start", *[f"N={n}" for n in marks], "KB/session after N=" + str(marks[0])],
+    )
+    for label, env in configs:
+        dep = stack.deployment(**env)
+        worker = dep.start_worker()
+        client = await stack.client(dep)
+        await run_steps(client, dep, 1)  # warm-up: imports, connections
+        row: list[object] = [label, process_rss_mb(worker.pid)]
+        gate = asyncio.Semaphore(MEMORY_CONCURRENCY)
+
+        for _ in marks:
+            await asyncio.gather(
+                *(gated_run(gate, client, dep) for _ in range(MEMORY_SAMPLE_EVERY))
+            )
+            row.append(process_rss_mb(worker.pid))
+        rss = [float(x) for x in row[2:]]
+        per = (rss[-1] - rss[0]) * 1024 / (marks[-1] - marks[0]) if len(marks) > 1 else 0.0
+        row.append(per)
+        table.add(*row)
+        figures.add(f"rss_after_{marks[-1]}_sessions[{label}]", rss[-1], "MB")
+        dep.stop_workers()
+    table.print()
+    note(
+        "RSS read from /proc after each batch; the slope is the growth per new session past "
+        "the first batch. A session's two open workflows stay cached until the cache is full."
+    )
+    await aging_case(stack, figures)
+
+
+AGING_SESSIONS = 4 if QUICK else 10
+AGING_ROUNDS = 3 if QUICK else 30
+
+
+async def next_run(client: AgentlaneClient, key: str, ws: Path, runs: int) -> None:
+    receipt = await client.send_and_start(key, instruction(1), workspace=str(ws))
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 600)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    await wait_idle(client, key, runs=runs)
+
+
+async def aging_case(stack: Stack, figures: Figures) -> None:
+    """The same sessions, run after run (this worker's settings): RSS as they age."""
+    dep = stack.deployment()
+    worker = dep.start_worker()
+    client = await stack.client(dep)
+    keys = [fresh_key("age") for _ in range(AGING_SESSIONS)]
+    spaces = {key: workspace(dep, key) for key in keys}
+    marks = sorted({1, *range(5, AGING_ROUNDS + 1, 5), AGING_ROUNDS})
+    rss: list[float] = []
+    for rnd in range(1, AGING_ROUNDS + 1):
+        await asyncio.gather(*(next_run(client, k, spaces[k], rnd) for k in keys))
+        if rnd in marks:
+            rss.append(process_rss_mb(worker.pid))
+    dep.stop_workers()
+    table = Table(
+        f"Worker RSS (MB) as {AGING_SESSIONS} sessions age (one 1-step run each per round)",
+        ["after round", *[str(m) for m in marks]],
+    )
+    table.add("RSS MB", *rss)
+    table.print()
+    # The slope past the first rounds (imports, first connections and caches filling).
+    first = 1 if len(marks) > 2 else 0
+    rounds = max(marks[-1] - marks[first], 1)
+    per_run = (rss[-1] - rss[first]) * 1024 / (rounds * AGING_SESSIONS)
+    note(f"growth after round {marks[first]}: {per_run:.1f} KB per run")
+    figures.add("rss_growth_per_run_aging", per_run, "KB")
+
+
 async def main() -> None:
     figures = Figures()
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "telemetry":
         async with bench_stack("bench-engine") as stack:
             await telemetry_case(stack, figures)
+        figures.print()
+        return
+    if os.environ.get("AGENTLANE_BENCH_ONLY") == "sandbox":
+        async with bench_stack("bench-engine") as stack:
+            await sandbox_case(stack, figures)
+        figures.print()
+        return
+    if os.environ.get("AGENTLANE_BENCH_ONLY") == "memory":
+        async with bench_stack("bench-engine") as stack:
+            await memory_case(stack, figures)
         figures.print()
         return
     async with bench_stack("bench-engine") as stack:
@@ -777,6 +936,8 @@ async def main() -> None:
         await codec_case(stack, figures, e_med, e_p95, sizes)
         dep.stop_workers()  # the cases below run their own workers
         await telemetry_case(stack, figures)
+        await sandbox_case(stack, figures)
+        await memory_case(stack, figures)
 
         # 4. stream history per second of streaming, per batch interval
         stream_table = Table(

@@ -122,6 +122,11 @@ class NoWorker(Exception):
     the message says so and names the command that starts a worker."""
 
 
+class WorkerBusy(NoWorker):
+    """A worker polls the task queue but did not answer within the busy bound: it is loaded
+    (or paused). What was sent is durably accepted where that is possible, as with `NoWorker`."""
+
+
 # How long a call waits for a worker before saying there is none (the message stays accepted).
 WORKER_WAIT_SECONDS = 4.0
 NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
@@ -131,10 +136,55 @@ BUSY_WAIT_SECONDS = 60.0
 READ_RETRY_SECONDS = 60.0
 # A live worker renews its long poll at least this often (the server ends polls after a minute).
 POLLER_FRESH_SECONDS = 75.0
+# When a call's first answer is due: after this long with no worker polling, none is waited for.
+ABSENCE_CHECK_SECONDS = 0.75
+# While waiting for a busy worker, how often the task queue's pollers are looked at again (a
+# worker that stopped polling meanwhile is no longer waited for).
+BUSY_RECHECK_SECONDS = 5.0
 
 
 class _NoAnswer(Exception):
-    pass
+    """The call was given up: `presence` says whether a worker polls (busy) or none does."""
+
+    def __init__(self, presence: WorkerPresence) -> None:
+        super().__init__(presence.describe())
+        self.presence = presence
+
+
+@dataclass(frozen=True)
+class WorkerPresence:
+    """What the workflow task queue's pollers say (DescribeTaskQueue). The server lists a poller
+    for minutes after its last poll, and a live worker starts a new long poll at least every
+    minute, so a poller counts as present only while its `last_access_time` is recent: a
+    worker that was killed or stopped keeps being listed, aging. A present worker that does not
+    answer is busy (its task slots are taken) or paused; an absent one runs nothing."""
+
+    task_queue: str
+    # Seconds since the most recent poll of any listed poller; None when none is listed.
+    last_poll_age: float | None
+    # The server could not be asked: treated as present (never claim absence without evidence).
+    unknown: bool = False
+
+    @property
+    def polling(self) -> bool:
+        if self.unknown:
+            return True
+        return self.last_poll_age is not None and self.last_poll_age < POLLER_FRESH_SECONDS
+
+    def describe(self) -> str:
+        if self.unknown:
+            return f"the worker on task queue {self.task_queue} could not be checked"
+        if self.polling:
+            return (
+                f"a worker polls task queue {self.task_queue} (last poll "
+                f"{self.last_poll_age:.0f} s ago) but is busy"
+            )
+        if self.last_poll_age is None:
+            return f"no worker polls task queue {self.task_queue}"
+        return (
+            f"no worker polls task queue {self.task_queue} (the last poll was "
+            f"{self.last_poll_age:.0f} s ago: its worker stopped)"
+        )
 
 
 @dataclass
@@ -229,6 +279,7 @@ class AgentlaneClient:
             "loop_detection": config.loop_detection,
             "context_window": window,
             "context_window_source": source,
+            "thinking": config.agent("main").thinking,
         }
         settings = SessionSettings.model_validate(
             {
@@ -256,15 +307,19 @@ class AgentlaneClient:
         queue: QueueOptions | str | None = None,
         worker_wait: float = WORKER_WAIT_SECONDS,
         source: EntrySource = EntrySource.CHAT,
+        thinking: str | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet.
 
         Returns once the session holds the message durably, not when its run starts (learn that
         from the event stream, or with `wait_started`). `queue` sets queue options for this
         message alone (SPEC §17.2 inline: `QueueOptions`, or directive words such as
-        "debounce:0 cap:5"). With no worker answering within
+        "debounce:0 cap:5"). `thinking` sets the session's thinking level (SPEC §6 words) for
+        the runs that start from this message on. With no worker answering within
         `worker_wait` seconds the message is handed over as a signal, which the server keeps in
-        history until a worker runs it, and `NoWorker` says so."""
+        history until a worker runs it, and `NoWorker` says so; a worker that polls but is busy
+        is waited for first (`on_wait` is told), then `WorkerBusy` says the same."""
         key = check_session_key(session_key)
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
@@ -280,6 +335,7 @@ class AgentlaneClient:
                 sender=sender,
                 workspace=workspace,
                 source=source,
+                thinking=thinking,
             )
             check_inbound(message)
             if message.routing.callback_url is not None:
@@ -310,14 +366,14 @@ class AgentlaneClient:
 
         call = asyncio.ensure_future(self._with_backoff(attempt))
         try:
-            receipt: SendReceipt = await self._answer_or_no_worker(call, worker_wait)
+            receipt: SendReceipt = await self._answer_or_no_worker(call, worker_wait, on_wait)
             if attempts > 1:
                 receipt = _own_duplicate(receipt)
             return receipt
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
-        except _NoAnswer:
-            pass
+        except _NoAnswer as gave_up:
+            presence = gave_up.presence
         await self.client.start_workflow(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
@@ -325,9 +381,14 @@ class AgentlaneClient:
             start_signal="enqueue",
             start_signal_args=[message],
         )
+        if presence.polling:
+            raise WorkerBusy(
+                f"message durably queued in session {key}: {presence.describe()} and did not "
+                f"answer within {worker_wait + BUSY_WAIT_SECONDS:.0f} s; it runs when the worker "
+                f"gets to it (or start another one with `agentlane worker`)"
+            )
         raise NoWorker(
-            f"message accepted by session {key}, but no worker answered within "
-            f"{worker_wait:.0f} s on task queue {self.settings.workflow_task_queue}: it runs "
+            f"message durably queued in session {key}, but {presence.describe()}: it runs "
             f"when a worker starts; {NO_WORKER_HINT}"
         )
 
@@ -364,12 +425,42 @@ class AgentlaneClient:
             )
         return options
 
-    async def _answer_or_no_worker(self, call: asyncio.Future[T], worker_wait: float) -> T:
+    async def _answer_or_no_worker(
+        self,
+        call: asyncio.Future[T],
+        worker_wait: float,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> T:
         """The call's answer; `_NoAnswer` (the call cancelled) when no worker polls the task
-        queue. A busy session with live workers is waited for: load is not absence."""
-        done, _ = await asyncio.wait({call}, timeout=worker_wait)
-        if not done and await self.workers_polling():
-            done, _ = await asyncio.wait({call}, timeout=BUSY_WAIT_SECONDS)
+        queue after `worker_wait`. A worker that polls but does not answer is busy: load is not
+        absence, so it is waited for (up to `BUSY_WAIT_SECONDS`, `on_wait` told why) while it
+        keeps polling."""
+        # Asked early: with no worker polling at all there is nothing to wait for. Not at once:
+        # a worker that has just started polls a moment after it says it is ready.
+        first = min(worker_wait, ABSENCE_CHECK_SECONDS)
+        done, _ = await asyncio.wait({call}, timeout=first)
+        if not done:
+            presence = await self.worker_presence()
+            if presence.polling:
+                done, _ = await asyncio.wait({call}, timeout=worker_wait - first)
+                if not done:
+                    presence = await self.worker_presence()
+        if done:
+            return call.result()
+        if presence.polling:
+            if on_wait is not None:
+                on_wait(
+                    f"{presence.describe()}; waiting up to {BUSY_WAIT_SECONDS:.0f} s for it "
+                    "to answer"
+                )
+            deadline = time.monotonic() + BUSY_WAIT_SECONDS
+            while not done and presence.polling:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                done, _ = await asyncio.wait({call}, timeout=min(BUSY_RECHECK_SECONDS, left))
+                if not done:
+                    presence = await self.worker_presence()
         if done:
             return call.result()
         call.cancel()
@@ -377,31 +468,37 @@ class AgentlaneClient:
             await call
         except BaseException:
             pass  # the cancelled call's own error says nothing more
-        raise _NoAnswer
+        raise _NoAnswer(presence)
 
-    async def workers_polling(self) -> bool:
-        """Whether a worker polled the workflow task queue recently (a live worker always has a
-        long poll open, renewed at least every minute)."""
+    async def worker_presence(self) -> WorkerPresence:
+        """Whether a worker polls the workflow task queue (see `WorkerPresence`)."""
+        queue = self.settings.workflow_task_queue
         request = DescribeTaskQueueRequest(
             namespace=self.client.namespace,
-            task_queue=TaskQueue(name=self.settings.workflow_task_queue),
+            task_queue=TaskQueue(name=queue),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
         try:
             response = await self.client.workflow_service.describe_task_queue(request)
         except RPCError:
-            return True  # cannot tell: keep waiting rather than claim there is no worker
+            return WorkerPresence(queue, None, unknown=True)
         now = time.time()
-        return any(
-            now - p.last_access_time.ToSeconds() < POLLER_FRESH_SECONDS for p in response.pollers
-        )
+        ages = [now - p.last_access_time.ToSeconds() for p in response.pollers]
+        return WorkerPresence(queue, max(0.0, min(ages)) if ages else None)
+
+    async def workers_polling(self) -> bool:
+        """Whether a worker polled the workflow task queue recently (a live worker always has a
+        long poll open, renewed at least every minute)."""
+        return (await self.worker_presence()).polling
 
     @staticmethod
     async def _with_backoff(call: Callable[[], Awaitable[T]]) -> T:
         """Retry what the server refused for load (a workflow takes only so many updates at
         once) and updates it aborted because the session continued as new or closed under them:
         a burst of senders waits its turn instead of failing. A retried send that the session had
-        in fact taken comes back as its own duplicate (see `_own_duplicate`)."""
+        in fact taken comes back as its own duplicate (see `_own_duplicate`). Also an update
+        the server dropped because the workflow task that carried it went unprocessed (a worker
+        paused or overloaded past the task timeout): it was never taken."""
         delay = 0.02
         while True:
             try:
@@ -409,11 +506,17 @@ class AgentlaneClient:
             except RPCError as err:
                 if not _retryable(err):
                     raise
+            except WorkflowUpdateFailedError as err:
+                if UNPROCESSED_UPDATE not in _failure_text(err):
+                    raise
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 1.0)
 
     async def configure_queue(
-        self, session_key: str, directive: str | QueueOptions
+        self,
+        session_key: str,
+        directive: str | QueueOptions,
+        on_wait: Callable[[str], None] | None = None,
     ) -> QueueSettings:
         """The `/queue` directive (SPEC §17.2): `mode:collect debounce:2s cap:10 drop:old`, a bare
         mode word, or `reset`. Answers the settings now in force."""
@@ -433,9 +536,11 @@ class AgentlaneClient:
             )
         )
         try:
-            settings: QueueSettings = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
-        except _NoAnswer:
-            raise _no_worker(key) from None
+            settings: QueueSettings = await self._answer_or_no_worker(
+                call, WORKER_WAIT_SECONDS, on_wait
+            )
+        except _NoAnswer as gave_up:
+            raise _no_worker(key, gave_up.presence) from None
         return settings
 
     async def send_and_start(self, session_key: str, text: str, **kwargs: Any) -> SendReceipt:
@@ -465,7 +570,12 @@ class AgentlaneClient:
         handle = await self._running_session(check_session_key(session_key))
         await handle.signal(SessionWorkflow.close)
 
-    async def abort(self, session_key: str, reason: str = "user abort") -> AbortReceipt:
+    async def abort(
+        self,
+        session_key: str,
+        reason: str = "user abort",
+        on_wait: Callable[[str], None] | None = None,
+    ) -> AbortReceipt:
         """Abort the session's run in flight. The receipt names it, or says there was none."""
         key = check_session_key(session_key)
         handle = await self._running_session(key)
@@ -477,15 +587,22 @@ class AgentlaneClient:
             )
         )
         try:
-            receipt: AbortReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+            receipt: AbortReceipt = await self._answer_or_no_worker(
+                call, WORKER_WAIT_SECONDS, on_wait
+            )
             return receipt
-        except _NoAnswer:
-            pass
+        except _NoAnswer as gave_up:
+            presence = gave_up.presence
         # The signal is durable: the run stops as soon as a worker picks the session up.
         await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))
+        if presence.polling:
+            raise WorkerBusy(
+                f"abort recorded for session {key}, but {presence.describe()}: it takes effect "
+                "when the worker gets to it"
+            )
         raise NoWorker(
-            f"abort recorded for session {key}, but no worker answered within "
-            f"{WORKER_WAIT_SECONDS:.0f} s: it takes effect when a worker starts; {NO_WORKER_HINT}"
+            f"abort recorded for session {key}, but {presence.describe()}: it takes effect "
+            f"when a worker starts; {NO_WORKER_HINT}"
         )
 
     # -- reset and branches (issue 10) --------------------------------------------------------
@@ -506,11 +623,10 @@ class AgentlaneClient:
             receipt: ResetReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
-        except _NoAnswer:
+        except _NoAnswer as gave_up:
             raise NoWorker(
-                f"session {key} exists, but no worker answered within "
-                f"{WORKER_WAIT_SECONDS:.0f} s, so the reset is not confirmed (it may still "
-                f"happen when a worker starts); {NO_WORKER_HINT}"
+                f"session {key} exists, but {gave_up.presence.describe()}, so the reset is not "
+                f"confirmed (it may still happen when a worker starts); {NO_WORKER_HINT}"
             ) from None
         return receipt
 
@@ -574,11 +690,10 @@ class AgentlaneClient:
             except WorkflowFailureError as failure:
                 raise BranchRejected(_cause_text(failure)) from err
             raise
-        except _NoAnswer:
+        except _NoAnswer as gave_up:
             raise NoWorker(
-                f"branch {key} of {parent} started, but no worker answered within "
-                f"{WORKER_WAIT_SECONDS:.0f} s: its history is copied when a worker starts; "
-                f"{NO_WORKER_HINT}"
+                f"branch {key} of {parent} started, but {gave_up.presence.describe()}: its "
+                f"history is copied when a worker starts; {NO_WORKER_HINT}"
             ) from None
         return receipt
 
@@ -621,7 +736,7 @@ class AgentlaneClient:
                     point = memo.get(MEMO_BRANCH_POINT)
                     node.branch_point = point if isinstance(point, str) else None
         for node in nodes.values():
-            node.resets = resets_of(await asyncio.to_thread(self.transcript, node.key))
+            node.resets = resets_of(await self.read_transcript(node.key))
         return sorted(nodes.values(), key=lambda n: (n.started, n.key))
 
     async def _running_session(self, key: str) -> WorkflowHandle[Any, Any]:
@@ -642,15 +757,20 @@ class AgentlaneClient:
 
     # -- observing --------------------------------------------------------------------------
 
-    async def status(self, session_key: str) -> SessionStatus:
+    async def status(
+        self, session_key: str, on_wait: Callable[[str], None] | None = None
+    ) -> SessionStatus:
+        """The session's state (a query: a worker answers it). With no worker polling, or a busy
+        one that does not answer within its bound, `NoWorker` / `WorkerBusy` say which."""
         key = check_session_key(session_key)
         handle = await self._running_session(key)
+        call = asyncio.ensure_future(handle.query(SessionWorkflow.status))
         try:
-            status: SessionStatus = await asyncio.wait_for(
-                handle.query(SessionWorkflow.status), WORKER_WAIT_SECONDS
+            status: SessionStatus = await self._answer_or_no_worker(
+                call, WORKER_WAIT_SECONDS, on_wait
             )
-        except TimeoutError as err:
-            raise _no_worker(key) from err
+        except _NoAnswer as gave_up:
+            raise _no_worker(key, gave_up.presence) from None
         if status.current_run_id:
             progress = await self.run_progress(status.current_run_id)
             if progress is not None:
@@ -666,7 +786,7 @@ class AgentlaneClient:
                         "usage": status.usage.plus(progress.usage),
                         "profile_id": progress.profile_id,
                         "rotations": progress.rotations,
-                        "thinking": progress.thinking,
+                        "thinking": progress.thinking or status.thinking,
                         "waiting_until": progress.waiting_until,
                         "waiting_reason": progress.waiting_reason,
                         "fallback_model": progress.fallback_model,
@@ -955,6 +1075,10 @@ class AgentlaneClient:
         await schedules.delete_schedule(self.client, schedule_id)
 
 
+# How the server words an update it dropped because no worker processed the task carrying it.
+UNPROCESSED_UPDATE = "wasn't processed by worker"
+
+
 def _retryable(err: RPCError) -> bool:
     if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
         return True
@@ -985,11 +1109,14 @@ def _own_duplicate(receipt: SendReceipt) -> SendReceipt:
     )
 
 
-def _no_worker(key: str) -> NoWorker:
-    return NoWorker(
-        f"session {key} exists, but no worker answered within "
-        f"{WORKER_WAIT_SECONDS:.0f} s; {NO_WORKER_HINT}"
-    )
+def _no_worker(key: str, presence: WorkerPresence | None = None) -> NoWorker:
+    if presence is not None and presence.polling:
+        return WorkerBusy(
+            f"session {key} exists, but {presence.describe()} and did not answer within "
+            f"{WORKER_WAIT_SECONDS + BUSY_WAIT_SECONDS:.0f} s; try again later"
+        )
+    why = presence.describe() if presence is not None else "no worker answered"
+    return NoWorker(f"session {key} exists, but {why}; {NO_WORKER_HINT}")
 
 
 def _queue_options(queue: QueueOptions | str | None) -> QueueOptions | None:

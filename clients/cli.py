@@ -11,13 +11,18 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from agentlane.branches import RESET_HELP
+from agentlane.config import AgentlaneConfig
 from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey, check_session_key
 from agentlane.messages import Routing
 from agentlane.pricing import cost_label, prices_text
 from agentlane.settings import Settings
+
+if TYPE_CHECKING:
+    from clients.api import AgentlaneClient
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -67,6 +72,29 @@ def _message_text(args: argparse.Namespace) -> str:
     return " ".join(args.text)
 
 
+async def _offset_before_send(client: AgentlaneClient, key: str) -> int:
+    """Where the session's stream ends now (a query, which a worker answers): the run's events
+    come after it. With no worker polling there is nothing to wait for (0: the send will say
+    there is no worker)."""
+    call = asyncio.ensure_future(client.events_offset(key))
+    done, _ = await asyncio.wait({call}, timeout=0.5)
+    if not done and await client.workers_polling():
+        done, _ = await asyncio.wait({call}, timeout=2.5)
+    if not done:
+        call.cancel()
+        await asyncio.wait({call})
+        return 0
+    try:
+        return call.result()
+    except Exception:
+        return 0
+
+
+def _tell_waiting(why: str) -> None:
+    """A call waits for a busy worker: say so rather than wait in silence."""
+    print(why, file=sys.stderr, flush=True)
+
+
 async def _send(args: argparse.Namespace) -> int:
     from agentlane.messages import FateState, SendDisposition
     from agentlane.run import ExecutionStatus
@@ -82,12 +110,7 @@ async def _send(args: argparse.Namespace) -> int:
         )
         return EXIT_REJECTED
     client = await AgentlaneClient.connect()
-    offset = 0
-    if args.watch:
-        try:
-            offset = await asyncio.wait_for(client.events_offset(args.session), 3)
-        except Exception:
-            offset = 0
+    offset = await _offset_before_send(client, args.session) if args.watch else 0
     try:
         receipt = await client.send(
             args.session,
@@ -99,6 +122,8 @@ async def _send(args: argparse.Namespace) -> int:
             message_id=args.message_id,
             queue=args.queue,
             session_overrides={"auth_profile": args.profile} if args.profile else None,
+            thinking=args.thinking,
+            on_wait=_tell_waiting,
         )
     except (SendRejected, ValueError) as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -189,7 +214,7 @@ async def _status(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    status = await client.status(args.session)
+    status = await client.status(args.session, on_wait=_tell_waiting)
     print(status.model_dump_json(indent=2, exclude_none=True))
     return 0
 
@@ -198,7 +223,7 @@ async def _abort(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
-    receipt = await client.abort(args.session, args.reason)
+    receipt = await client.abort(args.session, args.reason, on_wait=_tell_waiting)
     print(receipt.note)
     if receipt.run_id is None:
         return EXIT_OK
@@ -249,9 +274,9 @@ async def _queue(args: argparse.Namespace) -> int:
     settings: QueueSettings | None
     try:
         if words:
-            settings = await client.configure_queue(args.session, words)
+            settings = await client.configure_queue(args.session, words, on_wait=_tell_waiting)
         else:
-            status = await client.status(args.session)
+            status = await client.status(args.session, on_wait=_tell_waiting)
             settings = status.queue_settings
     except SendRejected as err:
         print(f"rejected: {err}", file=sys.stderr)
@@ -541,7 +566,29 @@ def _config(args: argparse.Namespace) -> int:
         f"configuration ok: {len(config.models)} models, default model {config.default_model}, "
         f"{len(config.agents)} agents, {len(config.auth_profiles)} auth profiles"
     )
+    for line in _chain_lines(config):
+        print(line)
     return EXIT_OK
+
+
+def _chain_lines(config: AgentlaneConfig) -> list[str]:
+    """Each configured agent's model chains: for a session on each model, where a failed call
+    goes next (SPEC §8.1). An agent written in the config appends its model to every chain of
+    its sessions, whatever model a session asked for."""
+    from activities.profile_listing import failover_config
+    from workflows.policy.model_fallback import effective_chain
+
+    if not config.agents:
+        return ["model chains: no agent is configured, so no session falls back to another model"]
+    lines = ["model chains (a session's model, then where a failed call goes next):"]
+    for agent_id in sorted(config.agents):
+        own = config.agents[agent_id].model
+        lines.append(f"  agent {agent_id}:")
+        for ref in [own, *sorted(r for r in config.models if r != own)]:
+            failover = failover_config(config, agent_id, ref)
+            chain = effective_chain(ref, failover.primary, failover.fallbacks, failover.models)
+            lines.append("    " + " → ".join(r.key for r in chain))
+    return lines
 
 
 def _codec_server(args: argparse.Namespace) -> int:
@@ -728,6 +775,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         help="pin the new session to this auth profile id: its runs never rotate away from it",
+    )
+    p.add_argument(
+        "--thinking",
+        metavar="LEVEL",
+        help="the session's thinking level from this message on: off, minimal, low, medium, "
+        "high, xhigh, adaptive (default: the agent's `thinking` in the config)",
     )
     p.add_argument("--message-id", help="provider message id, for dedupe")
     p.add_argument("--queue", help='queue options for this message alone, e.g. "debounce:0 cap:5"')

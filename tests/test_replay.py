@@ -6,7 +6,7 @@ A change that would break workflows already running fails here. Histories are re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -104,3 +104,32 @@ async def test_history_replays_with_tracing_on(path: Path, tmp_path: Path, spans
     result = await replay(path, tmp_path, [OpenTelemetryPlugin()])
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
     assert [s.name for s in spans.get_finished_spans()] == []
+
+
+async def test_histories_replay_under_the_workers_sandbox(tmp_path: Path) -> None:
+    """The worker passes the project's modules through the sandbox (workers/sandbox.py): every
+    history replays the same there, one worker for all of them, as on a live worker whose
+    instances share the modules."""
+    from workers.sandbox import workflow_runner
+
+    replayer = Replayer(
+        workflows=[
+            SessionWorkflow,
+            AgentRunWorkflow,
+            SessionEventsWorkflow,
+            ScheduledMessageWorkflow,
+        ],
+        data_converter=make_data_converter(tmp_path),
+        workflow_runner=workflow_runner(reload=False),
+    )
+
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        for path in HISTORIES:
+            yield WorkflowHistory.from_json(path.stem.split("__")[0], path.read_text())
+
+    failures: dict[str, str] = {}
+    async with replayer.workflow_replay_iterator(histories()) as results:
+        async for result in results:
+            if result.replay_failure is not None:
+                failures[result.history.run_id] = str(result.replay_failure)
+    assert failures == {}

@@ -13,6 +13,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -33,6 +35,7 @@ from activities.session_records import SessionRecords
 from activities.session_tree import SessionTreeActivities
 from activities.stream_publishers import SessionPublishers
 from activities.tool_calls import ToolActivities
+from activities.tools import spawn
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
@@ -47,6 +50,8 @@ from clients.api import AgentlaneClient, SendRejected
 from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
+from workers.in_flight import InFlight
+from workers.sandbox import workflow_runner
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
@@ -66,6 +71,16 @@ WORKFLOWS: Sequence[type] = (
 
 # How long a stopping worker may spend sending the events its activities left behind.
 PUBLISHERS_CLOSE_TIMEOUT_SECONDS = 10.0
+# A stop, from SIGTERM to exit, takes at most 30 s at any load. Activities get
+# GRACEFUL_SHUTDOWN to end by themselves, then are cancelled; the SDK's shutdown gets
+# SHUTDOWN_LIMIT_SECONDS in all, then what is still running is cut short (named in the log, exit
+# status EXIT_CUT_SHORT): the server gives those activities to another worker after their
+# heartbeat timeout, and those workflows after the sticky timeout. HARD_EXIT_SECONDS is the
+# backstop for a stop that hangs anywhere else (even with the event loop stuck).
+GRACEFUL_SHUTDOWN = timedelta(seconds=5)
+SHUTDOWN_LIMIT_SECONDS = 15.0
+HARD_EXIT_SECONDS = 28.0
+EXIT_CUT_SHORT = 3
 
 
 def build_workers(
@@ -100,7 +115,7 @@ def build_workers(
         # Cancellation reaches an activity only with a heartbeat's answer (activities/liveness).
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
         default_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
-        graceful_shutdown_timeout=timedelta(seconds=5),
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         interceptors=list(interceptors),
     )
     return [
@@ -110,6 +125,8 @@ def build_workers(
             client,
             task_queue=settings.workflow_task_queue,
             workflows=list(WORKFLOWS),
+            workflow_runner=workflow_runner(),
+            max_cached_workflows=settings.max_cached_workflows,
             activities=[
                 *tools.all(),
                 finish.finish_run,
@@ -166,14 +183,13 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     publishers = SessionPublishers(settings.stream_batch_interval)
     state = await shared_store(settings)
     await warn_unimported(settings, state)
-    workers = build_workers(client, settings, publishers, telemetry.interceptors, state=state)
+    in_flight = InFlight()
+    workers = build_workers(
+        client, settings, publishers, [*telemetry.interceptors, in_flight], state=state
+    )
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+    hurry = asyncio.Event()
+    _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
     log.info(
         "worker %s up on %s (queues %s, %s)",
@@ -202,7 +218,20 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+    started = time.monotonic()
+    cut_short = not await _shut_down(workers, hurry)
+    if cut_short:
+        log.error(
+            "worker %s stop cut short after %.1f s; still running: %s (they resume on another "
+            "worker after their heartbeat timeout, or when this one restarts)",
+            os.getpid(),
+            time.monotonic() - started,
+            in_flight.describe(),
+        )
+        status = EXIT_CUT_SHORT
+    killed = spawn.kill_all()
+    if killed:
+        log.warning("stopped %d exec commands still running", killed)
     # Activities no longer wait for their events on success; send what they left.
     try:
         async with asyncio.timeout(PUBLISHERS_CLOSE_TIMEOUT_SECONDS):
@@ -210,7 +239,77 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     except TimeoutError:
         log.warning("stopped with events not sent to the stream")
     telemetry.shutdown()
+    if cut_short:
+        # `asyncio.run` would now wait for the SDK's shutdown it cancels: that wait is the hang.
+        _exit_now(status)
     return status
+
+
+def _exit_now(status: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(status)
+
+
+async def _shut_down(workers: Sequence[Worker], hurry: asyncio.Event) -> bool:
+    """The SDK's graceful shutdown, bounded; False when it was cut short (time or a 2nd signal).
+
+    Not cancelled when cut short: the process exits right after."""
+
+    async def stop_all() -> None:
+        await asyncio.gather(*(w.shutdown() for w in workers), return_exceptions=True)
+
+    stopping = asyncio.create_task(stop_all())
+    hurried = asyncio.create_task(hurry.wait())
+    await asyncio.wait(
+        [stopping, hurried], timeout=SHUTDOWN_LIMIT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+    )
+    hurried.cancel()
+    return stopping.done()
+
+
+def _on_stop_signals(stop: asyncio.Event, hurry: asyncio.Event, in_flight: InFlight) -> None:
+    """SIGTERM/SIGINT stops the worker; a second one cuts the stop short at once.
+
+    `signal.signal`, not the loop's handlers: a Python handler also runs while the loop's thread
+    is stuck in a call that retries on EINTR, and it arms the backstop timer, which needs no
+    loop at all."""
+    loop = asyncio.get_running_loop()
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    signalled = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal signalled
+        if signalled:
+            loop.call_soon_threadsafe(hurry.set)
+            return
+        signalled = True
+        backstop = threading.Timer(HARD_EXIT_SECONDS, _hard_exit, args=(in_flight,))
+        backstop.daemon = True
+        backstop.start()
+        loop.call_soon_threadsafe(stop.set)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+
+def _hard_exit(in_flight: InFlight) -> None:
+    try:
+        running = in_flight.describe()
+    except RuntimeError:  # changed while read from this thread
+        running = "unknown"
+    log.error(
+        "worker %s did not stop within %.0f s of the signal; exiting now (still running: %s)",
+        os.getpid(),
+        HARD_EXIT_SECONDS,
+        running,
+    )
+    spawn.kill_all()
+    _exit_now(EXIT_CUT_SHORT)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         record_outcome,
         warning_to_emit,
     )
+    from workflows.policy.provider_window import merged_windows
     from workflows.policy.run_limits import turn_limit_reached
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
@@ -458,6 +459,7 @@ class AgentRunWorkflow(LegacyFailover):
                     profile_id=self.c.profile_id,
                     allow_cooling=self.failover.allow_cooling(),
                     context_window_cap=self.window_cap(),
+                    provider_window=self.context_recovery.provider_window(),
                 ),
                 result_type=ModelCallResult,
                 task_queue=model_task_queue(workflow.info().task_queue),
@@ -756,6 +758,7 @@ class AgentRunWorkflow(LegacyFailover):
             fallback_model=self.failover.fallback_model(),
             profile_pin=self.failover.result_pin() if keyed and self._v2() else None,
             source=self.req.source,
+            provider_windows=merged_windows(self.req.provider_windows, self.c.provider_windows),
         )
         workflow.set_current_details(
             f"run **{self.req.run_id}** {status.value} ({reason.value}): {self.c.turn_index} "

@@ -65,6 +65,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.policy.failure_text import in_this_engine
     from workflows.policy.preemptive_check import PrecheckRoute
+    from workflows.policy.provider_window import (
+        known_window,
+        learn_window,
+        provider_figures_text,
+    )
     from workflows.policy.timeout_compaction import (
         CompactionTrigger,
         TimeoutCompactionDecision,
@@ -115,6 +120,7 @@ class ContextRecovery:
         ended = self._count_step()
         if ended is not None:
             return ended
+        self._learn_window(failure)
         s = self.s
         route = failure.precheck_route
         if route == PrecheckRoute.TRUNCATE_TOOL_RESULTS_ONLY.value and not s.truncation_tried:
@@ -156,6 +162,33 @@ class ContextRecovery:
                 return None
         return self._overflow_end(why, failure)
 
+    def provider_window(self) -> int | None:
+        """The window the current model's provider said it enforces, learned by this run or
+        remembered by the session (None: only the configured window is known)."""
+        return known_window(
+            self.model().label(), self.h.c.provider_windows, self.h.req.provider_windows
+        )
+
+    def _learn_window(self, failure: ModelFailure) -> None:
+        """SPEC §5.6: the provider named a window smaller than the configured one: compact to
+        fit it from now on, and say so once."""
+        label = self.model().label()
+        configured = self.h.req.context_window if self.model() == self.h.req.model else None
+        learned = learn_window(label, failure.observed_limit, configured, self.provider_window())
+        if learned is None:
+            return
+        self.h.c.provider_windows = {**self.h.c.provider_windows, label: learned.window}
+        self.h._emit(
+            EventKind.WARNING,
+            text=learned.warning(),
+            data={
+                "code": "provider_window",
+                "model": label,
+                "window": learned.window,
+                "configured": learned.configured,
+            },
+        )
+
     def _count_step(self) -> LoopEnd | None:
         c = self.h.c
         c.failover_iterations += 1
@@ -178,6 +211,15 @@ class ContextRecovery:
             message = in_this_engine(why, key)
         else:
             message = in_this_engine(CONTEXT_OVERFLOW_TEXT, key) + (f" ({why})" if why else "")
+        # SPEC §5.6: the real figures, when the provider gave them (now, or in an earlier
+        # overflow the session remembers).
+        figures = provider_figures_text(
+            failure.provider,
+            failure.observed_tokens,
+            failure.observed_limit or self.provider_window(),
+        )
+        if figures and figures not in message:
+            message += f" ({figures}.)"
         return LoopEnd(
             TerminationReason.ERROR,
             ExecutionError(
@@ -247,7 +289,7 @@ class ContextRecovery:
                     trigger=trigger.value,
                     attempt=attempt,
                     observed_tokens=failure.observed_tokens,
-                    observed_limit=failure.observed_limit,
+                    observed_limit=failure.observed_limit or self.provider_window(),
                     window_cap=self.h.window_cap(),
                     tools=req.tools,
                     idle_timeout_seconds=req.idle_timeout_seconds,
@@ -287,7 +329,7 @@ class ContextRecovery:
                     run_id=req.run_id,
                     entry_id=self._marker_id("truncation", n),
                     model=self.model(),
-                    observed_limit=failure.observed_limit,
+                    observed_limit=failure.observed_limit or self.provider_window(),
                 ),
                 result_type=TruncationResult,
                 task_queue=model_task_queue(workflow.info().task_queue),

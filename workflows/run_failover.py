@@ -84,6 +84,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.failure_text import (
         chain_exhausted_text,
         cooling_down_text,
+        fallback_notice,
         in_this_engine,
     )
     from workflows.policy.model_fallback import (
@@ -93,18 +94,33 @@ with workflow.unsafe.imports_passed_through():
         FallbackChain,
         ProbeThrottle,
         ProviderAvailability,
+        effective_chain,
         fallback_summary,
         next_candidate,
         record_failure,
-        resolve_fallback_candidates,
+        should_retry_transient_http,
         start_chain,
     )
     from workflows.policy.model_fallback import ModelRef as ChainRef
+    from workflows.policy.transient_retry import (
+        CHAIN_RETRY_DELAY_SECONDS,
+        CHAIN_RETRY_STATUSES,
+        MAX_OVERLOAD_RETRIES,
+        OVERLOAD,
+        chain_retry_text,
+        gave_up_text,
+        plan_transient_retry,
+        retrying_text,
+        seconds_text,
+        transient_kind,
+    )
     from workflows.telemetry import RunTelemetry
 
 R = FailoverReason
 # Patch of runs recorded before this driver (they rotate profiles only; see legacy_failover).
 FAILOVER_V2_PATCH = "failover-v2"
+# Runs recorded before transient server errors were made again end on the first 500 (issue 24).
+TRANSIENT_RETRY_PATCH = "transient-server-retry"
 # Compare-and-set tries when other runs keep changing the same profile.
 MAX_USAGE_UPDATE_TRIES = 5
 # Waits for a cooling profile or model per run: their total is bounded by max_wait_seconds,
@@ -159,6 +175,7 @@ class Failover:
         # When the last model call succeeded (workflow time): a failure recorded after it by
         # another session is newer news than this run's success (see `mark_used`).
         self.last_success_at: float | None = None
+        self._transient_patched: bool | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -221,6 +238,10 @@ class Failover:
 
     def note_success(self) -> None:
         self.last_success_at = workflow.time()
+        failover = self.h.c.failover
+        if failover is not None and (failover.transient_retries or failover.overload_retries):
+            failover.transient_retries, failover.transient_waited = 0, 0.0
+            failover.overload_retries = 0
 
     # -- the shared profile state ------------------------------------------------------------
 
@@ -306,8 +327,7 @@ class Failover:
         config = listed.failover or FailoverConfig()
         self.h.c.failover = RunFailover(config=config)
         requested = req.model.label()
-        refs = resolve_fallback_candidates(requested, config.primary or requested, config.fallbacks)
-        known = [r for r in refs if r.key in config.models or r.key == requested]
+        known = effective_chain(requested, config.primary, config.fallbacks, config.models)
         chain = start_chain(known or [ChainRef(req.model.provider, req.model.model)])
         return await self._run_chain(chain, None)
 
@@ -315,7 +335,128 @@ class Failover:
 
     async def after_failure(self, failure: ModelFailure) -> LoopEnd | None:
         """Decide and do what follows a failed model call. None: make the call again (with
-        whatever changed); a LoopEnd: the run ends so."""
+        whatever changed); a LoopEnd: the run ends so.
+
+        A transient server error is first made again on the same profile after a backoff
+        (issue 24, what the provider SDKs do by default); when the run's wait budget is spent,
+        the table decides (a fallback model, or the end). A run about to end on a transient
+        HTTP status gets the original's one retry of the whole chain (SPEC §8.4)."""
+        kind = transient_kind(failure.status, failure.reason, idle_timed_out=failure.idle_timed_out)
+        overload = kind == OVERLOAD
+        if (
+            kind is not None
+            and not (overload and self.f.overload_retries >= MAX_OVERLOAD_RETRIES)
+            and self._retries_transient()
+        ):
+            retried = await self._retry_transient(failure, overload=overload)
+            if isinstance(retried, ModelFailure):
+                failure = retried
+                ended = await self._decide(failure)
+            else:
+                ended = retried
+        else:
+            ended = await self._decide(failure)
+        if ended is not None and ended.reason is TerminationReason.ERROR:
+            return await self._retry_chain_once(failure, ended)
+        return ended
+
+    def _retries_transient(self) -> bool:
+        if self._transient_patched is None:
+            self._transient_patched = workflow.patched(TRANSIENT_RETRY_PATCH)
+        return self._transient_patched
+
+    async def _retry_transient(
+        self, failure: ModelFailure, *, overload: bool = False
+    ) -> LoopEnd | ModelFailure | None:
+        """The same call again after a backoff (or the server's Retry-After) while the wait
+        budget lasts. None: make it again; a LoopEnd: aborted, or the budget is spent with
+        no model to fall back to; a ModelFailure: for the table to decide, its message saying
+        what the retries were."""
+        f, status = self.f, failure.status or 0
+        budget = float(self.h.req.max_wait_seconds)
+        plan = plan_transient_retry(
+            retries_so_far=f.transient_retries,
+            retry_after=failure.retry_after_seconds,
+            waited_seconds=f.waited_seconds,
+            budget_seconds=budget,
+            draw=workflow.random().random(),
+        )
+        if plan is None or f.waits >= MAX_WAITS:
+            if overload:
+                return failure  # its cooldown and the table's rotation decide
+            told = failure.retry_after_seconds
+            text = gave_up_text(
+                status=status,
+                provider=failure.provider,
+                model=self.model().label(),
+                attempts=f.transient_retries + 1,
+                waited_seconds=f.transient_waited,
+                budget_seconds=budget,
+                last_error=failure.message,
+                retry_after=told if told is not None and told >= 0 else None,
+                run_waited_seconds=f.waited_seconds,
+            )
+            f.transient_retries, f.transient_waited = 0, 0.0
+            if self._settings().fallback_configured:
+                return failure.model_copy(update={"message": text})
+            return self._error(ExecutionErrorKind.TIMEOUT, text, failure)
+        f.transient_retries += 1
+        f.overload_retries += 1 if overload else 0
+        f.transient_waited += plan.delay
+        waited = await self._announced_wait(
+            plan.delay,
+            R.OVERLOADED if overload else R.TIMEOUT,
+            retrying_text(status, failure.provider, plan),
+            {
+                "code": "transient_retry",
+                "status": status,
+                "attempt": plan.attempt,
+                "delay": plan.delay,
+            },
+            f"retry {failure.provider} after HTTP {status}",
+        )
+        if waited is Waited.ABORTED:
+            return LoopEnd(TerminationReason.ABORT_SIGNAL)
+        return None
+
+    async def _retry_chain_once(self, failure: ModelFailure, ended: LoopEnd) -> LoopEnd | None:
+        """SPEC §8.4: the reply layer makes the whole chain again once, 2.5 s after a transient
+        HTTP error ended it (not when the server asked for a longer wait)."""
+        transient_http = failure.status in CHAIN_RETRY_STATUSES
+        if not transient_http or not self._retries_transient():
+            return ended
+        f = self.f
+        delay = CHAIN_RETRY_DELAY_SECONDS
+        told = failure.retry_after_seconds
+        if (
+            not should_retry_transient_http(
+                transient_http=transient_http, already_retried=f.chain_retried
+            )
+            or (told is not None and told > delay)
+            or f.waited_seconds + delay > self.h.req.max_wait_seconds
+            or f.waits >= MAX_WAITS
+        ):
+            return ended
+        f.chain_retried = True
+        chain = self._chain()
+        first = chain.candidates[0].key if chain is not None else self.model().label()
+        waited = await self._announced_wait(
+            delay,
+            R.TIMEOUT,
+            chain_retry_text(failure.status or 0, failure.provider, first),
+            {"code": "chain_retry", "status": failure.status},
+            "retry the model chain once",
+        )
+        if waited is Waited.ABORTED:
+            return LoopEnd(TerminationReason.ABORT_SIGNAL)
+        f.transient_retries, f.transient_waited, f.overload_retries = 0, 0.0, 0
+        self.listings = {}  # everything may have changed while waiting
+        if chain is None:
+            return None
+        return await self._run_chain(start_chain(chain.candidates, throttle=chain.throttle), None)
+
+    async def _decide(self, failure: ModelFailure) -> LoopEnd | None:
+        """The decision table and its action (SPEC §4.4), then waiting or the end."""
         c = self.h.c
         model = self.model()
         facts = failure_facts(failure)
@@ -338,8 +479,7 @@ class Failover:
             self._lower_thinking(decision.thinking)
             return None
         if kind is DecisionKind.ROTATE_PROFILE and nxt is not None:
-            await self._rotate(nxt, failure, decision)
-            return None
+            return await self._rotate(nxt, failure, decision)
         if kind is DecisionKind.RETRY_SAME:
             self._retry_same(failure)
             return None
@@ -390,18 +530,45 @@ class Failover:
     def _lower_thinking(self, level: str) -> None:
         """SPEC §6: the provider refused the thinking level; the same call at the next level."""
         c = self.h.c
-        c.attempted_thinking = [*c.attempted_thinking, self._thinking()]
+        refused = self._thinking()
+        c.attempted_thinking = [*c.attempted_thinking, refused]
         c.thinking = level
+        # Said once per lowering: the user asked for `refused` and gets `level` for this run.
+        text = f"{self.model().label()} does not take thinking level {refused}; using {level}"
+        self.h._emit(
+            EventKind.WARNING,
+            text=text,
+            data={"code": "thinking_lowered", "from": refused, "to": level},
+        )
         self.h.show(f"thinking lowered to {level}")
 
-    async def _rotate(self, index: int, failure: ModelFailure, decision: Decision) -> None:
+    async def _rotate(
+        self, index: int, failure: ModelFailure, decision: Decision
+    ) -> LoopEnd | None:
         c = self.h.c
-        if decision.backoff_ms:
+        chosen = self._candidates()[index]
+        failed = failure.profile_id or c.profile_id
+        told = failure.retry_after_seconds
+        if failure.reason == R.OVERLOADED.value and told and self._retries_transient():
+            # An overload is the server's, not the profile's: the next profile would meet it
+            # too. Its Retry-After is waited out first when the budget allows (issue 24).
+            seconds = max(told, decision.backoff_ms / 1000)
+            if self.f.waited_seconds + seconds <= self.h.req.max_wait_seconds:
+                waited = await self._announced_wait(
+                    seconds,
+                    R.OVERLOADED,
+                    f"HTTP {failure.status or 503} from {failure.provider} (overloaded); waiting "
+                    f"{seconds_text(seconds)} as the server asked (Retry-After), then trying "
+                    f"{chosen}",
+                    {"code": "overload_wait", "status": failure.status},
+                    f"overload of {failure.provider} ({seconds_text(seconds)})",
+                )
+                if waited is Waited.ABORTED:
+                    return LoopEnd(TerminationReason.ABORT_SIGNAL)
+        elif decision.backoff_ms:
             await workflow.sleep(
                 timedelta(milliseconds=decision.backoff_ms), summary="overload backoff"
             )
-        chosen = self._candidates()[index]
-        failed = failure.profile_id or c.profile_id
         c.profile_id = chosen
         self.h.telemetry.rotated(failure.provider, failure.reason)
         # SPEC §6: a new profile starts its thinking afresh.
@@ -422,6 +589,7 @@ class Failover:
             },
         )
         self.h.show(text)
+        return None
 
     def _retry_same(self, failure: ModelFailure) -> None:
         """SPEC §4.4.2: one more try of the same model after the idle watchdog fired with
@@ -520,7 +688,7 @@ class Failover:
                 if waited is Waited.ABORTED:
                     return LoopEnd(TerminationReason.ABORT_SIGNAL)
                 return self._chain_end(chain, failure)
-            skip = self._activate(candidate, step.allow_transient_cooldown_probe)
+            skip = self._activate(candidate, step.allow_transient_cooldown_probe, chain)
             if skip is None:
                 self._save_chain(chain)
                 return None
@@ -531,7 +699,9 @@ class Failover:
                 chain, candidate, CandidateError(message=skip.message, reason=skip.reason)
             )
 
-    def _activate(self, candidate: ChainRef, allow_probe: bool) -> _Skip | None:
+    def _activate(
+        self, candidate: ChainRef, allow_probe: bool, chain: FallbackChain | None = None
+    ) -> _Skip | None:
         """Make `candidate` the run's model with its first usable profile (SPEC §7.6), or say
         why it cannot be used."""
         req, c = self.h.req, self.h.c
@@ -592,12 +762,32 @@ class Failover:
             c.failover_iterations = c.rate_limit_rotations = c.overload_rotations = 0
             c.thinking, c.attempted_thinking = None, []
             self.f.same_model_idle_retries = 0
-            text = f"{previous.label()} is unavailable; falling back to {ref.label()}"
-            self.h._emit(
-                EventKind.WARNING,
-                text=text,
-                data={"code": "model_fallback", "from": previous.label(), "to": ref.label()},
+            self.f.transient_retries, self.f.transient_waited = 0, 0.0
+            self.f.overload_retries = 0
+            # Why the previous model is left: its last failure in the chain.
+            last = next(
+                (
+                    a
+                    for a in reversed(chain.attempts if chain is not None else ())
+                    if f"{a.provider}/{a.model}" == previous.label()
+                ),
+                None,
             )
+            text = fallback_notice(
+                previous.label(),
+                ref.label(),
+                status=last.status if last else None,
+                reason=last.reason if last else None,
+                error=last.error if last else "",
+            )
+            data: dict[str, object] = {
+                "code": "model_fallback",
+                "from": previous.label(),
+                "to": ref.label(),
+            }
+            if last is not None:
+                data.update(status=last.status, reason=last.reason)
+            self.h._emit(EventKind.WARNING, text=text, data=data)
             self.h.show(text)
         elif chosen.probe:
             self.h.show(f"probing {c.profile_id} of {ref.label()} while it cools down")
@@ -629,6 +819,7 @@ class Failover:
             soonest=soonest,
             now=now,
             status=failure.status if failure else None,
+            **(self._told(failure) if failure else {}),
         )
         return self._error(_error_kind(reason), text, failure)
 
@@ -729,14 +920,37 @@ class Failover:
         budget = self.h.req.max_wait_seconds - self.f.waited_seconds
         if until - now > budget or self.f.waits >= MAX_WAITS:
             return Waited.TOO_LONG
-        self.f.waits += 1
-        self.f.waited_seconds += until - now
         seconds = max(1, math.ceil(until - now))
         label = self.model().label()
         text = f"{what} of {label} is cooling down ({reason.value}); waiting {seconds} s"
+        model = self.model()
+        return await self._announced_wait(
+            until - now,
+            reason,
+            text,
+            {"code": "waiting_for_profile"},
+            f"wait for {model.provider} ({reason.value}, {seconds} s)",
+        )
+
+    async def _announced_wait(
+        self,
+        seconds: float,
+        reason: FailoverReason,
+        text: str,
+        data: dict[str, object],
+        timer_summary: str,
+    ) -> str:
+        """A durable timer of `seconds`, counted against the run's wait budget, announced once
+        as a warning, shown in status as `waiting`, ended at once by an abort."""
+        now = workflow.time()
+        until = now + seconds
+        self.f.waits += 1
+        self.f.waited_seconds += seconds
         h = self.h
         h.phase, h.waiting_until, h.waiting_reason = RunPhase.WAITING, until, reason.value
         h.show(text)
+        code = data.get("code")
+        extra = {k: v for k, v in data.items() if k != "code"}
         await workflow.execute_local_activity(
             PUBLISH_ANNOUNCEMENTS,
             PublishInput(
@@ -748,10 +962,11 @@ class Failover:
                         ts=now,
                         text=text,
                         data={
-                            "code": "waiting_for_profile",
+                            "code": code,
                             "until": until,
                             "reason": reason,
                             "n": h.next_warning(),
+                            **extra,
                         },
                     )
                 ],
@@ -761,11 +976,11 @@ class Failover:
         )
         model = self.model()
         try:
-            with h.telemetry.waiting(model.provider, model.model, reason.value, until - now):
+            with h.telemetry.waiting(model.provider, model.model, reason.value, seconds):
                 await workflow.wait_condition(
                     lambda: h.abort_reason is not None,
-                    timeout=until - now,
-                    timeout_summary=f"wait for {model.provider} ({reason.value}, {seconds} s)",
+                    timeout=seconds,
+                    timeout_summary=timer_summary,
                 )
         except TimeoutError:
             pass
@@ -812,10 +1027,19 @@ class Failover:
                 soonest=soonest_expiry(listed.state, ids, now, model.model),
                 now=now,
                 status=failure.status,
+                **self._told(failure),
             )
             return self._error(_error_kind(reason), text, failure)
         message = decision.message if decision.error_kind else failure.message
         return self._error(_error_kind(reason), message or failure.message, failure)
+
+    def _told(self, failure: ModelFailure) -> dict[str, float | None]:
+        """The provider's Retry-After and the run's wait budget, for an ending's text."""
+        return {
+            "retry_after": failure.retry_after_seconds,
+            "wait_bound": float(self.h.req.max_wait_seconds),
+            "waited": self.f.waited_seconds,
+        }
 
     def _all_cooling(self, model: ModelRef) -> bool:
         listed = self.listings.get(model.provider)

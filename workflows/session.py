@@ -111,10 +111,12 @@ with workflow.unsafe.imports_passed_through():
         RestoredSession,
         RestoreSessionInput,
     )
+    from agentlane.thinking_levels import normalize_thinking_level
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy import search_attributes as attributes
     from workflows.policy.idle_limit import idle_limit_seconds
+    from workflows.policy.provider_window import merged_windows
     from workflows.policy.queue import (
         Action,
         Batch,
@@ -246,6 +248,13 @@ class SessionWorkflow:
         self.metrics.m.message(receipt.mode.value, receipt.disposition.value)
         return receipt
 
+    def _take_thinking(self, word: str | None) -> None:
+        """A message that names a thinking level sets the session's level for the runs that
+        start from now on (a run in progress keeps its own). State only, no command."""
+        level = normalize_thinking_level(word)
+        if level is not None:
+            self.s.settings.thinking = level
+
     async def _accept(self, msg: InboundMessage, trace: str | None = None) -> SendReceipt:
         if not self.ready:
             # Only while a reopened session restores its settings. Never yield otherwise: the
@@ -254,6 +263,7 @@ class SessionWorkflow:
             if self.branch_error is not None:
                 raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
         self._take_callback(msg.routing)
+        self._take_thinking(msg.thinking)
         qs = self._queue_settings(msg)
         mode = qs.mode
         self.s.message_seq += 1
@@ -605,6 +615,8 @@ class SessionWorkflow:
             cost=cost_label(self.s.usage.cost),
             workspace=self.s.settings.workspace,
             model=self.s.settings.model.label(),
+            thinking=self.s.settings.thinking,
+            provider_window=self.s.provider_windows.get(self.s.settings.model.label()),
             last_result=self.s.last_result,
             failed_messages=self.s.failed_messages,
             dropped_messages=max(
@@ -953,6 +965,7 @@ class SessionWorkflow:
             max_turns=settings.max_turns,
             context_window=settings.context_window,
             context_window_source=settings.context_window_source,
+            provider_windows=self.s.provider_windows,
             max_wait_seconds=settings.max_wait_seconds,
             profile_pin=(
                 ProfilePin(profile_id=settings.auth_profile, source="user")
@@ -1121,6 +1134,7 @@ class SessionWorkflow:
         self.s.turns += result.turns
         self.s.usage = self.s.usage.plus(result.usage.accumulated)
         self.s.last_entry_id = result.last_entry_id or self.s.last_entry_id
+        self.s.provider_windows = merged_windows(self.s.provider_windows, result.provider_windows)
 
     @staticmethod
     def _compact(result: ExecutionResult) -> ExecutionResult:

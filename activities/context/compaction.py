@@ -234,7 +234,12 @@ class CompactionActivity:
         )
         cap = summary_char_cap(budget)
         baseline = check_baseline(
-            context_window=budget,
+            # The budget keeps room for the answer; when the provider named its window, that
+            # window is the hard limit (SPEC §5.6): a context that fits it is compacted and
+            # sent, even if it eats into the room the budget would keep.
+            context_window=window if inp.observed_limit else budget,
+            full_window=None if inp.observed_limit else window,
+            provider_stated=inp.observed_limit is not None and window == inp.observed_limit,
             system_prompt_tokens=overhead,
             summary_tokens=cap // CHARS_PER_TOKEN,
             kept_tokens=_must_keep_tokens(split.kept, turn_start),

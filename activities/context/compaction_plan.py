@@ -26,7 +26,6 @@ from typing import Final
 from activities.context.token_estimate import estimate_entry_tokens
 from activities.context.transcript_repair import (
     NO_SYNTHESIS_STOP_REASONS,
-    repair_tool_result_pairing,
 )
 from agentlane.transcript import Role, TranscriptEntry
 
@@ -34,8 +33,6 @@ from agentlane.transcript import Role, TranscriptEntry
 DEFAULT_KEEP_RECENT_TOKENS: Final = 20_000
 DEFAULT_RESERVE_TOKENS: Final = 16_384
 RESERVE_TOKENS_FLOOR: Final = 20_000
-# §11.2: the summary may use 80 % of the reserve.
-SUMMARY_OUTPUT_SHARE: Final = 0.8
 # Estimates run low on code and non-English text.
 SAFETY_MARGIN: Final = 1.2
 # §11.3 step 8.
@@ -44,8 +41,6 @@ MIN_CHUNK_RATIO: Final = 0.15
 SUMMARIZATION_OVERHEAD_TOKENS: Final = 4_096
 # §11.3 step 10: an entry over half the summariser's window cannot be summarised.
 OVERSIZED_SHARE: Final = 0.5
-# §11.3 step 6.
-DEFAULT_MAX_HISTORY_SHARE: Final = 0.5
 
 
 def compaction_reserve_tokens(
@@ -54,15 +49,6 @@ def compaction_reserve_tokens(
     """The reserve compaction works with: the configured one (pi's 16 384 by default), never
     below OpenClaw's 20 000 floor."""
     return max(DEFAULT_RESERVE_TOKENS if configured is None else configured, floor)
-
-
-def summary_max_tokens(reserve_tokens: int) -> int:
-    return max(1, math.floor(reserve_tokens * SUMMARY_OUTPUT_SHARE))
-
-
-def needs_compaction(context_tokens: int, context_window: int, reserve_tokens: int) -> bool:
-    """§11.1 trigger 1: the context has grown into the reserve."""
-    return context_tokens > context_window - reserve_tokens
 
 
 # -- cut point -------------------------------------------------------------------------------
@@ -211,17 +197,6 @@ def chunk_for_summary(
     return _chunk_groups(entries, max(1, math.floor(max_chunk_tokens / SAFETY_MARGIN)))
 
 
-def split_balanced(
-    entries: Sequence[TranscriptEntry], parts: int = 2
-) -> list[list[TranscriptEntry]]:
-    """At most `parts` token-balanced parts, never separating a call from its results (§11.3
-    step 9)."""
-    if parts <= 1 or len(entries) < 2:
-        return [list(entries)] if entries else []
-    total = sum(estimate_entry_tokens(entry) for entry in entries)
-    return _chunk_groups(entries, total / parts, max_chunks=parts)
-
-
 def is_oversized_for_summary(entry: TranscriptEntry, summariser_window: int) -> bool:
     return estimate_entry_tokens(entry) * SAFETY_MARGIN > summariser_window * OVERSIZED_SHARE
 
@@ -262,55 +237,13 @@ def plan_without_oversized(
 # -- history share (§11.3 step 6) ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HistoryPrune:
-    kept: tuple[TranscriptEntry, ...]
-    dropped: tuple[TranscriptEntry, ...]
-    dropped_chunks: int
-    kept_tokens: int
-    budget_tokens: int
-
-
-def prune_history_for_share(
-    entries: Sequence[TranscriptEntry],
-    context_window: int,
-    max_history_share: float = DEFAULT_MAX_HISTORY_SHARE,
-    parts: int = 2,
-) -> HistoryPrune:
-    """Drop the older half (by tokens) until what is left fits `window × share`; results whose
-    call went with a dropped half are dropped too. The dropped entries are summarised
-    separately by the caller and become the previous summary."""
-    budget = max(1, math.floor(context_window * max_history_share))
-    kept = list(entries)
-    dropped: list[TranscriptEntry] = []
-    chunks_dropped = 0
-    while len(kept) >= 2 and sum(estimate_entry_tokens(e) for e in kept) > budget:
-        halves = split_balanced(kept, parts)
-        if len(halves) <= 1:
-            break
-        dropped.extend(halves[0])
-        rest = [entry for half in halves[1:] for entry in half]
-        repaired = repair_tool_result_pairing(rest).entries
-        survivors = {id(entry) for entry in repaired}
-        dropped.extend(entry for entry in rest if id(entry) not in survivors)
-        kept = repaired
-        chunks_dropped += 1
-    return HistoryPrune(
-        kept=tuple(kept),
-        dropped=tuple(dropped),
-        dropped_chunks=chunks_dropped,
-        kept_tokens=sum(estimate_entry_tokens(e) for e in kept),
-        budget_tokens=budget,
-    )
-
-
 # -- baseline --------------------------------------------------------------------------------
 
 BASELINE_TOO_LARGE_TEXT: Final = (
     "Context overflow: even after compaction the system prompt (~{system} tokens), the summary "
     "(up to {summary} tokens) and the turns kept verbatim (~{kept} tokens) need ~{total} tokens, "
-    "more than the model's context window of {window}. Try /reset (or /new) to start a fresh "
-    "session, or use a larger-context model."
+    "more than {limit}. Try /reset (or /new) to start a fresh session, or use a "
+    "larger-context model."
 )
 
 
@@ -321,6 +254,11 @@ class BaselineCheck:
     summary_tokens: int
     kept_tokens: int
     reserve_tokens: int = 0
+    # The model's whole window when `context_window` is the prompt budget inside it (so the
+    # message names both, not the budget as if it were the window); and whether the window is
+    # the one the provider said it enforces (SPEC §5.6).
+    full_window: int | None = None
+    provider_stated: bool = False
 
     @property
     def baseline_tokens(self) -> int:
@@ -346,8 +284,18 @@ class BaselineCheck:
             summary=self.summary_tokens,
             kept=self.kept_tokens,
             total=self.baseline_tokens,
-            window=self.context_window,
+            limit=self._limit_text(),
         )
+
+    def _limit_text(self) -> str:
+        if self.full_window is not None and self.full_window > self.context_window:
+            return (
+                f"the {self.context_window} tokens the model's context window of "
+                f"{self.full_window} leaves for the prompt"
+            )
+        if self.provider_stated:
+            return f"the context window the provider enforces, {self.context_window} tokens"
+        return f"the model's context window, {self.context_window} tokens"
 
 
 def check_baseline(
@@ -357,6 +305,8 @@ def check_baseline(
     summary_tokens: int,
     kept_tokens: int,
     reserve_tokens: int = 0,
+    full_window: int | None = None,
+    provider_stated: bool = False,
 ) -> BaselineCheck:
     """Whether the context after a compaction (system prompt + summary budget + kept turns, plus
     any room reserved for the answer) can fit the window at all."""
@@ -366,6 +316,8 @@ def check_baseline(
         summary_tokens=max(0, summary_tokens),
         kept_tokens=max(0, kept_tokens),
         reserve_tokens=max(0, reserve_tokens),
+        full_window=full_window,
+        provider_stated=provider_stated,
     )
 
 

@@ -40,7 +40,12 @@ class ContextCheck:
 
 
 def check_context(
-    context: RequestContext, *, overhead_tokens: int, context_window: int, reserve_tokens: int
+    context: RequestContext,
+    *,
+    overhead_tokens: int,
+    context_window: int,
+    reserve_tokens: int,
+    provider_window: int | None = None,
 ) -> ContextCheck:
     fresh_from = context.view.fresh_from if context.view is not None else 0
     # Entries the repair added or dropped shift indices a little; the anchor is an assistant
@@ -54,6 +59,7 @@ def check_context(
         reserve_tokens=reserve_tokens,
         reducible_chars=reducible_tool_result_chars(context.entries, context_window),
         reported_tokens=counted.reported,
+        provider_window=provider_window,
     )
     prompt_tokens = counted.tokens + (0 if counted.reported else overhead_tokens)
     return ContextCheck(result=result, guard_overflow=context.overflow, prompt_tokens=prompt_tokens)

@@ -194,10 +194,6 @@ def update_progress_record(
     )
 
 
-def build_progress_record(entries: Sequence[TranscriptEntry]) -> ProgressRecord:
-    return update_progress_record(None, entries)
-
-
 # -- rendering -------------------------------------------------------------------------------
 
 

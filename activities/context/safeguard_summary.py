@@ -33,7 +33,6 @@ from typing import Final
 
 from activities.context.token_estimate import image_count
 from activities.context.transcript_repair import repair_tool_result_pairing
-from activities.model_output.normalization import normalize_text
 from agentlane.transcript import Role, TranscriptEntry
 
 REQUIRED_HEADINGS: Final = (
@@ -51,7 +50,6 @@ MAX_FILE_SECTION_CHARS: Final = 2_000
 DEFAULT_RECENT_TURNS: Final = 3
 MAX_RECENT_TURNS: Final = 12
 MAX_RECENT_TURN_CHARS: Final = 600
-MAX_INSTRUCTION_CODE_POINTS: Final = 800
 MAX_UNTRUSTED_CHARS: Final = 4_000
 MAX_WORKSPACE_RULES_CHARS: Final = 2_000
 MAX_SERIALIZED_TOOL_RESULT_CHARS: Final = 2_000
@@ -100,18 +98,6 @@ def fallback_summary(previous_summary: str | None = None) -> str:
             "None captured.",
         ]
     )
-
-
-def is_real_conversation(entry: TranscriptEntry) -> bool:
-    """A user or assistant message with something to say: heartbeat acknowledgements, silent
-    replies and tool traffic alone are not a conversation worth summarising."""
-    if entry.role not in (Role.USER, Role.ASSISTANT):
-        return False
-    return normalize_text(entry.text) is not None
-
-
-def has_real_conversation(entries: Sequence[TranscriptEntry]) -> bool:
-    return any(is_real_conversation(entry) for entry in entries)
 
 
 # -- preserved recent turns ------------------------------------------------------------------
@@ -303,44 +289,6 @@ def assemble_summary(
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 
-def extract_sections(markdown: str, names: Sequence[str]) -> list[str]:
-    """Markdown sections whose heading is one of `names` (no case), each with its heading and
-    everything up to the next heading of the same or a higher level."""
-    wanted = {name.lower() for name in names}
-    lines = markdown.replace("\r\n", "\n").split("\n")
-    sections: list[str] = []
-    index = 0
-    while index < len(lines):
-        match = _HEADING.match(lines[index])
-        if not match or match.group(2).lower() not in wanted:
-            index += 1
-            continue
-        level = len(match.group(1))
-        end = index + 1
-        while end < len(lines):
-            nested = _HEADING.match(lines[end])
-            if nested and len(nested.group(1)) <= level:
-                break
-            end += 1
-        sections.append("\n".join(lines[index:end]).strip())
-        index = end
-    return sections
-
-
-def workspace_rules_section(agents_md: str) -> str:
-    """AGENTS.md's "Session Startup" and "Red Lines" (or the older "Every Session" / "Safety")
-    for the summary, so compaction never loses them (#17727)."""
-    sections = extract_sections(agents_md, ["Session Startup", "Red Lines"]) or extract_sections(
-        agents_md, ["Every Session", "Safety"]
-    )
-    if not sections:
-        return ""
-    combined = "\n\n".join(sections)
-    if len(combined) > MAX_WORKSPACE_RULES_CHARS:
-        combined = combined[:MAX_WORKSPACE_RULES_CHARS] + "\n...[truncated]..."
-    return f"\n\n<workspace-critical-rules>\n{combined}\n</workspace-critical-rules>"
-
-
 # -- prompts ---------------------------------------------------------------------------------
 
 DEFAULT_INSTRUCTIONS: Final = (
@@ -393,12 +341,6 @@ class IdentifierPolicy(StrEnum):
 def _normalized(text: str | None) -> str | None:
     stripped = (text or "").strip()
     return stripped or None
-
-
-def resolve_instructions(event: str | None = None, configured: str | None = None) -> str:
-    """The `/compact` text, else the configured one, else the default; ≤ 800 code points."""
-    chosen = _normalized(event) or _normalized(configured) or DEFAULT_INSTRUCTIONS
-    return chosen[:MAX_INSTRUCTION_CODE_POINTS]  # str slices by code point
 
 
 def _printable(line: str) -> str:

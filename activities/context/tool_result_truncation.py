@@ -6,8 +6,6 @@
 * `truncate_tool_result_text` keeps the head, or head and tail when the last 2 000 characters
   look important (errors, exit codes, a closing `}`, totals and results), and says how much it
   removed: "[... N more characters truncated]";
-* a result with several blocks shares the budget between its text blocks in proportion to
-  their length, images untouched (`truncate_blocks`);
 * the session recovery plan (`plan_recovery_truncation`) first cuts every individually oversized
   result to the maximum, then, when two or more text results remain and together exceed the
   aggregate budget (the same maximum), reduces them newest first until they fit.
@@ -34,7 +32,6 @@ from activities.context.token_estimate import (
     IMAGES_META_KEY,
     guard_context_chars,
     guard_entry_chars,
-    image_count,
 )
 from agentlane.transcript import Role, TranscriptEntry
 
@@ -123,56 +120,6 @@ def truncate_tool_result_text(
     if newline > budget * (1 - NEWLINE_WINDOW):
         head_end = newline
     return _bounded(text, head_end, None, max_chars, min_keep)
-
-
-# -- blocks ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TextBlock:
-    text: str
-
-
-@dataclass(frozen=True)
-class ImageBlock:
-    mime_type: str = "image/png"
-
-
-ContentBlock = TextBlock | ImageBlock
-
-
-def entry_blocks(entry: TranscriptEntry) -> tuple[ContentBlock, ...]:
-    """A tool result as content blocks: its text, then one image block per image."""
-    text: tuple[ContentBlock, ...] = (TextBlock(entry.text),) if entry.text else ()
-    return text + tuple(ImageBlock() for _ in range(image_count(entry)))
-
-
-def text_length(blocks: Sequence[ContentBlock]) -> int:
-    """Characters of the text blocks only (images do not count against the text budget)."""
-    return sum(len(block.text) for block in blocks if isinstance(block, TextBlock))
-
-
-def truncate_blocks(
-    blocks: Sequence[ContentBlock], max_chars: int, *, min_keep: int = LIVE_MIN_KEEP_CHARS
-) -> tuple[ContentBlock, ...]:
-    """Share `max_chars` between the text blocks in proportion to their length."""
-    total = text_length(blocks)
-    if total <= max_chars:
-        return tuple(blocks)
-    floor_chars = min_keep + len(truncation_notice(1))
-    out: list[ContentBlock] = []
-    for block in blocks:
-        if not isinstance(block, TextBlock):
-            out.append(block)
-            continue
-        share = math.floor(max_chars * len(block.text) / total)
-        budget = max(floor_chars, share)
-        out.append(TextBlock(truncate_tool_result_text(block.text, budget, min_keep=min_keep)))
-    return tuple(out)
-
-
-def tool_result_chars(entry: TranscriptEntry) -> int:
-    return len(entry.text) if entry.role == Role.TOOL else 0
 
 
 def with_text(entry: TranscriptEntry, text: str) -> TranscriptEntry:
@@ -308,14 +255,6 @@ def apply_replacements(
 def reducible_tool_result_chars(entries: Sequence[TranscriptEntry], context_window: int) -> int:
     """How many characters a recovery truncation would free (the precheck's input, §10.3)."""
     return plan_recovery_truncation(entries, context_window).reducible_chars
-
-
-def likely_has_oversized_tool_results(
-    entries: Sequence[TranscriptEntry], context_window: int
-) -> bool:
-    """Some result individually oversized, or the aggregate reducible (§10.1)."""
-    plan = plan_recovery_truncation(entries, context_window)
-    return bool(plan.oversized) or plan.aggregate_reducible_chars > 0
 
 
 # -- live guard (§10.2) ----------------------------------------------------------------------

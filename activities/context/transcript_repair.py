@@ -28,9 +28,6 @@ Our calls always carry an argument object (arguments that were not one are kept 
   (its calls may be incomplete); its real results are kept, or dropped with
   `errored_turn_results="drop"` (what compaction uses, §11.4).
 Both passes are idempotent and return their input list itself when nothing changed.
-
-`load_transcript_lines` reads raw JSONL bytes and returns the entries that parse, with a report
-of the lines it skipped, so a file with a torn or garbage line still loads.
 """
 
 from __future__ import annotations
@@ -40,8 +37,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
-
-from pydantic import ValidationError
 
 from activities.providers.anthropic_request import THINKING_META_KEY
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
@@ -311,86 +306,3 @@ def repair_transcript(
     inputs = repair_tool_call_inputs(entries, allowed_tool_names=allowed_tool_names)
     pairing = repair_tool_result_pairing(inputs.entries, errored_turn_results=errored_turn_results)
     return TranscriptRepair(entries=pairing.entries, inputs=inputs, pairing=pairing)
-
-
-def relink_parents(entries: list[TranscriptEntry]) -> list[TranscriptEntry]:
-    """Each entry's parent set to the entry before it (the first keeps its own), for writing a
-    repaired list back as one chain; the list itself when every link is already right."""
-    out = list(entries[:1])
-    for previous, entry in zip(entries, entries[1:], strict=False):
-        out.append(
-            entry
-            if entry.parent_id == previous.id
-            else entry.model_copy(update={"parent_id": previous.id})
-        )
-    return entries if _unchanged(entries, out) else out
-
-
-# -- tolerant loading ------------------------------------------------------------------------
-
-_MAX_REASON_CHARS: Final = 200
-
-
-@dataclass(frozen=True)
-class SkippedLine:
-    line: int  # 1-based
-    offset: int  # byte offset of the line's start
-    length: int  # bytes, without the newline
-    reason: str
-
-
-@dataclass(frozen=True)
-class LoadedTranscript:
-    entries: list[TranscriptEntry]
-    skipped: tuple[SkippedLine, ...] = ()
-    duplicate_ids: tuple[str, ...] = ()
-    # Bytes after the last newline: an append in progress or torn by a crash. Not loaded, as the
-    # store does not load it either (its next append cuts it off).
-    torn_tail_bytes: int = 0
-
-    @property
-    def damaged(self) -> bool:
-        return bool(self.skipped or self.duplicate_ids)
-
-
-def _reason(err: ValueError) -> str:
-    if isinstance(err, ValidationError) and err.errors():
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        kind = "invalid JSON" if first.get("type") == "json_invalid" else "not a transcript entry"
-        detail = f"{where}: {first.get('msg', '')}" if where else str(first.get("msg", ""))
-        text = f"{kind}: {detail}"
-    else:
-        text = f"unreadable: {err}"
-    return text[:_MAX_REASON_CHARS]
-
-
-def load_transcript_lines(data: bytes) -> LoadedTranscript:
-    """The entries of a JSONL transcript that parse, in file order (first of a repeated id)."""
-    complete_end = data.rfind(b"\n") + 1
-    entries: list[TranscriptEntry] = []
-    skipped: list[SkippedLine] = []
-    duplicates: list[str] = []
-    ids: set[str] = set()
-    offset = 0
-    for number, line in enumerate(data[:complete_end].split(b"\n")[:-1], start=1):
-        start = offset
-        offset += len(line) + 1
-        if not line.strip():
-            continue
-        try:
-            entry = TranscriptEntry.model_validate_json(line)
-        except ValueError as err:  # ValidationError and undecodable bytes alike
-            skipped.append(SkippedLine(number, start, len(line), _reason(err)))
-            continue
-        if entry.id in ids:
-            duplicates.append(entry.id)
-            continue
-        ids.add(entry.id)
-        entries.append(entry)
-    return LoadedTranscript(
-        entries=entries,
-        skipped=tuple(skipped),
-        duplicate_ids=tuple(duplicates),
-        torn_tail_bytes=len(data) - complete_end,
-    )

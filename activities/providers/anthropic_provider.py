@@ -114,6 +114,12 @@ class AnthropicProvider:
                 **body, stream=True, extra_headers=headers.per_request(anthropic.omit)
             )
             async with events:
+                sdk_errors.check_streamed(
+                    events.response.headers,
+                    provider=self.name,
+                    model=model,
+                    url=str(events.response.request.url),
+                )
                 async for event in events:
                     for out in _translate(event, state):
                         yield out

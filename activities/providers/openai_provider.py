@@ -178,6 +178,12 @@ class OpenAIChatProvider(_OpenAIBase):
                 **body, stream=True, extra_headers=extra_headers
             )
             async with chunks:
+                sdk_errors.check_streamed(
+                    chunks.response.headers,
+                    provider=self.name,
+                    model=request.model,
+                    url=str(chunks.response.request.url),
+                )
                 async for chunk in chunks:
                     for out in self._translate(chunk, state):
                         yield out
@@ -253,6 +259,12 @@ class OpenAIResponsesProvider(_OpenAIBase):
         try:
             events = await client.responses.create(**body, stream=True, extra_headers=extra_headers)
             async with events:
+                sdk_errors.check_streamed(
+                    events.response.headers,
+                    provider=self.name,
+                    model=request.model,
+                    url=str(events.response.request.url),
+                )
                 async for event in events:
                     for out in self._translate(request, event, state, secrets):
                         yield out

@@ -106,6 +106,29 @@ def malformed_stream_error(
     )
 
 
+NOT_STREAMING = "not_streaming"
+
+
+def check_streamed(
+    headers: Mapping[str, str], *, provider: str, model: str, url: str | None = None
+) -> None:
+    """A streamed request answered with a plain JSON body (a server that ignores `stream: true`,
+    some do when tools are given) is reported at once, with its own code: made again it
+    answers the same way, so it is no transport fault to retry (issue 24)."""
+    kind = headers.get("content-type", "")
+    if not kind or "text/event-stream" in kind.lower():
+        return
+    where = f" at {url}" if url else ""
+    raise ProviderError(
+        f"the server answered without streaming{where} (Content-Type: {kind.split(';')[0]}) "
+        "to a streamed request: it does not stream, or not with these options (some servers "
+        "ignore `stream: true` when tools are given). Use an endpoint that streams.",
+        provider=provider,
+        model=model,
+        code=NOT_STREAMING,
+    )
+
+
 def missing_key_error(*, provider: str, model: str, profile_id: str | None) -> ProviderError:
     where = f" (auth profile {profile_id})" if profile_id else ""
     return ProviderError(

@@ -2,24 +2,23 @@
 
 The command runs in its own process group. When its shell exits, times out or is aborted,
 whatever it left running in that group is stopped too, and if the worker itself dies the shell
-dies with it. Output goes to a file the activity follows and streams to a callback as it grows.
-It is not a sandbox: the command can reach anything the worker's user can (the sandbox layer is
-separate).
+dies with it (activities/tools/spawn.py: no Python code runs in the forked child, and the fork
+is off the event loop). Output goes to a file the activity follows and streams to a callback as
+it grows. It is not a sandbox: the command can reach anything the worker's user can (the
+sandbox layer is separate).
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import ctypes
 import os
-import signal
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from activities.tools.results import MAX_RESULT_CHARS, ToolResult, clip
+from activities.tools.spawn import spawn
 from activities.tools.specs import ExecArgs
 from activities.tools.workspace import workspace_root
 
@@ -29,26 +28,6 @@ MAX_CAPTURE_BYTES = 10_000_000
 # Past the cap, the end of the output is read back from the file and shown.
 TAIL_BYTES = MAX_RESULT_CHARS // 2
 FOLLOW_INTERVAL_SECONDS = 0.1
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_worker() -> None:
-    """Runs in the child before exec: if the worker dies (kill -9), the command dies too.
-
-    Otherwise a command would keep running after the run was told it was interrupted.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 class _OutputFollower:
@@ -127,17 +106,7 @@ async def run_exec(
     with tempfile.TemporaryDirectory(prefix="agentlane-exec-") as scratch:
         out_path = Path(scratch) / "output"
         with out_path.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                args.command,
-                cwd=root,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_worker if sys.platform == "linux" else None,
-            )
+            proc = await spawn(["bash", "-c", args.command], cwd=root, stdout=out)
         follower = _OutputFollower(out_path, on_output)
         following = asyncio.create_task(follower.follow())
         timed_out = False
@@ -149,7 +118,7 @@ async def run_exec(
         finally:
             # Whatever the command started and left running in its process group stops with
             # it (also on timeout and on cancellation).
-            _kill_group(proc)
+            proc.kill_group()
             if proc.returncode is None:
                 await proc.wait()
             following.cancel()

@@ -4,6 +4,9 @@ and a missing worker, each as a user meets them (real CLI processes, real server
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -113,24 +116,45 @@ async def test_no_worker_answers_within_5s_and_the_message_runs_later(
     key = f"cli-{uuid.uuid4().hex[:8]}"
     ws = tmp_path / "ws"
     ws.mkdir()
-    started = time.monotonic()
-    out = await acli(no_worker, "send", key, "say later", "--workspace", str(ws))
-    took = time.monotonic() - started
-    assert out.returncode == 5, out.stderr
-    assert "no worker" in out.stderr and "agentlane worker" in out.stderr
-    assert took < 5 + 3  # the CLI's own start-up is on top of the 4 s wait
-    started = time.monotonic()
-    out = await acli(no_worker, "status", key)
-    assert out.returncode == 5 and time.monotonic() - started < 8
+    # What the CLI's own start-up (interpreter and imports) takes here beyond a second is the
+    # machine's load, not the wait: it is allowed for on top of the 5 s.
+    began = time.monotonic()
+    await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-c", "import clients.cli, clients.api"], cwd=REPO
+    )
+    slack = max(0.0, time.monotonic() - began - 1)
+    # The second on the session the first made: its stream's offset is asked for first.
+    for args in (["--no-watch"], []):
+        started = time.monotonic()
+        text = "say later" if args else "say again"
+        out = await acli(no_worker, "send", key, text, "--workspace", str(ws), *args)
+        took = time.monotonic() - started
+        assert out.returncode == 5, out.stderr
+        assert "durably queued" in out.stderr, out.stderr
+        assert f"no worker polls task queue {no_worker.task_queue}" in out.stderr
+        assert "agentlane worker" in out.stderr
+        assert took < 5 + slack, f"{args}: answered after {took:.1f} s ({slack:.1f} s slack)"
+    for command in (["status", key], ["queue", key, "followup"], ["abort", key]):
+        started = time.monotonic()
+        out = await acli(no_worker, *command)
+        assert out.returncode == 5 and "no worker polls" in out.stderr, (command, out.stderr)
+        assert time.monotonic() - started < 5 + slack, command
     no_worker.start_worker()
     try:
         client = await AgentlaneClient.connect(settings_for(no_worker))
         fate = await asyncio.wait_for(client.wait_started(key, 1), 60)
         assert fate.run_id
         result = await client.wait_for_run(fate.run_id)
-        assert result.reply == "later"
-        # Delivered once, even if the abandoned update also reached the session.
-        assert (await client.status(key)).runs == 1
+        replies = [result.reply]
+        second = await asyncio.wait_for(client.wait_started(key, 2), 60)
+        if second.run_id != fate.run_id:  # not collected into the first run
+            assert second.run_id
+            replies.append((await client.wait_for_run(second.run_id)).reply)
+        assert "later" in replies[0] and "again" in replies[-1]
+        # Delivered once each, even if an abandoned update also reached the session.
+        users = [e.text for e in client.transcript(key) if e.role.value == "user"]
+        assert sum("say later" in u for u in users) == 1, users
+        assert sum("say again" in u for u in users) == 1, users
     finally:
         no_worker.stop_workers()
 
@@ -168,3 +192,57 @@ async def test_watch_with_no_worker_says_so(no_worker: Deployment, tmp_path: Pat
         assert b"no worker is running" in (waited.stderr or b"")
     else:
         raise AssertionError("watch returned instead of waiting")
+
+
+async def test_a_paused_worker_is_busy_not_absent(no_worker: Deployment, tmp_path: Path) -> None:
+    """A worker that polled moments ago but does not answer (here: stopped with SIGSTOP, as a
+    worker saturated by load looks from outside) is waited for, with a message, and its answer
+    is given once it goes on; nothing says "no worker"."""
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    worker = no_worker.start_worker()
+    try:
+        out = await acli(no_worker, "send", key, "say first", "--workspace", str(ws))
+        assert out.returncode == 0, out.stderr
+        os.killpg(worker.pid, signal.SIGSTOP)
+        try:
+            commands = {
+                "send": ["send", key, "say busy", "--no-watch"],
+                "status": ["status", key],
+            }
+            procs = {
+                name: await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "clients.cli",
+                    *args,
+                    cwd=REPO,
+                    env=no_worker.env(),
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                for name, args in commands.items()
+            }
+            # Each says why it waits (once past its first seconds), and keeps waiting.
+            for name, proc in procs.items():
+                assert proc.stderr is not None
+                line = (await asyncio.wait_for(proc.stderr.readline(), 40)).decode()
+                assert "but is busy; waiting up to 60 s" in line, (name, line)
+                assert f"task queue {no_worker.task_queue}" in line
+            await asyncio.sleep(2)
+            assert all(proc.returncode is None for proc in procs.values())
+        finally:
+            os.killpg(worker.pid, signal.SIGCONT)
+        results = {}
+        for name, proc in procs.items():
+            stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+            results[name] = (proc.returncode, stdout.decode(), stderr.decode())
+        code, _, stderr = results["send"]
+        assert code == 0, stderr
+        assert stderr.startswith(("started", "queued")) and "no worker" not in stderr, stderr
+        code, stdout, stderr = results["status"]
+        assert code == 0, stderr
+        assert json.loads(stdout)["key"] == key
+    finally:
+        no_worker.stop_workers()

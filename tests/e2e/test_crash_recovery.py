@@ -4,12 +4,14 @@ finishes, the transcript stays valid, the user sees no duplicate text."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from activities.stream_gaps import expected_event_ids
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
@@ -109,6 +111,13 @@ async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
     await asyncio.sleep(3)
     assert not (workspace / "count.txt").exists()
     assert (workspace / "after.txt").read_text() == "done"
+    # A watcher from the start sees every event the transcript implies, each once, no gap.
+    events = [item.event async for item in client.watch(key, 0, until_run=receipt.run_id)]
+    ids = [e.event_id for e in events]
+    assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]
+    expected = expected_event_ids(entries, receipt.run_id)
+    assert not [eid for eid in expected if eid not in set(ids)]
+    assert EventKind.STREAM_GAP not in {e.kind for e in events}
 
 
 async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
@@ -163,3 +172,63 @@ async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
     finally:
         dep.stop_workers()
         own.stop()
+
+
+async def _stop_with_sigterm(worker: WorkerProcess, signals: int = 1) -> tuple[float, int]:
+    """SIGTERM (to the worker only, as a supervisor sends it); seconds until it exited, status."""
+    started = time.monotonic()
+    for _ in range(signals):
+        worker.proc.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.5)
+    status = await asyncio.to_thread(worker.proc.wait, 60)
+    return time.monotonic() - started, status
+
+
+async def test_sigterm_mid_exec_stops_the_worker_and_the_run_goes_on(pair: Deployment) -> None:
+    client = await AgentlaneClient.connect(settings_for(pair))
+    workspace = pair.data_dir / "ws"
+    workspace.mkdir()
+    key = "sigterm-tool"
+    receipt = await client.send_and_start(
+        key,
+        "run `sleep 60; echo ran >> count.txt` then write after.txt with done",
+        workspace=str(workspace),
+    )
+    assert receipt.run_id
+    victim = await worker_running_activity(client, pair, receipt.run_id, "tool_exec")
+    await asyncio.sleep(0.5)
+    took, status = await _stop_with_sigterm(victim)
+    assert took < 30, f"the worker took {took:.1f}s to stop"
+    assert status == 0, victim.log.read_text()[-2000:]
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 90)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    exec_result = next(
+        e for e in client.transcript(key) if e.role == Role.TOOL and e.tool_name == "exec"
+    )
+    assert exec_result.is_error and "interrupted" in exec_result.text
+    assert (workspace / "after.txt").read_text() == "done"
+    # The command stopped with its worker (it was not left to finish on its own).
+    assert not (workspace / "count.txt").exists()
+
+
+async def test_second_sigterm_cuts_the_stop_short_and_names_what_it_cut(
+    pair: Deployment,
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(pair))
+    workspace = pair.data_dir / "ws"
+    workspace.mkdir()
+    key = "sigterm-model"
+    expected = " ".join(str(i) for i in range(1, 121))
+    receipt = await client.send_and_start(key, "count slowly to 120", workspace=str(workspace))
+    assert receipt.run_id
+    victim = await worker_running_activity(client, pair, receipt.run_id, "call_model")
+    await asyncio.sleep(0.5)
+    took, status = await _stop_with_sigterm(victim, signals=2)
+    log = victim.log.read_text()
+    assert took < 5, f"the worker took {took:.1f}s to stop after a second signal"
+    assert status == 3, log[-2000:]
+    assert "stop cut short" in log and f"call_model of {receipt.run_id}" in log, log[-2000:]
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 90)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == expected
+    assert_transcript_valid(client.transcript(key))

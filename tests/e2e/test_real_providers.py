@@ -257,7 +257,7 @@ async def test_provider_failures_are_typed(
         if reason in ("rate_limit", "overloaded"):
             # Every profile is cooling and the run may not wait: when one is ready, and where.
             message = result.error.message
-            # The 429 said Retry-After 7 s, which shortens the 30 s window (never lengthens).
+            # The 429 said Retry-After 7 s: the window is what the provider said.
             ready = "~7s" if reason == "rate_limit" else "~30s"
             assert f"Rate-limited — ready in {ready}" in message, message
             assert f"anthropic/fake-claude: HTTP {status}, {reason}" in message

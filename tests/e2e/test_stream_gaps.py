@@ -1,7 +1,6 @@
 """A worker killed with events still in its publish batch: a watcher never misses an event
-silently (issue 11). Either the stream holds every event the transcript implies, or the run's
-`stream_gap` event, published before `agent_end`, names the missing ones and the entries to
-re-read."""
+silently (issues 11, 19). What the transcript holds is published again before the run's next
+events; a `stream_gap`, published before `agent_end`, would name only what cannot be rebuilt."""
 
 from __future__ import annotations
 
@@ -15,8 +14,9 @@ import pytest
 from activities.stream_gaps import expected_event_ids
 from agentlane.events import AgentEvent, EventKind
 from agentlane.run import ExecutionStatus
-from clients.api import AgentlaneClient
+from clients.api import AgentlaneClient, MessageView
 from tests.conftest import make_deployment, settings_for
+from tests.e2e.gateway_support import GatewayServer, agent_end_of, read_sse
 from tests.harness import Deployment
 
 
@@ -27,7 +27,7 @@ def dep(server: object, tmp_path: Path) -> Iterator[Deployment]:
     deployment.stop_workers()
 
 
-async def test_events_lost_with_a_killed_worker_are_announced(dep: Deployment) -> None:
+async def test_events_lost_with_a_killed_worker_are_published_again(dep: Deployment) -> None:
     # The first worker sends its batch only every 30 s: whatever its steps publish without
     # waiting is still in its memory when it dies.
     dep.extra_env["AGENTLANE_STREAM_BATCH_MS"] = "30000"
@@ -42,30 +42,85 @@ async def test_events_lost_with_a_killed_worker_are_announced(dep: Deployment) -
         key, "read notes.txt then run `sleep 2` then say done", workspace=str(ws)
     )
     assert receipt.run_id
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if any(e.role.value == "tool" for e in client.transcript(key)):
-            break
-        await asyncio.sleep(0.05)
-    victim.kill9()
-    dep.start_worker()
-    result = await client.wait_for_run(receipt.run_id)
-    assert result.status == ExecutionStatus.SUCCESS, result.error
+    # A client follows the run through the gateway's SSE stream all along, kill included.
+    gateway = GatewayServer(settings_for(dep))
+    with gateway:
+        http = gateway.http(gateway.token(name="gap"))
+        follower = asyncio.create_task(
+            read_sse(
+                http, f"/v1/sessions/{key}/events?from=0", agent_end_of(receipt.run_id), timeout=120
+            )
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if any(e.role.value == "tool" for e in client.transcript(key)):
+                break
+            await asyncio.sleep(0.05)
+        victim.kill9()
+        dep.start_worker()
+        result = await client.wait_for_run(receipt.run_id)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        followed = await follower
+        await http.aclose()
+    sse = [ev for ev in followed.events if ev.id is not None]
+    offsets = [int(ev.id or -1) for ev in sse]
+    assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "offsets skip or repeat"
+    sse_ids = [ev.json()["event_id"] for ev in sse]
+    assert len(sse_ids) == len(set(sse_ids)), "an event reached the follower twice"
+    assert not [ev for ev in followed.events if ev.event in ("gap", "stream_gap")]
     events: list[AgentEvent] = []
     async for item in client.watch(key, 0, until_run=receipt.run_id):
         events.append(item.event)
-    seen = {e.event_id for e in events}
-    gaps = [e for e in events if e.kind == EventKind.STREAM_GAP]
-    announced = {eid for gap in gaps for eid in gap.data["missing"]}
-    expected = expected_event_ids(client.transcript(key), receipt.run_id)
-    unaccounted = [eid for eid in expected if eid not in seen and eid not in announced]
-    assert not unaccounted, f"events missing without an announcement: {unaccounted}"
-    # The kill did lose events here, and the gap says so before the run's end.
-    assert gaps, "the killed worker's batch was expected to hold this run's first events"
-    assert announced and not (announced & seen)
+    ids = [e.event_id for e in events]
+    assert len(ids) == len(set(ids)), "an event reached the stream twice"
+    assert sse_ids == ids  # the follower saw exactly the stream
+    transcript = client.transcript(key)
+    expected = expected_event_ids(transcript, receipt.run_id)
+    missing = [eid for eid in expected if eid not in set(ids)]
+    assert not missing, f"events the transcript holds never reached the stream: {missing}"
+    # The kill did lose events here (the read's call and result), and they came back from the
+    # transcript, before the events of the step that ran after the crash.
+    again = [i for i, e in enumerate(events) if e.data.get("republished")]
+    assert again, "the killed worker's batch was expected to hold this run's first events"
+    first_lost_turn = min(events[i].turn_index or 0 for i in again)
+    later = [
+        i
+        for i, e in enumerate(events)
+        if not e.data.get("republished") and (e.turn_index or 0) > first_lost_turn
+    ]
+    assert later and max(again) < min(later), [
+        (e.kind.value, e.turn_index, bool(e.data.get("republished"))) for e in events
+    ]
+    kinds = {events[i].kind for i in again}
+    assert {EventKind.TOOL_EXECUTION_START, EventKind.TOOL_EXECUTION_END} <= kinds
+    read_end = next(
+        e for e in events if e.kind == EventKind.TOOL_EXECUTION_END and e.tool_name == "read"
+    )
+    assert read_end.data.get("republished") and "alpha" in (read_end.text or "")
+    assert read_end.success and read_end.duration_ms is not None
+    assert read_end.message_id and read_end.turn_index == 0
+    # The run's lifecycle too, once each and in its place.
+    assert events[0].kind == EventKind.AGENT_START
+    assert [e.kind for e in events].count(EventKind.AGENT_START) == 1
+    turns = [
+        (e.kind, e.turn_index)
+        for e in events
+        if e.kind in (EventKind.TURN_START, EventKind.TURN_END)
+    ]
+    assert turns == sorted(set(turns), key=turns.index)  # no repeats
+    assert (EventKind.TURN_START, 0) in turns and (EventKind.TURN_END, 0) in turns
+    # Everything was rebuilt: no gap is left to announce.
+    assert EventKind.STREAM_GAP not in {e.kind for e in events}
     assert events[-1].kind == EventKind.AGENT_END
-    assert events.index(gaps[0]) < len(events) - 1
-    assert set(gaps[0].data["entries"]) <= {e.id for e in client.transcript(key)}
+    # What a watcher shows is the transcript's text.
+    view = MessageView()
+    shown: dict[str, str] = {}
+    for event in events:
+        view.apply(event)
+    for entry in transcript:
+        if entry.role.value == "assistant" and entry.run_id == receipt.run_id:
+            shown[entry.id] = view.texts.get(entry.id, "")
+            assert shown[entry.id] == entry.text.strip(), (entry.id, shown, entry.text)
 
 
 async def test_a_run_whose_events_all_arrived_announces_no_gap(dep: Deployment) -> None:

@@ -578,7 +578,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._api_error(api, fault, body)
             return
         renderer = self._renderer(api, body, reply, input_tokens)
-        if not body.get("stream"):
+        if not body.get("stream") or reply.ignore_stream:
             if fault is not None and fault.kind == "stall":
                 # No stream to stall in the middle of: the whole answer is late instead.
                 self.state.wake.wait(fault.seconds)

@@ -169,6 +169,9 @@ class Reply(BaseModel):
     # "summary": only a compaction's summariser request takes the reply (one no reply targets
     # gets an automatic summary); "chat": only other requests do.
     purpose: Purpose = "chat"
+    # Answer with the whole message as JSON even when the request asked for a stream, as some
+    # servers do when tools are given.
+    ignore_stream: bool = False
 
     def matches(
         self, api: Api, key: str | None, model: str | None, purpose: Purpose = "chat"

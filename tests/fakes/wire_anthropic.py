@@ -54,8 +54,12 @@ def error_body(kind: ErrorKind, fault: Fault, *, model: str, request_id: str) ->
         message = f"prompt is too long: {prompt} tokens > {limit} maximum"
     elif kind == "thinking_unsupported":
         error_type = "invalid_request_error"
-        values = ", ".join(f'"{v}"' for v in fault.supported)
-        message = f"thinking is not supported for this model. Supported values are: {values}."
+        # Anthropic's own words for a model that takes no `enabled` thinking (it names no list
+        # of levels: the client has to find one by itself).
+        message = (
+            '"thinking.type.enabled" is not supported for this model. Use '
+            '"thinking.type.adaptive" and "output_config.effort" to control thinking behavior.'
+        )
     else:
         error_type, message = _ERRORS[kind]
         message = message.format(model=model)

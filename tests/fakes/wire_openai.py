@@ -112,10 +112,12 @@ def error_body(
     elif kind == "thinking_unsupported":
         quoted = [f"'{v}'" for v in fault.supported]
         listed = ", ".join(quoted[:-1]) + f", and {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+        # Each API names its own parameter in the message, as OpenAI does.
+        param = "reasoning.effort" if api == "openai-responses" else "reasoning_effort"
         error.update(
-            message=f"Unsupported value: 'reasoning_effort' does not support '{effort}' with this "
+            message=f"Unsupported value: '{param}' does not support '{effort}' with this "
             f"model. Supported values are: {listed}.",
-            param="reasoning.effort" if api == "openai-responses" else "reasoning_effort",
+            param=param,
             code="unsupported_value",
         )
     elif kind == "not_found":

@@ -530,6 +530,92 @@ async def scheduled(client: AgentlaneClient, ws: Path) -> None:
     await client.delete_schedule("every-2s")
 
 
+async def thinking_and_window(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 24: a session sent at thinking `high` whose provider refuses the level (lowered,
+    with a warning); and a provider window of 6 000 under a configured 16 000 (the overflow
+    compacts to fit it, the session remembers it, the next run compacts before sending)."""
+    import secrets
+
+    from activities.auth_store import AuthStore
+    from tests.fakes.provider_server import FakeProviderServer, Fault, Reply
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    key = "sk-ant-api03-" + secrets.token_hex(24)
+    with FakeProviderServer(anthropic_keys=[key]) as fake:
+        (dep.data_dir / "config.toml").write_text(
+            "[[models]]\nprovider = 'anthropic'\nid = 'claude-16k'\napi = 'anthropic'\n"
+            f"base_url = '{fake.anthropic_base_url}'\ncontext_window = 16000\n"
+            "[models.capabilities]\ntools = true\n"
+            "thinking_levels = ['off', 'low', 'medium', 'high']\n"
+        )
+        AuthStore.for_data_dir(dep.data_dir).set_key("anthropic:k", "anthropic", key)
+        model = "anthropic/claude-16k"
+        fake.script(Reply.error(Fault.named("thinking_unsupported")), Reply(text="no thinking"))
+        r = await client.send_and_start(
+            "think", "think hard", workspace=str(ws), model=model, thinking="high"
+        )
+        await client.wait_for_run(r.run_id or "")
+        fake.reset()
+
+        def filler(n: int, words: int) -> str:
+            return f"message {n}. " + " ".join(f"word{i}" for i in range(words))
+
+        for n in range(5):
+            r = await client.send_and_start(
+                "window", filler(n, 320), workspace=str(ws), model=model
+            )
+            await client.wait_for_run(r.run_id or "")
+        fake.context_window(6000)
+        for text in ("the first number? " + filler(99, 1400), filler(100, 320)):
+            r = await client.send_and_start("window", text, model=model)
+            await client.wait_for_run(r.run_id or "")
+
+
+async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
+    """Transient server errors (issue 24): a 500 made again after its Retry-After; 502s past a
+    small wait budget falling back to the next model; the one retry of the whole chain after
+    2.5 s; an overload made again twice, then its Retry-After waited before a rotation."""
+    from tests.fakes.provider_server import Fault, Reply
+
+    with fallback_providers() as (fake, dep, _key_a, _key_b):
+        claude = "anthropic/fake-claude"
+        solo: dict[str, object] = {"agent_id": "solo"}
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("t500", [Reply.error(Fault.http(500, retry_after=0.2)), Reply(text="ok")], solo),
+            (
+                "tfb",
+                [
+                    *[Reply.error(Fault.http(502, retry_after=0.4), api="anthropic")] * 3,
+                    Reply(text="GPT took over.", api="openai-chat"),
+                ],
+                {"max_wait_seconds": 1},
+            ),
+            (
+                "tchain",
+                [
+                    Reply.error(Fault.http(500, retry_after=1)),
+                    Reply.error(Fault.http(500)),
+                    Reply(text="third time"),
+                ],
+                {**solo, "max_wait_seconds": 4},
+            ),
+            (
+                "tover",
+                [*[Reply.error(Fault.http(529, retry_after=0.2))] * 3, Reply(text="rotated")],
+                solo,
+            ),
+        ]
+        for key, replies, overrides in runs:
+            clear_profile_state(dep.data_dir)
+            fake.reset()
+            fake.script(*replies)
+            r = await client.send_and_start(
+                key, "hello", workspace=str(ws), model=claude, session_overrides=overrides
+            )
+            await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -544,12 +630,14 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "worker_change": worker_change,
     "failover": failover,
     "failover_v2": failover_v2,
+    "transient_retry": transient_retry,
     "context_recovery": context_recovery,
     "reset_branch": reset_branch,
     "webhooks": webhooks,
     "search_attributes": search_attributes,
     "scheduled": scheduled,
     "queue_drops": queue_drops,
+    "thinking_and_window": thinking_and_window,
 }
 
 

@@ -131,3 +131,32 @@ def test_the_config_is_read_again_when_its_file_changes(tmp_path: Path) -> None:
     path.write_text("[[models]]\nprovider='late'\n")
     with pytest.raises(ConfigError, match="models\\[0\\]"):
         watcher.current()
+
+
+def test_config_check_prints_each_models_chain(tmp_path: Path) -> None:
+    """Writing `[agents.main]` appends its model to the chain of every session of the agent
+    (SPEC §8.1): `config check` shows it, model by model."""
+    env = {**os.environ, "AGENTLANE_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env.pop("AGENTLANE_CONFIG", None)
+    env.pop("AGENTLANE_MODEL", None)
+    write(
+        tmp_path,
+        "[[models]]\nprovider='nov1'\nid='gpt-m'\napi='openai-compatible'\n"
+        "base_url='http://localhost:1'\n\n"
+        "[[models]]\nprovider='mock-ant'\nid='claude-m'\napi='anthropic'\n"
+        "base_url='http://localhost:2'\n\n"
+        "[agents.main]\nmodel='mock-ant/claude-m'\nfallbacks=['openai/gpt-4.1']\n",
+    )
+    ok = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "config", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    lines = [line.strip() for line in ok.stdout.splitlines()]
+    assert "agent main:" in lines
+    assert "mock-ant/claude-m → openai/gpt-4.1" in lines
+    assert "nov1/gpt-m → mock-ant/claude-m" in lines
+    assert "offline/planner → mock-ant/claude-m" in lines

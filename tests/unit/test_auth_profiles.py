@@ -22,15 +22,12 @@ from workflows.policy.auth_profiles import (
     DISABLED_SCORE,
     advance,
     candidate_list,
-    clear_cooldown,
     clear_expired,
     cooldown_seconds,
     disabled_backoff_seconds,
     in_cooldown,
-    is_available,
     is_eligible,
     mark_failure,
-    mark_good,
     mark_used,
     resolve_order,
     resolve_session_pin,
@@ -224,7 +221,7 @@ def test_rate_limit_scopes_the_cooldown_to_its_model() -> None:
     state = fail(ProfileState(), R.RATE_LIMIT, NOW, model="m1")
     assert usage(state).cooldown_model == "m1"
     assert in_cooldown(state, P, NOW, "m1")
-    assert is_available(state, P, NOW, "m2")
+    assert not in_cooldown(state, P, NOW, "m2")
     assert in_cooldown(state, P, NOW)  # without a model, scoped cooldowns count
     other = fail(ProfileState(), R.OVERLOADED, NOW, model="m1")
     assert usage(other).cooldown_model is None
@@ -257,18 +254,10 @@ def test_active_disable_defeats_the_model_bypass() -> None:
 # --- §7.7 success -----------------------------------------------------------------------------
 
 
-def test_mark_used_clears_error_state_and_mark_good_remembers_provider() -> None:
+def test_mark_used_clears_error_state() -> None:
     state = fail(fail(ProfileState(), R.RATE_LIMIT, NOW, model="m1"), R.BILLING, NOW)
     used = usage(mark_used(state, P, NOW + 5))
     assert used == ProfileUsage(last_used=NOW + 5, last_failure_at=NOW)
-    assert mark_good(state, "Anthropic", P).last_good == {"anthropic": P}
-
-
-def test_clear_cooldown_keeps_last_used_and_last_failure() -> None:
-    state = fail(mark_used(ProfileState(), P, NOW - 10), R.AUTH, NOW)
-    cleared = usage(clear_cooldown(state, P))
-    assert cleared == ProfileUsage(last_used=NOW - 10, last_failure_at=NOW)
-    assert clear_cooldown(ProfileState(), P) == ProfileState()
 
 
 # --- §7.8 checks -------------------------------------------------------------------------------

@@ -17,12 +17,8 @@ from activities.context.compaction_plan import (
     find_cut_point,
     is_oversized_for_summary,
     max_summary_chunk_tokens,
-    needs_compaction,
     plan_without_oversized,
-    prune_history_for_share,
-    split_balanced,
     split_for_compaction,
-    summary_max_tokens,
     tool_groups,
 )
 from activities.context.token_estimate import estimate_entry_tokens, estimate_tokens
@@ -45,13 +41,6 @@ def test_reserve_floor_and_summary_budget() -> None:
     assert compaction_reserve_tokens() == 20_000
     assert compaction_reserve_tokens(30_000) == 30_000
     assert compaction_reserve_tokens(1_000) == 20_000
-    assert summary_max_tokens(20_000) == 16_000
-    assert summary_max_tokens(0) == 1
-
-
-def test_needs_compaction_when_the_context_reaches_into_the_reserve() -> None:
-    assert not needs_compaction(180_000, 200_000, 20_000)
-    assert needs_compaction(180_001, 200_000, 20_000)
 
 
 # -- cut point ---------------------------------------------------------------------------------
@@ -139,24 +128,6 @@ def test_unicode_entries_are_measured_in_code_points() -> None:
 # -- T74 splitting -----------------------------------------------------------------------------
 
 
-def test_t74_user_then_call_and_result_split_in_two() -> None:
-    entries = [
-        user("u", sized(4_000)),
-        assistant("a", "", call("c1")),
-        result("c1", sized(4_000)),
-    ]
-    assert [ids(p) for p in split_balanced(entries, 2)] == [["u"], ["a", "c1:result"]]
-
-
-def test_t74_first_part_holds_the_call_and_its_result() -> None:
-    entries = [
-        assistant("a", sized(4_000), call("c1")),
-        result("c1", sized(4_000)),
-        user("m", sized(4_000)),
-    ]
-    assert [ids(p) for p in split_balanced(entries, 2)] == [["a", "c1:result"], ["m"]]
-
-
 def test_t74_a_call_and_its_results_never_land_in_different_chunks() -> None:
     rng = random.Random(74)
     for _ in range(200):
@@ -168,51 +139,13 @@ def test_t74_a_call_and_its_results_never_land_in_different_chunks() -> None:
                 calls = [call(f"c{n}_{k}") for k in range(rng.randint(1, 3))]
                 entries.append(assistant(f"a{n}", sized(rng.randint(0, 500)), *calls))
                 entries += [result(c.id, sized(rng.randint(1, 3_000))) for c in calls]
-        for chunks in (
-            chunk_for_summary(entries, rng.randint(100, 8_000)),
-            split_balanced(entries),
-        ):
+        for chunks in (chunk_for_summary(entries, rng.randint(100, 8_000)),):
             assert [e for chunk in chunks for e in chunk] == entries
             for chunk in chunks:
                 called = {c.id for e in chunk for c in e.tool_calls}
                 answered = {e.tool_call_id for e in chunk if e.role == Role.TOOL}
                 assert answered <= called
                 assert called <= answered
-
-
-def test_t74_pruning_keeps_the_newest_and_drops_orphaned_results() -> None:
-    entries = [
-        user("u1", sized(3_000)),
-        assistant("a1", "", call("c1"), stop_reason="aborted"),  # its result is its own group
-        result("c1", sized(3_000)),
-        user("u2", sized(3_000)),
-        assistant("a2", sized(3_000)),
-    ]
-    pruned = prune_history_for_share(entries, context_window=14_000, max_history_share=0.5)
-    assert pruned.budget_tokens == 7_000
-    assert ids(pruned.kept) == ["u2", "a2"]
-    assert ids(pruned.dropped) == ["u1", "a1", "c1:result"]
-    assert pruned.kept_tokens <= pruned.budget_tokens
-    assert pruned.dropped_chunks >= 1
-
-
-def test_pruning_leaves_history_within_its_share_alone() -> None:
-    entries = [user("u", sized(100)), assistant("a", sized(100))]
-    pruned = prune_history_for_share(entries, 200_000)
-    assert ids(pruned.kept) == ["u", "a"] and pruned.dropped == ()
-    assert prune_history_for_share([], 1_000).kept == ()
-
-
-def test_orphan_dropped_when_its_call_goes_with_the_older_half() -> None:
-    entries = [
-        assistant("a1", sized(4_000), call("c1"), stop_reason="error"),
-        user("u1", sized(10)),
-        result("c1", sized(10)),
-        user("u2", sized(4_000)),
-    ]
-    pruned = prune_history_for_share(entries, 8_000)
-    assert "c1:result" not in ids(pruned.kept)
-    assert "c1:result" in ids(pruned.dropped)
 
 
 # -- chunking ----------------------------------------------------------------------------------
@@ -246,8 +179,6 @@ def test_a_tool_batch_larger_than_a_chunk_is_kept_whole() -> None:
 
 def test_chunking_nothing() -> None:
     assert chunk_for_summary([], 1_000) == []
-    assert split_balanced([]) == []
-    assert split_balanced([user("u")], 2) == [[user("u")]]
 
 
 def test_tool_groups_wait_for_every_result_even_across_a_user_message() -> None:
@@ -310,7 +241,7 @@ def test_baseline_over_the_window_says_compaction_cannot_help() -> None:
     check = check_baseline(
         context_window=32_000,
         system_prompt_tokens=4_000,
-        summary_tokens=summary_max_tokens(20_000),
+        summary_tokens=16_000,
         kept_tokens=kept,
     )
     assert not check.fits

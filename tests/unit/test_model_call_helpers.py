@@ -159,7 +159,9 @@ def test_rate_limit_with_retry_after(resolved: ResolvedModel) -> None:
 def test_transport_error_is_retryable_timeout(resolved: ResolvedModel) -> None:
     err = typed_failure(provider_error("Connection error.", transport=True), resolved, "off")
     assert not err.non_retryable
-    assert err.next_retry_delay is None
+    # The retry policy's first interval (0.5 s) with ±20 % jitter.
+    assert err.next_retry_delay is not None
+    assert timedelta(seconds=0.4) <= err.next_retry_delay <= timedelta(seconds=0.6)
     failure = failure_of(err)
     assert failure.reason == "timeout"
     assert failure.transport

@@ -15,7 +15,6 @@ from workflows.policy.model_fallback import (
     ProbeThrottle,
     ProviderAvailability,
     fallback_summary,
-    is_user_abort,
     next_candidate,
     rate_limit_cooldown_reply,
     record_failure,
@@ -89,20 +88,6 @@ def test_t49_timeout_on_requested_falls_to_configured_primary() -> None:
     assert outcome is FailureOutcome.NEXT
     step = next_candidate(chain, lookup({}), NOW)
     assert step.candidate == candidates[1]  # second and last call; it succeeds
-
-
-@pytest.mark.parametrize(
-    ("message", "outcome"),
-    [("aborted", FailureOutcome.RETHROW), ("Request was aborted", FailureOutcome.NEXT)],
-)
-def test_t50_user_abort_rethrown(message: str, outcome: FailureOutcome) -> None:
-    candidates = resolve_fallback_candidates("openai/a", "openai/a", ["anthropic/b"])
-    step = next_candidate(start_chain(candidates), lookup({}), NOW)
-    reason = classify_failover_reason(message)
-    error = CandidateError(
-        message, reason=reason, user_abort=is_user_abort("AbortError", message, reason)
-    )
-    assert record_failure(step.chain, candidates[0], error)[1] is outcome
 
 
 # --- §8.3 -----------------------------------------------------------------------------------

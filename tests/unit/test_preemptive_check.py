@@ -13,7 +13,6 @@ from workflows.policy.preemptive_check import (
     estimate_prompt_tokens,
     precheck,
     prompt_budget_tokens,
-    route_after_truncation,
     truncate_only_threshold_chars,
 )
 
@@ -111,15 +110,6 @@ def test_negative_inputs_are_treated_as_zero() -> None:
     )
     assert result.route is PrecheckRoute.FITS
     assert result.reducible_chars == 0
-
-
-def test_failed_truncation_falls_back_to_compaction() -> None:
-    # T28 (second half): a handled precheck truncation retries without calling compaction.
-    truncate = PrecheckRoute.TRUNCATE_TOOL_RESULTS_ONLY
-    assert route_after_truncation(truncate, truncated=True) is None
-    assert route_after_truncation(truncate, truncated=False) is PrecheckRoute.COMPACT_ONLY
-    for other in (PrecheckRoute.FITS, PrecheckRoute.COMPACT_THEN_TRUNCATE):
-        assert route_after_truncation(other, truncated=False) is other
 
 
 def test_overflow_text_is_an_overflow_text() -> None:

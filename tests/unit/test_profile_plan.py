@@ -120,7 +120,7 @@ def test_mark_used_keeps_a_failure_recorded_after_the_success() -> None:
     assert usage.last_used == NOW + 11
 
 
-def test_a_retry_after_shortens_a_rate_limit_window_but_never_lengthens_it() -> None:
+def test_a_retry_after_sets_a_rate_limit_window_to_what_the_provider_said() -> None:
     def window(reason: R, retry_after: float | None) -> float | None:
         state = mark_failure(
             ProfileState(), "p", reason, provider="anthropic", now=NOW, retry_after=retry_after
@@ -131,7 +131,8 @@ def test_a_retry_after_shortens_a_rate_limit_window_but_never_lengthens_it() -> 
     assert window(R.RATE_LIMIT, 7) == 7
     assert window(R.OVERLOADED, 2.5) == 2.5
     assert window(R.RATE_LIMIT, 0.2) == 1, "never below a second"
-    assert window(R.RATE_LIMIT, 3600) == 30, "the ladder's step is the longest"
+    assert window(R.RATE_LIMIT, 700) == 700, "longer than the ladder's step: as said"
+    assert window(R.RATE_LIMIT, 3 * 86400) == 86400, "at most a day"
     assert window(R.RATE_LIMIT, None) == 30
     assert window(R.AUTH, 5) == 30, "only rate limits and overloads take the hint"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from activities.context.progress_record import (
     MAX_TOOL_FAILURE_CHARS,
     ProgressRecord,
-    build_progress_record,
     format_tool_failures,
     render_file_lists,
     render_progress_record,
@@ -38,7 +37,7 @@ def session() -> list[TranscriptEntry]:
 
 
 def test_the_record_of_a_session() -> None:
-    record = build_progress_record(session())
+    record = update_progress_record(None, session())
     assert record.task == "Refactor the parser in src/parse.py and keep the tests green."
     assert record.last_user_instruction == "Now also update the README."
     assert record.files_read == ("src/parse.py", "tests/test_parse.py")
@@ -57,7 +56,7 @@ def test_the_record_of_a_session() -> None:
 
 def test_folding_new_entries_into_an_older_record() -> None:
     entries = session()
-    older = build_progress_record(entries)
+    older = update_progress_record(None, entries)
     newer = update_progress_record(
         older, entries + [result("c5", "written", name="write"), user("u3", "thanks")]
     )
@@ -70,13 +69,13 @@ def test_folding_new_entries_into_an_older_record() -> None:
 
 def test_folding_the_same_entries_twice_changes_nothing() -> None:
     entries = session()
-    once = build_progress_record(entries)
+    once = update_progress_record(None, entries)
     assert update_progress_record(once, entries) is once
     assert update_progress_record(once, []) is once
 
 
 def test_a_record_survives_a_round_trip_as_json() -> None:
-    record = build_progress_record(session())
+    record = update_progress_record(None, session())
     assert ProgressRecord.model_validate_json(record.model_dump_json()) == record
 
 
@@ -86,7 +85,7 @@ def test_failed_writes_do_not_count_as_modified() -> None:
         result("c1", "permission denied", name="write", is_error=True),
         result("c2", "No such file", name="read", is_error=True),
     ]
-    record = build_progress_record(entries)
+    record = update_progress_record(None, entries)
     assert record.files_modified == () and record.files_read == ()
     assert record.tool_failures_total == 2
 
@@ -97,7 +96,7 @@ def test_failures_are_deduplicated_and_the_most_recent_eight_kept() -> None:
         entries.append(assistant(f"a{n}", "", call(f"c{n}", "exec", command=f"cmd {n}")))
         entries.append(result(f"c{n}", f"boom {n}", name="exec", is_error=True))
     entries.append(result("c11", "boom again", name="exec", is_error=True, entry_id="dup"))
-    record = build_progress_record(entries)
+    record = update_progress_record(None, entries)
     assert record.tool_failures_total == 12
     assert [f.call_id for f in record.tool_failures] == [f"c{n}" for n in range(4, 12)]
     section = format_tool_failures(record)
@@ -111,8 +110,8 @@ def test_failure_summaries_are_capped_and_meta_is_read() -> None:
         "c1", "e" * 1_000, name="exec", is_error=True, meta={"status": "killed", "exit_code": 137}
     )
     empty = result("c2", "  ", name="", is_error=True)
-    record = build_progress_record(
-        [assistant("a", "", call("c1", "exec"), call("c2", "exec")), long, empty]
+    record = update_progress_record(
+        None, [assistant("a", "", call("c1", "exec"), call("c2", "exec")), long, empty]
     )
     first, second = record.tool_failures
     assert len(first.summary) == MAX_TOOL_FAILURE_CHARS and first.summary.endswith("...")
@@ -123,7 +122,7 @@ def test_failure_summaries_are_capped_and_meta_is_read() -> None:
 
 def test_unfinished_turns_leave_no_open_calls() -> None:
     entries = [assistant("a", "", call("c1", "exec", command="sleep 100"), stop_reason="aborted")]
-    assert build_progress_record(entries).open_tool_calls == ()
+    assert update_progress_record(None, entries).open_tool_calls == ()
 
 
 def test_a_file_touched_again_moves_to_the_most_recent_end() -> None:
@@ -134,7 +133,7 @@ def test_a_file_touched_again_moves_to_the_most_recent_end() -> None:
         assistant("b", "", call("c3", "read", path="a")),
         result("c3"),
     ]
-    assert build_progress_record(entries).files_read == ("b", "a")
+    assert update_progress_record(None, entries).files_read == ("b", "a")
 
 
 def test_file_lists_render_most_recent_first_and_read_excludes_modified() -> None:
@@ -145,7 +144,7 @@ def test_file_lists_render_most_recent_first_and_read_excludes_modified() -> Non
 
 
 def test_rendered_sections() -> None:
-    text = render_progress_record(build_progress_record(session()))
+    text = render_progress_record(update_progress_record(None, session()))
     assert text.startswith("\n\n## Task as first given\nRefactor the parser")
     assert "## Latest user instruction\nNow also update the README." in text
     assert "## Open tool calls\n- write (c5): README.md" in text
@@ -156,22 +155,24 @@ def test_rendered_sections() -> None:
 
 
 def test_empty_and_tool_only_transcripts() -> None:
-    empty = build_progress_record([])
+    empty = update_progress_record(None, [])
     assert empty == ProgressRecord()
     assert render_progress_record(empty) == ""
-    only_results = build_progress_record([result("c1", "x"), result("c2", "y", is_error=True)])
+    only_results = update_progress_record(
+        None, [result("c1", "x"), result("c2", "y", is_error=True)]
+    )
     assert only_results.task == ""
     assert only_results.tool_failures_total == 1
     assert only_results.files_read == ()
 
 
 def test_long_and_unicode_user_text() -> None:
-    record = build_progress_record([user("u", "タスク " * 1_000)])
+    record = update_progress_record(None, [user("u", "タスク " * 1_000)])
     assert len(record.task) == 2_000
     assert record.task.endswith("…[truncated]")
     assert record.task.startswith("タスク")
 
 
 def test_the_same_task_is_not_repeated_as_latest_instruction() -> None:
-    text = render_progress_record(build_progress_record([user("u", "do it")]))
+    text = render_progress_record(update_progress_record(None, [user("u", "do it")]))
     assert text == "\n\n## Task as first given\ndo it"

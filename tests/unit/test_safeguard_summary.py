@@ -20,21 +20,17 @@ from activities.context.safeguard_summary import (
     build_summary_prompt,
     cap_text,
     clamp_recent_turns,
-    extract_sections,
     fallback_summary,
     format_file_lists,
     format_recent_turns,
     format_split_turn_context,
     format_turn_lines,
-    has_real_conversation,
     has_required_headings,
     identifier_instruction,
     missing_headings,
-    resolve_instructions,
     serialize_for_summary,
     split_preserved_turns,
     split_turn_instructions,
-    workspace_rules_section,
     wrap_untrusted,
 )
 from agentlane.transcript import ToolCall, TranscriptEntry
@@ -67,21 +63,6 @@ def test_fallback_has_the_five_headings_and_the_previous_summary_under_decisions
     with_previous = fallback_summary("  user wants a CSV export  ")
     assert with_previous.split("\n")[:2] == ["## Decisions", "user wants a CSV export"]
     assert fallback_summary(GOOD) == GOOD  # a well-formed previous summary is kept as it is
-
-
-def test_real_conversation() -> None:
-    assert has_real_conversation([user("u", "please fix the bug")])
-    assert has_real_conversation([assistant("a", "Fixed.")])
-    noise = [
-        user("u", "   "),
-        assistant("a", "HEARTBEAT_OK"),
-        assistant("b", "NO_REPLY"),
-        assistant("c", "", call("c1")),
-        result("c1", "lots of output"),
-        system("s", "note"),
-    ]
-    assert not has_real_conversation(noise)
-    assert not has_real_conversation([])
 
 
 # -- preserved turns ---------------------------------------------------------------------------
@@ -223,42 +204,7 @@ def test_empty_body_gets_a_suffix_without_leading_blank_lines() -> None:
     assert text == "## Task as first given\nship it"
 
 
-def test_workspace_rules_from_agents_md() -> None:
-    agents = "\n".join(
-        [
-            "# Agents",
-            "## Session Startup",
-            "Read NOTES.md first.",
-            "### Detail",
-            "still part of startup",
-            "## Tools",
-            "irrelevant",
-            "## Red Lines",
-            "Never delete data.",
-        ]
-    )
-    assert extract_sections(agents, ["session startup"]) == [
-        "## Session Startup\nRead NOTES.md first.\n### Detail\nstill part of startup"
-    ]
-    section = workspace_rules_section(agents)
-    assert section.startswith("\n\n<workspace-critical-rules>\n## Session Startup")
-    assert "Never delete data." in section and "irrelevant" not in section
-    legacy = workspace_rules_section("## Safety\nNo rm -rf.")
-    assert "No rm -rf." in legacy
-    assert workspace_rules_section("# Nothing here") == ""
-    long = workspace_rules_section("## Red Lines\n" + "r" * 3_000)
-    assert long.endswith("\n...[truncated]...\n</workspace-critical-rules>")
-
-
 # -- prompts -----------------------------------------------------------------------------------
-
-
-def test_instructions_precedence_and_cap() -> None:
-    assert resolve_instructions("  focus on tests ", "configured") == "focus on tests"
-    assert resolve_instructions("   ", "configured") == "configured"
-    assert resolve_instructions(None, None) == DEFAULT_INSTRUCTIONS
-    emoji = "🙂" * 900
-    assert resolve_instructions(emoji) == "🙂" * 800  # code points, not UTF-16 units
 
 
 @pytest.mark.parametrize(

@@ -11,20 +11,14 @@ from activities.context.tool_result_truncation import (
     LIVE_GUARD_OVERFLOW_TEXT,
     MIDDLE_MARKER,
     TRUNCATED_META_KEY,
-    ImageBlock,
-    TextBlock,
     apply_live_guard,
     apply_replacements,
-    entry_blocks,
     guard_context_cap,
     guard_single_result_cap,
     has_important_tail,
-    likely_has_oversized_tool_results,
     max_tool_result_chars,
     plan_recovery_truncation,
     reducible_tool_result_chars,
-    text_length,
-    truncate_blocks,
     truncate_to_budget,
     truncate_tool_result_text,
     truncation_notice,
@@ -40,11 +34,6 @@ def test_t54_max_chars_follow_the_window() -> None:
     assert max_tool_result_chars(2_000_000) <= 40_000
     assert max_tool_result_chars(32_000) < max_tool_result_chars(200_000)
     assert max_tool_result_chars(32_000) == 38_400  # floor(32 000 × 0.3) × 4
-
-
-def test_t54_only_text_blocks_count() -> None:
-    blocks = (TextBlock("abc"), ImageBlock(), TextBlock("12345"))
-    assert text_length(blocks) == 8
 
 
 def test_tiny_window_still_allows_one_char() -> None:
@@ -174,28 +163,6 @@ def test_unicode_is_cut_on_code_points() -> None:
 # -- blocks ------------------------------------------------------------------------------------
 
 
-def test_blocks_share_the_budget_in_proportion() -> None:
-    blocks = (TextBlock("a" * 30_000), ImageBlock(), TextBlock("b" * 10_000))
-    out = truncate_blocks(blocks, 8_000, min_keep=0)
-    assert isinstance(out[1], ImageBlock)
-    first, second = out[0], out[2]
-    assert isinstance(first, TextBlock) and isinstance(second, TextBlock)
-    assert len(first.text) <= 6_000 and len(second.text) <= 2_000
-    assert len(first.text) > len(second.text)
-    assert text_length(out) <= 8_000
-
-
-def test_blocks_that_fit_are_unchanged() -> None:
-    blocks = (TextBlock("abc"), ImageBlock())
-    assert truncate_blocks(blocks, 3) == blocks
-
-
-def test_entry_blocks_list_text_then_images() -> None:
-    entry = result("c1", "abc", meta={"images": [{}, {}]})
-    assert entry_blocks(entry) == (TextBlock("abc"), ImageBlock(), ImageBlock())
-    assert entry_blocks(result("c2", "")) == ()
-
-
 # -- recovery plan -----------------------------------------------------------------------------
 
 
@@ -214,7 +181,6 @@ def test_oversized_results_are_cut_to_the_max_first() -> None:
     assert len(plan.oversized[0].text) <= 40_000
     assert plan.oversized_reducible_chars == 100_000 - len(plan.oversized[0].text)
     assert plan.aggregate == ()
-    assert likely_has_oversized_tool_results(entries, 128_000)
 
 
 def test_aggregate_is_reduced_newest_first() -> None:
@@ -231,7 +197,6 @@ def test_aggregate_is_reduced_newest_first() -> None:
     assert after[2] is entries[2]
     assert sum(len(e.text) for e in after if e.role == "tool") <= 40_000
     assert plan.reducible_chars == plan.aggregate_reducible_chars
-    assert likely_has_oversized_tool_results(entries, 128_000)
     assert reducible_tool_result_chars(entries, 128_000) == plan.reducible_chars
 
 
@@ -248,7 +213,6 @@ def test_aggregate_moves_to_older_results_when_the_newest_is_exhausted() -> None
 def test_a_single_result_is_never_aggregate_reduced() -> None:
     plan = plan_recovery_truncation(transcript(39_000), 128_000)
     assert not plan.changed
-    assert not likely_has_oversized_tool_results(transcript(39_000), 128_000)
 
 
 def test_oversized_then_aggregate_make_one_replacement_per_entry() -> None:

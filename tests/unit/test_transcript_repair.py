@@ -12,8 +12,6 @@ from activities.context.transcript_repair import (
     SYNTHETIC_RESULT_TEXT,
     ErroredTurnResults,
     is_valid_tool_name,
-    load_transcript_lines,
-    relink_parents,
     repair_tool_call_inputs,
     repair_tool_result_pairing,
     repair_transcript,
@@ -300,14 +298,6 @@ def test_unicode_content_survives_repair() -> None:
 # -- relink ------------------------------------------------------------------------------------
 
 
-def test_relink_chains_the_list() -> None:
-    entries = [user("u", parent_id="root"), assistant("a", "x", parent_id="gone"), user("v")]
-    linked = relink_parents(entries)
-    assert [e.parent_id for e in linked] == ["root", "u", "a"]
-    assert relink_parents(linked) is linked
-    assert relink_parents([]) == []
-
-
 # -- property-style: random damaged transcripts ------------------------------------------------
 
 NAMES = ["read", "exec", "write", "", " edit ", "bad name"]
@@ -392,44 +382,3 @@ def test_random_transcripts_repair_to_valid_idempotent_output() -> None:
 
 def line(entry: TranscriptEntry) -> bytes:
     return entry.model_dump_json(exclude_defaults=True).encode() + b"\n"
-
-
-def test_a_clean_file_loads_whole() -> None:
-    data = line(user("u")) + line(assistant("a", "hi"))
-    loaded = load_transcript_lines(data)
-    assert ids(loaded.entries) == ["u", "a"]
-    assert not loaded.damaged and loaded.torn_tail_bytes == 0
-
-
-def test_garbage_and_torn_lines_are_skipped_and_reported() -> None:
-    good1, good2 = line(user("u")), line(assistant("a", "hi"))
-    data = (
-        good1
-        + b'{"id": "half", "role": "us\n'  # torn in the middle, then the next append went on
-        + b"\n"
-        + b"\xff\xfe garbage\n"
-        + b'{"id": "x", "role": "robot", "ts": 1}\n'
-        + good2
-        + b'{"id": "tail", "ro'  # an append in progress at the end
-    )
-    loaded = load_transcript_lines(data)
-    assert ids(loaded.entries) == ["u", "a"]
-    assert [s.line for s in loaded.skipped] == [2, 4, 5]
-    assert loaded.skipped[0].offset == len(good1)
-    assert loaded.skipped[0].reason.startswith("invalid JSON")
-    assert loaded.skipped[2].reason.startswith("not a transcript entry: role")
-    assert loaded.torn_tail_bytes == len(b'{"id": "tail", "ro')
-    assert loaded.damaged
-
-
-def test_repeated_ids_keep_the_first() -> None:
-    data = line(user("u", "first")) + line(user("u", "second"))
-    loaded = load_transcript_lines(data)
-    assert [e.text for e in loaded.entries] == ["first"]
-    assert loaded.duplicate_ids == ("u",)
-
-
-def test_empty_input_and_unicode() -> None:
-    assert load_transcript_lines(b"").entries == []
-    loaded = load_transcript_lines(line(user("u", "naïve 日本 🙂")))
-    assert loaded.entries[0].text == "naïve 日本 🙂"

@@ -30,8 +30,10 @@ R = FailoverReason
 
 # §7.7 cooldown lane: stepped on the total error count (1 → 30 s, 2 → 60 s, ≥3 → 5 min).
 COOLDOWN_STEPS_SECONDS = (30.0, 60.0, 300.0)
-# A provider's Retry-After shortens a rate-limit or overload cooldown, never below this.
+# A provider's Retry-After sets a rate-limit or overload cooldown, never below this.
 MIN_RETRY_AFTER_SECONDS = 1.0
+# A Retry-After is recorded as the provider said it, up to a day (a longer one is a mistake).
+MAX_RETRY_AFTER_SECONDS = 24 * 3600.0
 # §7.7 disabled lane: base × 2^min(n−1, 10), the base never below 60 s, capped at the max.
 DISABLED_REASONS = frozenset({R.BILLING, R.AUTH_PERMANENT})
 DISABLED_MIN_BASE_SECONDS = 60.0
@@ -149,17 +151,6 @@ def in_cooldown(
         return False
     usage = _usage(state, profile_id)
     return usage is not None and usage.blocks(now, model_id)
-
-
-def is_available(
-    state: ProfileState,
-    profile_id: str,
-    now: float,
-    model_id: str | None = None,
-    provider: str | None = None,
-) -> bool:
-    """Not in cooldown (SPEC §7.8) for `model_id`."""
-    return not in_cooldown(state, profile_id, now, model_id, provider)
 
 
 def _clear_expired_one(usage: ProfileUsage, now: float) -> ProfileUsage:
@@ -348,9 +339,9 @@ def mark_failure(
     only profiles that exist in the store.
 
     Beyond the original: a rate limit or overload whose provider said when to come back
-    (`retry_after`, seconds) opens a window no longer than that (at least 1 s): the provider
-    knows its own limits better than the ladder. It never lengthens a step, and an active
-    window is still never changed.
+    (`retry_after`, seconds) opens a window of exactly that (at least 1 s, at most a day): the
+    provider knows its own limits better than the ladder, shorter or longer (issue 24: a
+    429 asking for 700 s is not recorded as 30 s). An active window is still never changed.
     """
     if reason is None or reason == R.TIMEOUT or cooldown_bypassed(provider):
         return state
@@ -374,7 +365,7 @@ def mark_failure(
         backoff = cooldown_seconds(error_count)
         hint = _valid_time(retry_after)
         if hint is not None and reason in (R.RATE_LIMIT, R.OVERLOADED):
-            backoff = min(backoff, max(MIN_RETRY_AFTER_SECONDS, hint))
+            backoff = min(MAX_RETRY_AFTER_SECONDS, max(MIN_RETRY_AFTER_SECONDS, hint))
         update["cooldown_until"] = _keep_active(existing.cooldown_until, now, now + backoff)
         update["cooldown_reason"] = reason
         update["cooldown_model"] = _cooldown_scope(existing, reason, model_id, now)
@@ -396,14 +387,6 @@ def mark_used(
     return _reset_errors(state, profile_id, last_used=now)
 
 
-def clear_cooldown(state: ProfileState, profile_id: str) -> ProfileState:
-    """SPEC §7.7 `clearAuthProfileCooldown`: error state cleared; last_used and
-    last_failure_at kept. No-op for a profile without usage."""
-    if profile_id not in state.usage:
-        return state
-    return _reset_errors(state, profile_id)
-
-
 def _reset_errors(state: ProfileState, profile_id: str, **extra: object) -> ProfileState:
     existing = _usage(state, profile_id) or ProfileUsage()
     update: dict[str, object] = {
@@ -417,14 +400,6 @@ def _reset_errors(state: ProfileState, profile_id: str, **extra: object) -> Prof
         **extra,
     }
     return _with_usage(state, profile_id, existing.model_copy(update=update))
-
-
-def mark_good(state: ProfileState, provider: str, profile_id: str) -> ProfileState:
-    """SPEC §7.7 `markAuthProfileGood`: remember the last good profile of the provider.
-
-    Not used for ordering (§7.3)."""
-    key = normalize_provider(provider)
-    return state.model_copy(update={"last_good": {**state.last_good, key: profile_id}})
 
 
 # --- §7.3 ordering -----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from workflows.policy.model_fallback import (
     rate_limit_cooldown_reply,
     reply_failure_text,
 )
+from workflows.policy.transient_retry import too_long_text
 
 R = FailoverReason
 _TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
@@ -61,13 +62,22 @@ def cooling_down_text(
     soonest: float | None,
     now: float,
     status: int | None = None,
+    retry_after: float | None = None,
+    wait_bound: float | None = None,
+    waited: float | None = None,
 ) -> str:
-    """Every profile of the model is unavailable and the run will not wait (or waited enough)."""
+    """Every profile of the model is unavailable and the run will not wait (or waited enough).
+    With the provider's `retry_after` and the run's `wait_bound`, a wait the run would not do
+    is said with the provider's figure."""
     detail = f"HTTP {status}, " if status else ""
     why = reason.value if reason else "unknown"
     where = f"({model}: {detail}{why}; profiles tried: {_profiles(profiles)})"
     if reason in _TRANSIENT or reason is None:
-        return f"{rate_limit_cooldown_reply(soonest, now)} {where}"
+        text = f"{rate_limit_cooldown_reply(soonest, now)} {where}"
+        spent = waited or 0.0
+        if retry_after is not None and wait_bound is not None and retry_after + spent > wait_bound:
+            text = f"{text} {too_long_text(retry_after, wait_bound, spent)}"
+        return text
     if reason is R.BILLING:
         return f"{BILLING_REPLY} {where}"
     ready = ""
@@ -84,3 +94,26 @@ def chain_exhausted_text(
 ) -> str:
     """Model fallback ran out of candidates (SPEC §8.3 summary, §8.4 final message)."""
     return f"{reply_failure_text(now=now, summary=summary, reason=reason)} {summary.message}"
+
+
+# The first words of a provider's error in a one-line notice.
+_NOTICE_ERROR_CHARS = 160
+
+
+def fallback_notice(
+    previous: str,
+    to: str,
+    *,
+    status: int | None,
+    reason: FailoverReason | None,
+    error: str,
+) -> str:
+    """The warning when the run moves to the next model: which failure made it move, so a wrong
+    URL or a 401 answered by another provider is not hidden behind one line."""
+    facts = [f"HTTP {status}" if status else "", reason.value if reason else ""]
+    head = ", ".join(f for f in facts if f)
+    words = " ".join(error.split())
+    if len(words) > _NOTICE_ERROR_CHARS:
+        words = words[: _NOTICE_ERROR_CHARS - 1].rstrip() + "…"
+    why = "; ".join(p for p in (head, words) if p)
+    return f"{previous} is unavailable ({why or 'no reason given'}); falling back to {to}"

@@ -12,7 +12,7 @@ in cooldown and recording why), `record_failure` says whether to go on or rethro
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -28,7 +28,6 @@ __all__ = [
     "RATE_LIMIT_PAYLOAD_REPLY",
     "ROLE_ORDERING_RESET_REPLY",
     "CooldownAction",
-    "is_user_abort",
     "should_retry_transient_http",
     "CONTEXT_OVERFLOW_REPLY",
     "GENERIC_FAILURE_REPLY",
@@ -49,7 +48,7 @@ __all__ = [
     "ProbeThrottle",
     "ProviderAvailability",
     "cooldown_decision",
-    "error_payload_replacement",
+    "effective_chain",
     "fallback_summary",
     "next_candidate",
     "probe_throttle_key",
@@ -132,6 +131,19 @@ class ModelRef:
     @property
     def key(self) -> str:
         return f"{self.provider}/{self.model}"
+
+
+def effective_chain(
+    requested: str, primary: str | None, fallbacks: Sequence[str], known: Collection[str]
+) -> list[ModelRef]:
+    """The chain a run on `requested` walks (SPEC §8.1): the candidates of
+    `resolve_fallback_candidates` that name a model the registry `known`s (the requested one is
+    always kept). With an agent configured, its `primary` comes last for every session of that
+    agent, whatever model the session asked for (the original's rule)."""
+    refs = resolve_fallback_candidates(requested, primary or requested, fallbacks)
+    chain = [r for r in refs if r.key in known or r.key == requested]
+    first = ModelRef.parse(requested)
+    return chain or ([first] if first is not None else [])
 
 
 def resolve_fallback_candidates(
@@ -424,7 +436,7 @@ class CandidateError:
     """A candidate's failure as classified by the activity (SPEC §8.3).
 
     `reason` None means not failover-classifiable. `user_abort`: a plain abort that is neither
-    a timeout nor coercible to a failover (see `is_user_abort`). `live_model_switch` counts as
+    a timeout nor coercible to a failover. `live_model_switch` counts as
     an overloaded failure.
     """
 
@@ -434,20 +446,6 @@ class CandidateError:
     context_overflow: bool = False
     user_abort: bool = False
     live_model_switch: bool = False
-
-
-# Texts of a bare user abort (AbortController without a reason). Anything else carried by an
-# AbortError ("Request was aborted", a wrapped 429, a timeout) is left to fall back.
-_PLAIN_ABORT_TEXTS = frozenset(
-    {"aborted", "this operation was aborted", "the operation was aborted"}
-)
-
-
-def is_user_abort(error_name: str, message: str, reason: FailoverReason | None) -> bool:
-    """A plain `AbortError` that is no timeout and no failover is the user's own abort: it is
-    rethrown, not fallen back from (SPEC §8.3, case T50)."""
-    plain = message.strip().lower().rstrip(".") in _PLAIN_ABORT_TEXTS
-    return error_name == "AbortError" and reason is None and plain
 
 
 class FailureOutcome(StrEnum):
@@ -550,16 +548,6 @@ def reply_failure_text(
     if role_ordering:
         return ROLE_ORDERING_REPLY
     return GENERIC_FAILURE_REPLY
-
-
-def error_payload_replacement(reason: FailoverReason | None) -> str | None:
-    """A run that returned only error payloads caused by a rate limit or an overload has them
-    replaced with this text (SPEC §8.4); None leaves the payloads as they are."""
-    if reason is R.RATE_LIMIT:
-        return RATE_LIMIT_PAYLOAD_REPLY
-    if reason is R.OVERLOADED:
-        return OVERLOADED_PAYLOAD_REPLY
-    return None
 
 
 def should_retry_transient_http(*, transient_http: bool, already_retried: bool) -> bool:

@@ -16,7 +16,7 @@ it without touching the transcript.
 
 What each route asks of the run loop: `truncate_tool_results_only` truncates in the session and,
 if that changed something, retries without sending the prompt (a failed truncation falls back to
-`compact_only`, `route_after_truncation`); the two compaction routes skip the prompt and enter
+`compact_only`); the two compaction routes skip the prompt and enter
 overflow recovery (§4.5) with `PRECHECK_OVERFLOW_TEXT` as the prompt error, the mixed route also
 truncating after a successful compaction.
 """
@@ -104,13 +104,21 @@ def precheck(
     reserve_tokens: int,
     reducible_chars: int,
     reported_tokens: int = 0,
+    provider_window: int | None = None,
 ) -> PrecheckResult:
-    """The §10.3 route for the next prompt."""
+    """The §10.3 route for the next prompt.
+
+    `provider_window`: the window the provider said it enforces (SPEC §5.6) when smaller than
+    `context_window`. It is a hard limit on the prompt, not a window to keep a reserve in: the
+    budget is the configured window's, capped by it (the reserve of a window the provider
+    shrank would leave no room for the turn in progress)."""
     estimate = estimate_prompt_tokens(
         history_tokens, system_prompt_tokens, prompt_tokens, reported_tokens
     )
     reserve = effective_reserve_tokens(context_window, reserve_tokens)
     budget = max(1, context_window - reserve)
+    if provider_window is not None and provider_window > 0:
+        budget = min(budget, provider_window)
     overflow = max(0, estimate - budget)
     threshold = truncate_only_threshold_chars(overflow)
     reducible = max(0, reducible_chars)
@@ -131,12 +139,3 @@ def precheck(
         reducible_chars=reducible,
         truncate_only_threshold_chars=threshold,
     )
-
-
-def route_after_truncation(route: PrecheckRoute, *, truncated: bool) -> PrecheckRoute | None:
-    """What follows a `truncate_tool_results_only` truncation: None (handled: retry the loop
-    without sending the prompt) when it changed something, else compaction as `compact_only`.
-    Other routes are returned unchanged."""
-    if route is not PrecheckRoute.TRUNCATE_TOOL_RESULTS_ONLY:
-        return route
-    return None if truncated else PrecheckRoute.COMPACT_ONLY

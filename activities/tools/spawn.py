@@ -1,0 +1,147 @@
+"""Starting a tool's command without running Python in the forked child, and off the event loop.
+
+CPython runs a `preexec_fn` between fork and exec in the child of a multi-threaded process; if
+another thread held a lock at the fork (the allocator's, the import lock...), the child waits for
+it forever, and the parent, blocked in `Popen._execute_child` waiting for the child's exec, waits
+with it (seen once in ~4 900 execs under load: the whole worker froze, SIGTERM did nothing). So
+everything the child needs comes from the spawn itself:
+
+- its own session and process group: `start_new_session` (a `setsid()` in C, no Python);
+- dying with the worker: `setpriv --pdeathsig KILL` (util-linux) in front of the command, which
+  sets the parent-death signal and then execs it. The signal fires when the *thread* that forked
+  ends, so every spawn happens on one long-lived thread that lives as long as the process. Where
+  `setpriv` is missing the command runs without it (logged once); `kill_all` still stops every
+  live group when the worker exits by itself.
+
+The fork happens on that thread, never on the event loop's, and the exit is awaited through a
+pidfd, so a slow fork (a large worker) delays only the command that asked for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO
+
+log = logging.getLogger("agentlane.tools.spawn")
+
+_SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
+# One thread, never shut down while the process lives (see the parent-death note above).
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlane-spawn")
+# Process groups of the commands running now, stopped by `kill_all` when the worker exits.
+_live: set[int] = set()
+_warned = False
+
+
+def parent_death_prefix() -> list[str]:
+    """The wrapper that makes a command die with the worker; empty where there is none."""
+    global _warned
+    if _SETPRIV:
+        return [_SETPRIV, "--pdeathsig", "KILL", "--"]
+    if not _warned:
+        _warned = True
+        log.warning(
+            "util-linux setpriv not found: a command started by exec will not die if the worker "
+            "is killed with SIGKILL (it still stops on abort, timeout and worker shutdown)"
+        )
+    return []
+
+
+class Command:
+    """A started command: its own process group, its exit awaitable without blocking."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self.pid = proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll()
+
+    def kill_group(self) -> None:
+        """SIGKILL to the command and everything it left in its process group."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    async def wait(self) -> int:
+        try:
+            code = self._proc.poll()
+            if code is not None:
+                return code
+            try:
+                pidfd = os.pidfd_open(self.pid)
+            except (AttributeError, OSError):
+                # No pidfds (not Linux ≥ 5.3): a thread waits instead.
+                return await asyncio.to_thread(self._proc.wait)
+            try:
+                loop = asyncio.get_running_loop()
+                exited: asyncio.Future[None] = loop.create_future()
+
+                def readable() -> None:
+                    if not exited.done():
+                        exited.set_result(None)
+
+                loop.add_reader(pidfd, readable)
+                try:
+                    await exited
+                finally:
+                    loop.remove_reader(pidfd)
+            finally:
+                os.close(pidfd)
+            # The pidfd is readable once the process has exited: this reaps without blocking.
+            return self._proc.wait()
+        finally:
+            if self._proc.returncode is not None:
+                _live.discard(self.pid)
+
+
+async def spawn(argv: Sequence[str], cwd: Path, stdout: IO[bytes]) -> Command:
+    """Start `argv` in a new session with stdin closed and stdout+stderr into `stdout`."""
+    full = [*parent_death_prefix(), *argv]
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            full,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        _live.add(proc.pid)
+        return proc
+
+    loop = asyncio.get_running_loop()
+    started = loop.run_in_executor(_spawner, start)
+    try:
+        proc = await asyncio.shield(started)
+    except asyncio.CancelledError:
+        # Aborted while the fork was under way: the command must not outlive the abort.
+        proc = await started
+        command = Command(proc)
+        command.kill_group()
+        await command.wait()
+        raise
+    return Command(proc)
+
+
+def kill_all() -> int:
+    """Stop every command still running (the worker is exiting); how many groups there were."""
+    groups = list(_live)
+    for pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _live.clear()
+    return len(groups)

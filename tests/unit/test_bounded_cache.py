@@ -1,0 +1,47 @@
+"""The worker's per-session caches keep a bounded number of sessions (issue 26: memory
+plateaus), and what falls out is read again, whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import activities.transcript_store as transcript_store
+from activities.bounded_cache import BoundedCache
+from activities.transcript_store import TranscriptStore
+from tests.unit.transcript_factory import user
+
+
+def test_the_least_recently_used_entry_goes_first() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(2)
+    cache["a"] = 1
+    cache["b"] = 2
+    assert cache.get("a") == 1  # "a" is now the most recent
+    cache["c"] = 3
+    assert "b" not in cache and cache.get("a") == 1 and cache["c"] == 3
+    assert len(cache) == 2
+    assert cache.pop("a") == 1 and cache.pop("a", 0) == 0 and cache.get("zz") is None
+    with pytest.raises(KeyError):
+        cache["b"]
+    with pytest.raises(ValueError, match="at least one entry"):
+        BoundedCache[str, int](0)
+
+
+async def test_the_transcript_store_keeps_a_bounded_number_of_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentlane.settings import Settings
+    from store.open import open_store
+
+    monkeypatch.setattr(transcript_store, "PARSED_SESSIONS_KEPT", 5)
+    store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
+    for n in range(40):
+        await store.append(f"s{n}", [user(f"s{n}.u1", f"hello {n}"), user(f"s{n}.u2", "again")])
+        assert [e.text for e in await store.read(f"s{n}")] == [f"hello {n}", "again"]
+    assert len(store._cache) == 5
+    # A session that fell out is read again from the store, whole, and appends still chain.
+    assert [e.id for e in await store.read("s0")] == ["s0.u1", "s0.u2"]
+    await store.append("s0", [user("s0.u3", "more")])
+    assert [e.id for e in await store.read("s0")] == ["s0.u1", "s0.u2", "s0.u3"]
+    assert (await store.read("s0"))[-1].parent_id == "s0.u2"

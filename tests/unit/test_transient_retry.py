@@ -1,0 +1,147 @@
+"""The retry of a transient server error (issue 24): which failures, how long, what is said."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentlane.errors import FailoverReason as R
+from workflows.policy.failure_text import fallback_notice
+from workflows.policy.transient_retry import (
+    CHAIN_RETRY_STATUSES,
+    OVERLOAD,
+    SERVER,
+    backoff_seconds,
+    gave_up_text,
+    plan_transient_retry,
+    retrying_text,
+    seconds_text,
+    too_long_text,
+    transient_kind,
+    wait_bound_text,
+)
+
+
+@pytest.mark.parametrize("status", [408, 499, 500, 502, 503, 504, 521, 522, 523, 524, 529])
+def test_every_transient_status_classified_timeout_is_made_again(status: int) -> None:
+    assert transient_kind(status, "timeout") == SERVER
+    assert transient_kind(status, "unknown") == SERVER
+
+
+def test_overloads_rate_limits_and_the_idle_watchdog_keep_their_own_paths() -> None:
+    assert transient_kind(529, "overloaded") == OVERLOAD
+    assert transient_kind(503, "overloaded") == OVERLOAD
+    assert transient_kind(429, "rate_limit") is None
+    assert transient_kind(500, "timeout", idle_timed_out=True) is None
+    assert transient_kind(None, "timeout") is None, "a transport fault: the activity retries it"
+    assert transient_kind(400, "format") is None
+    assert transient_kind(500, "context_overflow") is None
+
+
+def test_the_backoff_doubles_from_two_seconds_with_twenty_percent_jitter() -> None:
+    assert backoff_seconds(0, 0.5) == pytest.approx(2.0)
+    assert backoff_seconds(1, 0.5) == pytest.approx(4.0)
+    assert backoff_seconds(2, 0.0) == pytest.approx(6.4)
+    assert backoff_seconds(2, 0.999999) == pytest.approx(9.6, abs=1e-4)
+    assert backoff_seconds(10, 0.5) == pytest.approx(60.0), "at most a minute"
+
+
+def test_a_retry_after_wins_over_the_backoff_and_zero_is_still_a_timer() -> None:
+    plan = plan_transient_retry(
+        retries_so_far=0, retry_after=7, waited_seconds=0, budget_seconds=600, draw=0.5
+    )
+    assert plan is not None and (plan.delay, plan.attempt, plan.retry_after) == (7, 2, True)
+    zero = plan_transient_retry(
+        retries_so_far=2, retry_after=0, waited_seconds=0, budget_seconds=600, draw=0.5
+    )
+    assert zero is not None and zero.delay == 0.1 and zero.attempt == 4
+
+
+def test_a_wait_that_does_not_fit_the_budget_is_not_started() -> None:
+    assert (
+        plan_transient_retry(
+            retries_so_far=0, retry_after=None, waited_seconds=0, budget_seconds=1, draw=0.5
+        )
+        is None
+    )
+    assert (
+        plan_transient_retry(
+            retries_so_far=0, retry_after=0.5, waited_seconds=0.6, budget_seconds=1, draw=0.5
+        )
+        is None
+    )
+    fits = plan_transient_retry(
+        retries_so_far=0, retry_after=0.4, waited_seconds=0.6, budget_seconds=1, draw=0.5
+    )
+    assert fits is not None
+
+
+def test_texts() -> None:
+    plan = plan_transient_retry(
+        retries_so_far=0, retry_after=None, waited_seconds=0, budget_seconds=600, draw=0.5
+    )
+    assert plan is not None
+    assert retrying_text(500, "anthropic", plan) == (
+        "HTTP 500 from anthropic; retrying in 2 s (attempt 2)"
+    )
+    assert seconds_text(1.84) == "1.8 s" and seconds_text(14.4) == "14 s"
+    assert wait_bound_text(600) == "the 10-minute bound"
+    assert wait_bound_text(3) == "the 3-second bound"
+    assert too_long_text(700, 600, 0) == (
+        "The provider asked to wait 700 s (Retry-After), more than the 10-minute bound on "
+        "waiting (the session's `max_wait_seconds`)."
+    )
+    assert gave_up_text(
+        status=502,
+        provider="openai",
+        model="openai/gpt",
+        attempts=4,
+        waited_seconds=14.2,
+        budget_seconds=20,
+        last_error="LLM request failed (HTTP 502).",
+    ) == (
+        "openai/gpt kept failing: HTTP 502 from openai on 4 attempts, after waiting 14 s in all; "
+        "the next wait would pass the 20-second bound on waiting (the session's "
+        "`max_wait_seconds`). Last error: LLM request failed (HTTP 502)."
+    )
+    assert 408 not in CHAIN_RETRY_STATUSES and 529 in CHAIN_RETRY_STATUSES
+
+
+def test_the_fallback_notice_names_the_status_and_reason() -> None:
+    assert fallback_notice(
+        "nov1/gpt-m",
+        "mock-ant/claude-m",
+        status=404,
+        reason=R.MODEL_NOT_FOUND,
+        error="LLM request rejected: Not Found",
+    ) == (
+        "nov1/gpt-m is unavailable (HTTP 404, model_not_found; LLM request rejected: Not Found); "
+        "falling back to mock-ant/claude-m"
+    )
+    assert fallback_notice("a/b", "c/d", status=None, reason=None, error="") == (
+        "a/b is unavailable (no reason given); falling back to c/d"
+    )
+
+
+def test_the_readme_quote_of_a_run_ended_past_the_budget() -> None:
+    assert gave_up_text(
+        status=500,
+        provider="anthropic",
+        model="anthropic/claude-sonnet-4-5",
+        attempts=4,
+        waited_seconds=14.2,
+        budget_seconds=600,
+        last_error="…",
+    ) == (
+        "anthropic/claude-sonnet-4-5 kept failing: HTTP 500 from anthropic on 4 attempts, after "
+        "waiting 14 s in all; the next wait would pass the 10-minute bound on waiting (the "
+        "session's `max_wait_seconds`). Last error: …"
+    )
+
+
+def test_a_transport_faults_backoff_follows_the_retry_policy_with_jitter() -> None:
+    from activities.model_call import transport_backoff_seconds
+
+    assert transport_backoff_seconds(1, 0.5) == 0.5
+    assert transport_backoff_seconds(2, 0.0) == 0.8
+    assert transport_backoff_seconds(3, 1.0) == 2.4
+    assert transport_backoff_seconds(9, 0.5) == 10.0, "at most 10 s, like MODEL_CALL_RETRY"
