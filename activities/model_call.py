@@ -60,6 +60,7 @@ from activities.providers.error_classification import (
 )
 from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
+from activities.stream_gaps import record_run_start
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.system_prompt import build_system_prompt
@@ -309,7 +310,14 @@ class ModelCallActivity:
                 )
             return recorded
         path = Path(inp.workspace)
-        if inp.create_workspace:
+        host = inp.workspace_host
+        if (
+            host is not None
+            and self.settings.workspaces == "host"
+            and host != self.settings.host_id
+        ):
+            pass  # on another host's disk: the worker there makes or checks it for the tools
+        elif inp.create_workspace:
             await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
         elif not await asyncio.to_thread(path.is_dir):
             raise ApplicationError(
@@ -402,8 +410,11 @@ class ModelCallActivity:
             # Only a retry needs to know what an earlier attempt showed, and it reads that back
             # from the stream itself (a query: no history, and no cost to first attempts).
             try:
+                # From the run's start (recorded by its first call), not the stream's: the
+                # answers stay small, whatever the session's age.
+                run_start = await self.store.stream_start(inp.session_key, inp.run_id)
                 prior_text, announced = await published_so_far(
-                    client, inp.session_key, 0, inp.assistant_entry_id, inp.run_id
+                    client, inp.session_key, run_start or 0, inp.assistant_entry_id, inp.run_id
                 )
             except Exception as err:
                 log.warning("could not read back the earlier attempt's text: %s", err)
@@ -413,6 +424,9 @@ class ModelCallActivity:
             # round trip less per step), and the heartbeat timeout is 3 s.
             activity.heartbeat()
 
+        if any(a.kind == EventKind.AGENT_START for a in inp.announce):
+            # Where this run's events begin in the stream: its end reads from there only.
+            await record_run_start(client, self.store, inp.session_key, inp.run_id)
         # As late as possible before the request goes out: the run chose this profile when it
         # scheduled the call, and the call may have waited for a slot since.
         await self._check_not_cooling(inp)

@@ -4,7 +4,9 @@ the run's outcome next to the transcript (idempotent, so a retry changes nothing
 from __future__ import annotations
 
 import logging
+import os
 import time
+from pathlib import Path
 
 from temporalio import activity
 
@@ -19,6 +21,21 @@ from agentlane.events import AgentEvent
 from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
 
 log = logging.getLogger(__name__)
+
+# A retried `finish_run` comes before the session's next run, so a record it already wrote is
+# among the last lines of runs.jsonl: only this much of its end is read (not the whole file).
+RECORD_TAIL_BYTES = 256 * 1024
+
+
+def recorded_lately(runs: Path, run_id: str) -> bool:
+    """Whether the run's record is already in the tail of `runs`."""
+    try:
+        with runs.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - RECORD_TAIL_BYTES))
+            tail = fh.read()
+    except FileNotFoundError:
+        return False
+    return f'"run_id":"{run_id}"'.encode() in tail
 
 
 class RunFinishActivity:
@@ -58,8 +75,9 @@ class RunFinishActivity:
             # Announcements handed back by a model call that failed: it may have published
             # them before it failed, and nobody should see "started" twice.
             try:
+                start = await self.store.stream_start(inp.result.session_key, inp.result.run_id)
                 _, announced = await published_so_far(
-                    activity.client(), inp.result.session_key, 0, None, inp.result.run_id
+                    activity.client(), inp.result.session_key, start or 0, None, inp.result.run_id
                 )
             except Exception:
                 announced = set()
@@ -80,11 +98,12 @@ class RunFinishActivity:
         (activities/stream_gaps.py); best effort: a failed check never fails the run's end."""
         result = inp.result
         try:
-            entries = await self.store.read(result.session_key)
+            entries = await self.store.read_run(result.session_key, result.run_id)
             expected = expected_event_ids(entries, result.run_id)
             if not expected:
                 return []
-            seen = await run_event_ids(activity.client(), result.session_key, result.run_id)
+            start = await self.store.stream_start(result.session_key, result.run_id)
+            seen = await run_event_ids(activity.client(), result.session_key, result.run_id, start)
         except Exception as err:
             log.warning("could not check run %s's events in the stream: %s", result.run_id, err)
             return []

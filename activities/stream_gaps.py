@@ -10,24 +10,36 @@ missing is announced in one `stream_gap` event (the missing ids and the transcri
 re-read), published before `agent_end`. A watcher never misses an event silently: the stream is
 complete, or the gap is announced.
 
-Cost: one offset query and a read of the stream's tail back to the run's `agent_start` (the run's
-own events), once per run.
+Cost, once per run, independent of the session's age: the run's own transcript entries (an index
+kept by the store) and the run's own events, polled from the stream offset recorded when the run
+began (`record_run_start`, before its `agent_start` is published). Each answer holds only those
+events, so it stays far below the payload offload threshold and nothing is written to disk.
+Without a recorded offset (a run started by an older worker) the stream is read back from its
+end in small windows until the run's `agent_start`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.workflow_streams import PollInput, PollResult
+from temporalio.converter import PayloadConverter
 
 from activities.event_publishing import OFFSET_QUERY, POLL_QUERY, decode_events
+from activities.transcript_store import TranscriptStore
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind, lifecycle_event_id
 from agentlane.ids import events_workflow_id
 from agentlane.transcript import Role, TranscriptEntry
 
-# Read back this many events at first; doubled until the run's start is found.
-TAIL_WINDOW = 2_000
+log = logging.getLogger(__name__)
+
+# Without a recorded start, the stream is read back from its end in windows of this many events
+# until the run's `agent_start` turns up, and never further back than `MAX_SCAN` events.
+TAIL_WINDOW = 200
+MAX_SCAN = 5_000
 PARTIAL_SUFFIX = "/partial"
 
 
@@ -66,27 +78,59 @@ def gap_event(session_key: str, run_id: str, missing: dict[str, str]) -> AgentEv
     )
 
 
-async def run_event_ids(client: Client, session_key: str, run_id: str) -> set[str]:
-    """Ids of the run's events in the stream, read from the tail back to its `agent_start`."""
+async def record_run_start(client: Client, store: TranscriptStore, key: str, run_id: str) -> None:
+    """Remember where the run's events begin in the stream (called before its `agent_start` is
+    published), so its end reads only its own events. Best effort: without it the end reads
+    back from the tail."""
+    if await store.stream_start(key, run_id) is not None:
+        return
+    try:
+        handle = client.get_workflow_handle(events_workflow_id(key))
+        offset: int = await handle.query(OFFSET_QUERY, result_type=int)
+    except Exception as err:
+        log.warning("could not read the stream offset at run %s's start: %s", run_id, err)
+        return
+    await store.record_stream_start(key, run_id, offset)
+
+
+async def _read_ids(
+    handle: WorkflowHandle[Any, Any], converter: PayloadConverter, run_id: str, begin: int, end: int
+) -> set[str]:
+    """Ids of the run's events in [begin, end) (several polls if the answer is cut short)."""
+    ids: set[str] = set()
+    offset = begin
+    while offset < end:
+        result = await handle.query(
+            POLL_QUERY,
+            PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
+            result_type=PollResult,
+        )
+        for item, event in zip(result.items, decode_events(result, converter), strict=True):
+            if item.offset < end and event.run_id == run_id:
+                ids.add(event.event_id)
+        if not result.items or not result.more_ready:
+            break
+        offset = result.next_offset
+    return ids
+
+
+async def run_event_ids(
+    client: Client, session_key: str, run_id: str, start: int | None = None
+) -> set[str]:
+    """Ids of the run's events in the stream: from `start` (the offset recorded when the run
+    began) to the end, or else read back from the end in windows until its `agent_start`."""
     handle = client.get_workflow_handle(events_workflow_id(session_key))
     converter = client.data_converter.payload_converter
+    if start is not None:
+        return await _read_ids(handle, converter, run_id, start, 1 << 62)
     end: int = await handle.query(OFFSET_QUERY, result_type=int)
     start_id = lifecycle_event_id(run_id, EventKind.AGENT_START)
-    window = TAIL_WINDOW
-    while True:
-        begin = max(0, end - window)
-        ids: set[str] = set()
-        offset = begin
-        while offset < end:
-            result = await handle.query(
-                POLL_QUERY,
-                PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
-                result_type=PollResult,
-            )
-            ids.update(e.event_id for e in decode_events(result, converter) if e.run_id == run_id)
-            if not result.items or not result.more_ready:
-                break
-            offset = result.next_offset
-        if start_id in ids or begin == 0:
-            return ids
-        window *= 2
+    ids: set[str] = set()
+    last = end
+    while end > 0:
+        begin = max(0, end - TAIL_WINDOW)
+        ids |= await _read_ids(handle, converter, run_id, begin, end)
+        if start_id in ids or begin == 0 or last - begin >= MAX_SCAN:
+            break
+        end = begin
+    return ids

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from temporalio import activity
@@ -36,7 +37,7 @@ from activities.tools.specs import (
 )
 from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
 from activities.transcript_store import TranscriptStore, tool_result_entry
-from agentlane.errors import TRANSCRIPT_CORRUPT
+from agentlane.errors import TRANSCRIPT_CORRUPT, WORKSPACE_MISSING
 from agentlane.events import AgentEvent, EventKind
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
 from agentlane.tool_signatures import outcome_hash
@@ -76,9 +77,31 @@ async def _heartbeat_forever() -> None:
 
 
 class ToolActivities:
-    def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
+    def __init__(
+        self, store: TranscriptStore, publishers: SessionPublishers, host: str | None = None
+    ) -> None:
+        """`host`: this worker's host id when workspaces are per host (reported with every
+        outcome, so the session pins its tools here); None: shared workspaces."""
         self.store = store
         self.publishers = publishers
+        self.host = host
+
+    def _check_host(self, inp: ToolCallInput) -> None:
+        """Workspaces per host: the session's default workspace is made here on first use; a
+        workspace it was given must be on this host's disk, or the run ends saying so (no tool
+        may act on a folder that is not there)."""
+        if self.host is None:
+            return
+        root = Path(inp.workspace)
+        if inp.create_workspace:
+            root.mkdir(parents=True, exist_ok=True)
+        elif not root.is_dir():
+            raise ApplicationError(
+                f"workspace {inp.workspace} does not exist on host {self.host}; create it there "
+                "or start the session with a folder on the host that runs its tools",
+                type=WORKSPACE_MISSING,
+                non_retryable=True,
+            )
 
     async def _mark(self, inp: ToolCallInput, kind: str, value: str) -> bool:
         """Note, in the store, what this attempt does, for a retried attempt on any host; False
@@ -120,6 +143,10 @@ class ToolActivities:
         execute: Callable[[ToolCall, EventLease], Awaitable[ToolResult]],
     ) -> ToolCallOutcome:
         started = time.monotonic()
+        if inp.host is not None and self.host is not None and inp.host != self.host:
+            # Meant for the host that has the files (a local attempt on the worker that holds
+            # the workflow, which is on another host): touch nothing.
+            return ToolCallOutcome(wrong_host=True, host=self.host)
         new_here = RUNS_SEEN.first_here(inp.run_id)
         in_stream: set[str] = set()
         if activity.info().attempt > 1 or new_here:
@@ -138,7 +165,9 @@ class ToolActivities:
                 duration_ms=0,
                 replayed=True,
                 outcome_hash=self._outcome_hash(inp, existing),
+                host=self.host,
             )
+        await asyncio.to_thread(self._check_host, inp)
         call = await self._find_call(inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             start = self._event(
@@ -188,6 +217,7 @@ class ToolActivities:
             summary=str(written.meta.get("summary", ""))[:200],
             duration_ms=duration_ms,
             outcome_hash=self._outcome_hash(inp, written, call.arguments),
+            host=self.host,
         )
 
     @staticmethod
@@ -216,6 +246,8 @@ class ToolActivities:
             meta={
                 "summary": result.summary,
                 "duration_ms": int((time.monotonic() - started) * 1000),
+                # Which host ran it (workspaces per host): where its effects are.
+                **({"host": self.host} if self.host is not None else {}),
             },
         )
         await self.store.append(inp.session_key, [entry])

@@ -72,6 +72,10 @@ class _Parsed:
     entries: list[TranscriptEntry] = field(default_factory=list)
     ids: dict[str, int] = field(default_factory=dict)
     answered: dict[str, int] = field(default_factory=dict)
+    # Kept as entries are read, so a run's end never walks the whole transcript: the positions
+    # of each run's entries, and the tool calls still without a result.
+    by_run: dict[str, list[int]] = field(default_factory=dict)
+    unanswered: dict[str, ToolCall] = field(default_factory=dict)
 
 
 # How many sessions' transcripts one worker process keeps parsed in memory.
@@ -102,6 +106,26 @@ class TranscriptStore:
     async def run_workspace(self, key: str, run_chain: str) -> str | None:
         return await self.store.run_workspace(key, run_chain)
 
+    # -- where a run's events start in the session's stream --------------------------------
+
+    @staticmethod
+    def _stream_start_id(key: str) -> str:
+        # One small record per session, overwritten by each run: kept with the progress records
+        # the store already upserts (webhook deliveries), under a name of its own.
+        return f"stream-start/{key}"
+
+    async def record_stream_start(self, key: str, run_id: str, offset: int) -> None:
+        """Remember the stream offset at which `run_id` began (one run at a time per session,
+        so one small record, overwritten: it never grows with the session)."""
+        await self.store.save_delivery_progress(self._stream_start_id(key), f"{run_id} {offset}")
+
+    async def stream_start(self, key: str, run_id: str) -> int | None:
+        value = await self.store.delivery_progress(self._stream_start_id(key))
+        if value is None:
+            return None
+        recorded, _, offset = value.partition(" ")
+        return int(offset) if recorded == run_id and offset.isdigit() else None
+
     # -- reading ---------------------------------------------------------------------------
 
     async def _refresh(self, key: str) -> _Parsed:
@@ -113,16 +137,33 @@ class TranscriptStore:
             if parsed is None:
                 parsed = self._cache[key] = _Parsed()
             for seq, entry in await self.store.entries_after(key, parsed.seq):
-                index = len(parsed.entries)
-                parsed.entries.append(entry)
-                parsed.ids[entry.id] = index
-                if entry.role == Role.TOOL and entry.tool_call_id:
-                    parsed.answered[entry.tool_call_id] = index
+                self._index(parsed, entry)
                 parsed.seq = seq
             return parsed
 
+    @staticmethod
+    def _index(parsed: _Parsed, entry: TranscriptEntry) -> None:
+        index = len(parsed.entries)
+        if entry.run_id is not None:
+            parsed.by_run.setdefault(entry.run_id, []).append(index)
+        parsed.entries.append(entry)
+        parsed.ids[entry.id] = index
+        if entry.role == Role.TOOL and entry.tool_call_id:
+            parsed.answered[entry.tool_call_id] = index
+            parsed.unanswered.pop(entry.tool_call_id, None)
+        elif entry.role == Role.ASSISTANT:
+            for call in entry.tool_calls:
+                if call.id not in parsed.answered:
+                    parsed.unanswered[call.id] = call
+
     async def read(self, key: str) -> list[TranscriptEntry]:
         return list((await self._refresh(key)).entries)
+
+    async def read_run(self, key: str, run_id: str) -> list[TranscriptEntry]:
+        """The entries of one run, without walking the others (its cost is the run's size,
+        not the session's age)."""
+        parsed = await self._refresh(key)
+        return [parsed.entries[i] for i in parsed.by_run.get(run_id, [])]
 
     async def get(self, key: str, entry_id: str) -> TranscriptEntry | None:
         parsed = await self._refresh(key)
@@ -139,14 +180,7 @@ class TranscriptStore:
         return entries[-1].id if entries else None
 
     async def unanswered_tool_calls(self, key: str) -> list[ToolCall]:
-        parsed = await self._refresh(key)
-        return [
-            call
-            for entry in parsed.entries
-            if entry.role == Role.ASSISTANT
-            for call in entry.tool_calls
-            if call.id not in parsed.answered
-        ]
+        return list((await self._refresh(key)).unanswered.values())
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -1,11 +1,19 @@
 """The data converter every role uses: pydantic models as JSON, large payloads offloaded.
 
-Offload uses the SDK's own ExternalStorage with a driver over the store (`store/payload_driver.py`),
-so every host that reaches the store reaches the payloads.
+Offload uses the SDK's own ExternalStorage: with the embedded store, a driver that writes
+content-addressed files under the data folder; with a shared store (`AGENTLANE_DATABASE_URL`),
+a driver over that store (`store/payload_driver.py`), so every host reads them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +27,20 @@ from temporalio.converter import (
     ExternalStorage,
     JSONPlainPayloadConverter,
     PayloadCodec,
+    StorageDriver,
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
 )
 
+from agentlane.ids import storage_name
+from agentlane.private_files import write_private
 from agentlane.settings import Settings
 from agentlane.wire import CompactModel
 from store.interface import Store
 from store.open import shared_store
-from store.payload_driver import LegacyFileClaims, StorePayloadDriver
+from store.payload_driver import StorePayloadDriver
 
 
 class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
@@ -57,25 +72,160 @@ class CompactPydanticPayloadConverter(CompositePayloadConverter):
         )
 
 
+# The folder of payloads owned by workflows: `wf/<workflow id>/<run id or "any">/`.
+OWNED = "wf"
+ANY_RUN = "any"
+OWNER_FILE = ".owner"
+
+
+@dataclass(frozen=True)
+class PayloadOwner:
+    """The workflow whose history references a folder of offloaded payloads (the SDK names it
+    in the store context: the workflow itself, the child or signalled workflow a command
+    targets, or the parent that receives a child's result). `run_id` None: any run of the id
+    (a child's input, stored before the child has a run id)."""
+
+    folder: Path
+    workflow_id: str
+    run_id: str | None
+
+
+class LocalFileStorageDriver(StorageDriver):
+    """Stores each payload once per owner, named by the SHA-256 of its bytes (so retries are
+    free), under its owner's folder, so it can be removed once its owner can no longer read it
+    (`agentlane/payload_gc.py`). Payloads without a workflow owner (a client's own inputs) go
+    to the flat layout earlier versions used for everything, removed after the retention."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+
+    def name(self) -> str:
+        return "local-file"
+
+    def _path(self, digest: str, owner: str | None = None) -> Path:
+        if owner is None:
+            return self._root / digest[:2] / digest
+        return self._root / owner / digest
+
+    @staticmethod
+    def _owner_of(context: StorageDriverStoreContext) -> tuple[str, str, str | None] | None:
+        target = context.target
+        if not isinstance(target, StorageDriverWorkflowInfo) or not target.id:
+            return None
+        folder = f"{OWNED}/{storage_name(target.id)}/{storage_name(target.run_id or ANY_RUN)}"
+        if not _OWNER_CLAIM.fullmatch(folder):
+            return None  # e.g. a workflow id "..": kept in the flat layout
+        return folder, target.id, target.run_id
+
+    def _write(self, data: bytes, owner: tuple[str, str, str | None] | None) -> dict[str, str]:
+        digest = hashlib.sha256(data).hexdigest()
+        folder = owner[0] if owner else None
+        path = self._path(digest, folder)
+        if not path.exists():
+            if owner is not None and not (path.parent / OWNER_FILE).exists():
+                record = {"workflow_id": owner[1], "run_id": owner[2]}
+                write_private(path.parent / OWNER_FILE, json.dumps(record).encode())
+            write_private(path, data)  # payloads hold messages and tool output: 0600
+        return {"sha256": digest, **({"owner": folder} if folder else {})}
+
+    def _read(self, claim: Mapping[str, str]) -> bytes:
+        digest = claim["sha256"]
+        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            raise ValueError(f"malformed payload claim {digest!r}")
+        owner = claim.get("owner")
+        if owner is not None and not _OWNER_CLAIM.fullmatch(owner):
+            raise ValueError(f"malformed payload claim owner {owner!r}")
+        return self._path(digest, owner).read_bytes()
+
+    async def store(
+        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
+    ) -> list[StorageDriverClaim]:
+        owner = self._owner_of(context)
+        claims = []
+        for payload in payloads:
+            data = await asyncio.to_thread(self._write, payload.SerializeToString(), owner)
+            claims.append(StorageDriverClaim(claim_data=data))
+        return claims
+
+    async def retrieve(
+        self, context: StorageDriverRetrieveContext, claims: Sequence[StorageDriverClaim]
+    ) -> list[Payload]:
+        out = []
+        for claim in claims:
+            data = await asyncio.to_thread(self._read, claim.claim_data)
+            payload = Payload()
+            payload.ParseFromString(data)
+            out.append(payload)
+        return out
+
+    # -- clean-up (agentlane/payload_gc.py decides what) -----------------------------------
+
+    def owners(self) -> list[PayloadOwner]:
+        found = []
+        for owner_file in sorted(self._root.glob(f"{OWNED}/*/*/{OWNER_FILE}")):
+            try:
+                record = json.loads(owner_file.read_text())
+            except (OSError, ValueError):
+                continue
+            found.append(PayloadOwner(owner_file.parent, record["workflow_id"], record["run_id"]))
+        return found
+
+    @staticmethod
+    def remove_owner(owner: PayloadOwner) -> tuple[int, int]:
+        """Remove an owner's payloads; (files, bytes) removed."""
+        files = size = 0
+        for path in owner.folder.iterdir():
+            if path.name != OWNER_FILE:
+                files += 1
+                size += path.stat().st_size
+            path.unlink()
+        owner.folder.rmdir()
+        with contextlib.suppress(OSError):
+            owner.folder.parent.rmdir()  # the workflow id's folder, once it holds no run
+        return files, size
+
+    def remove_unowned_older_than(self, cutoff: float) -> tuple[int, int]:
+        """Remove payloads of the flat layout last written before `cutoff` (epoch seconds)."""
+        files = size = 0
+        for path in self._root.glob("??/*"):
+            stat = path.stat()
+            if stat.st_mtime < cutoff:
+                files += 1
+                size += stat.st_size
+                path.unlink()
+        return files, size
+
+
+_OWNER_CLAIM = re.compile(rf"{OWNED}/(?!\.\.?/)[A-Za-z0-9.@%-]+/(?!\.\.?$)[A-Za-z0-9.@%-]+")
+
+
 def make_data_converter(
     place: Settings | Path, threshold: int = 128 * 1024, codec: PayloadCodec | None = None
 ) -> DataConverter:
-    """`place`: the settings whose store holds offloaded payloads (or a data dir: its embedded
-    store). `codec`: payload encryption (`agentlane/encryption.py`), applied before offloading,
-    so offloaded payloads are encrypted too."""
+    """`place`: the settings (or a data dir) that say where offloaded payloads go: with the
+    embedded store (one host), files under the data dir, owned by their workflow and collected
+    (`agentlane/payload_gc.py`); with `AGENTLANE_DATABASE_URL` (many hosts), the store itself
+    (`store/payload_driver.py`), so every host reads what any host offloaded (files offloaded
+    before stay readable where they are). `codec`: payload encryption (`agentlane/encryption.py`),
+    applied before offloading, so offloaded payloads are encrypted too."""
     settings = place if isinstance(place, Settings) else Settings(data_dir=place)
+    files = LocalFileStorageDriver(settings.payloads_dir)
+    if not settings.database_url:
+        storage = ExternalStorage(drivers=[files], payload_size_threshold=threshold)
+    else:
 
-    async def opener() -> Store:
-        # Opened on the first offload or retrieval, shared with the process's other users.
-        return await shared_store(settings)
+        async def opener() -> Store:
+            # Opened on the first offload or retrieval, shared with the process's other users.
+            return await shared_store(settings)
 
-    driver = StorePayloadDriver(opener)
+        shared = StorePayloadDriver(opener)
+        storage = ExternalStorage(
+            drivers=[shared, files],
+            driver_selector=lambda _context, _payload: shared,
+            payload_size_threshold=threshold,
+        )
     return DataConverter(
         payload_converter_class=CompactPydanticPayloadConverter,
         payload_codec=codec,
-        external_storage=ExternalStorage(
-            drivers=[driver, LegacyFileClaims(opener, settings.payloads_dir)],
-            driver_selector=lambda _context, _payload: driver,
-            payload_size_threshold=threshold,
-        ),
+        external_storage=storage,
     )

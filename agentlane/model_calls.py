@@ -20,6 +20,9 @@ class ModelCallInput(RunStepInput):
     # The default per-session workspace is created on first use; a workspace the user named must
     # already exist.
     create_workspace: bool = False
+    # The host whose disk holds the workspace (workspaces per host), sent with `workspace`: a
+    # model call on another host does not look for the folder there (the tools' host does).
+    workspace_host: str | None = None
     model: ModelRef
     thinking: str = "off"
     tools: list[str] = Field(default_factory=lambda: list(BASE_TOOLS))

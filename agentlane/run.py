@@ -89,6 +89,11 @@ class ExecutionRequest(BaseModel):
     # The session's auth-profile pin (SPEC §7.4): `user` locks the run to it, `auto` is the
     # profile the session used last (preferred, so a session keeps its profile's prompt cache).
     profile_pin: ProfilePin | None = None
+    # The host whose disk holds the workspace (workspaces per host), if the session knows it:
+    # tool calls run only there. None: the run's first tool call decides.
+    workspace_host: str | None = None
+    # How long a run waits for that host to come back before it ends saying so.
+    host_wait_seconds: int = 600
     # Test hook: continue-as-new after this many history events instead of waiting for the
     # server's suggestion (the suggestion needs thousands of events).
     continue_as_new_after_events: int | None = None
@@ -127,6 +132,8 @@ class ExecutionResult(BaseModel):
     profile_pin: ProfilePin | None = None
     # What started the run (a chat message, a schedule's firing...), for whoever reads the result.
     source: EntrySource = EntrySource.CHAT
+    # The host the run's tools ran on (workspaces per host): the session keeps it.
+    workspace_host: str | None = None
     # The provider windows known at the run's end (the request's, and any learned by it).
     provider_windows: dict[str, int] = Field(default_factory=dict)
 
@@ -178,6 +185,10 @@ class RunCarry(BaseModel):
     context: RunContextState | None = None
     # The traceparent of the run's first span (tracing on): later segments continue its trace.
     trace: str | None = None
+    # The host the run's tools go to (workspaces per host), once known, and the seconds this
+    # run has waited for it so far (the wait is bounded per run by `host_wait_seconds`).
+    workspace_host: str | None = None
+    host_waited_seconds: float = 0.0
     # Provider windows this run learned from overflow errors (model label → tokens).
     provider_windows: dict[str, int] = Field(default_factory=dict)
 

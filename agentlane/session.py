@@ -64,6 +64,11 @@ class SessionSettings(BaseModel):
     # from it (SPEC §7.4-7.5). None: the session picks and keeps one by itself.
     auth_profile: str | None = None
     run_budget_seconds: int = 48 * 3600
+    # The host whose disk holds the workspace (AGENTLANE_WORKSPACES=host): named by the client
+    # that checked a workspace it was given, else recorded by the first tool call. Its tools
+    # run there only; a run waits up to `host_wait_seconds` for it when it is gone.
+    workspace_host: str | None = None
+    host_wait_seconds: int = Field(default=600, ge=1)
     # The LLM idle limit the session was given; None: the default for each run's source
     # (`workflows/policy/idle_limit.py`, SPEC §4.6.2).
     idle_timeout_seconds: int | None = None
@@ -166,6 +171,7 @@ class SessionStatus(BaseModel):
     # `usage.cost` for people (agentlane.pricing.cost_label): "$0.0123", or "unpriced".
     cost: str = ""
     workspace: str = ""
+    workspace_host: str | None = None
     model: str = ""
     last_result: ExecutionResult | None = None
     routing: Routing | None = None

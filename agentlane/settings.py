@@ -6,15 +6,45 @@ Secrets are not settings: provider keys live in the auth store and are read by a
 from __future__ import annotations
 
 import os
+import re
+import socket
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr, field_validator
 
 
 def model_task_queue(workflow_task_queue: str) -> str:
     """Model calls have their own queue: its worker slots are the global lane."""
     return f"{workflow_task_queue}-model"
+
+
+# A host id names a task queue and appears in status lines: a short, plain word.
+HOST_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+WorkspacesMode = Literal["host", "shared"]
+
+
+def host_task_queue(workflow_task_queue: str, host_id: str) -> str:
+    """The queue only the workers of one host poll: tool calls of the sessions whose workspace
+    is on that host's disk go there (AGENTLANE_WORKSPACES=host)."""
+    return f"{workflow_task_queue}@host:{host_id}"
+
+
+def check_host_id(host_id: str) -> str:
+    if not HOST_ID_PATTERN.match(host_id):
+        raise ValueError(
+            f"host id {host_id!r} is not valid: use letters, digits, '.', '_' or '-' "
+            "(at most 100 characters, starting with a letter or digit)"
+        )
+    return host_id
+
+
+def default_host_id() -> str:
+    """The machine's name, cut to what a host id may hold."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip("-._") or "localhost"
+    return name[:100]
 
 
 def _env(name: str, default: str) -> str:
@@ -41,6 +71,12 @@ class Settings(BaseModel):
     sticky_schedule_to_start: timedelta = timedelta(seconds=2)
     stream_batch_interval: timedelta = timedelta(milliseconds=200)
     payload_offload_threshold: int = 128 * 1024
+    # Offloaded payloads (agentlane/payload_gc.py): a closed workflow's go `payload_grace` after
+    # it closed; those without an owner after `payload_retention`. Each worker cleans up every
+    # `payload_gc_interval` (0: never; `agentlane gc` does it on demand).
+    payload_grace: timedelta = timedelta(minutes=10)
+    payload_retention: timedelta = timedelta(days=7)
+    payload_gc_interval: timedelta = timedelta(minutes=10)
     default_model: str = "offline/planner"
     # Payload encryption (agentlane/encryption.py): off unless one of these is set.
     encryption_keys_file: str | None = None
@@ -66,6 +102,21 @@ class Settings(BaseModel):
     # Where state outside Temporal lives (store/open.py): unset, the embedded SQLite file in the
     # data dir; `postgresql://…` for many hosts.
     database_url: str | None = None
+    # Where workspaces live (README "Several hosts"): `host`, each on one host's disk, so a
+    # session's tools run on the host its workspace is on; `shared`, one filesystem every worker
+    # mounts, so tools run on any worker.
+    workspaces: WorkspacesMode = "host"
+    # This process's host: its workers poll `host_task_queue` for the tools of the sessions
+    # pinned to it; a client records it for a workspace it names (and so checked on its disk).
+    host_id: str = ""
+    # How long a run waits for its workspace's host to come back (README "Several hosts"): what
+    # the sessions this process creates get as their `host_wait_seconds`.
+    host_wait_seconds: int = 600
+
+    @field_validator("host_id")
+    @classmethod
+    def _host_id(cls, value: str) -> str:
+        return check_host_id(value) if value else default_host_id()
 
     def encryption_env(self) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -78,6 +129,10 @@ class Settings(BaseModel):
     @property
     def model_task_queue(self) -> str:
         return model_task_queue(self.workflow_task_queue)
+
+    @property
+    def host_task_queue(self) -> str:
+        return host_task_queue(self.workflow_task_queue, self.host_id)
 
     @property
     def transcripts_dir(self) -> Path:
@@ -114,6 +169,9 @@ class Settings(BaseModel):
             max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
+            payload_grace=timedelta(seconds=float(_env("PAYLOAD_GRACE_S", "600"))),
+            payload_retention=timedelta(hours=float(_env("PAYLOAD_RETENTION_H", "168"))),
+            payload_gc_interval=timedelta(seconds=float(_env("PAYLOAD_GC_INTERVAL_S", "600"))),
             default_model=_env("MODEL", "offline/planner"),
             encryption_keys_file=os.environ.get("AGENTLANE_ENCRYPTION_KEYS_FILE") or None,
             encryption_keys=(
@@ -131,4 +189,16 @@ class Settings(BaseModel):
             gateway_fanout_queue=int(_env("GATEWAY_FANOUT_QUEUE", "1000")),
             metrics_address=os.environ.get("AGENTLANE_METRICS_ADDRESS") or None,
             database_url=os.environ.get("AGENTLANE_DATABASE_URL") or None,
+            workspaces=_workspaces_mode(_env("WORKSPACES", "host")),
+            host_id=_env("HOST_ID", ""),
+            host_wait_seconds=int(_env("HOST_WAIT_S", "600")),
         )
+
+
+def _workspaces_mode(value: str) -> WorkspacesMode:
+    mode = value.strip().lower()
+    if mode == "host":
+        return "host"
+    if mode == "shared":
+        return "shared"
+    raise ValueError(f"AGENTLANE_WORKSPACES is {value!r}; use host or shared")

@@ -280,7 +280,11 @@ class AgentlaneClient:
             "context_window": window,
             "context_window_source": source,
             "thinking": config.agent("main").thinking,
+            "host_wait_seconds": self.settings.host_wait_seconds,
         }
+        if not create and self.settings.workspaces == "host":
+            # A workspace named here was checked on this host's disk: its tools run here.
+            base["workspace_host"] = self.settings.host_id
         settings = SessionSettings.model_validate(
             {
                 **base,
@@ -346,7 +350,7 @@ class AgentlaneClient:
         state = self._new_session_state(key, workspace, model, session_overrides or {})
         # What this message names wins over what a closed session with this key had.
         explicit = [
-            *(["workspace", "create_workspace"] if workspace is not None else []),
+            *(["workspace", "create_workspace", "workspace_host"] if workspace is not None else []),
             *(["model", "context_window", "context_window_source"] if model is not None else []),
             *(session_overrides or {}),
         ]
@@ -887,6 +891,12 @@ class AgentlaneClient:
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
                     await asyncio.sleep(0.5)  # the session's stream is starting
+                    continue
+                if err.status == RPCStatusCode.FAILED_PRECONDITION:
+                    # The poll met the stream's hand-over to its next segment (its task was
+                    # failed and is being retried): resume at once, before the items carried
+                    # over are left behind.
+                    await asyncio.sleep(0.05)
                     continue
                 await asyncio.sleep(1.0)  # the server is unreachable: reconnect and resume
             except (ConnectionError, OSError):

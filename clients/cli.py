@@ -591,6 +591,32 @@ def _chain_lines(config: AgentlaneConfig) -> list[str]:
     return lines
 
 
+async def _gc(args: argparse.Namespace) -> int:
+    """Remove offloaded payloads nothing can read any more (agentlane/payload_gc.py)."""
+    from datetime import timedelta
+
+    from agentlane.data_converter import LocalFileStorageDriver
+    from agentlane.payload_gc import collect
+    from clients.api import AgentlaneClient
+
+    settings = Settings.from_env()
+    client = await AgentlaneClient.connect(settings)
+    retention = (
+        settings.payload_retention
+        if args.retention_hours is None
+        else timedelta(hours=args.retention_hours)
+    )
+    report = await collect(
+        client.client,
+        LocalFileStorageDriver(settings.payloads_dir),
+        grace=settings.payload_grace,
+        retention=retention,
+        dry_run=args.dry_run,
+    )
+    print(("would have " if args.dry_run else "") + report.line())
+    return EXIT_OK
+
+
 def _codec_server(args: argparse.Namespace) -> int:
     from clients.codec_server import serve
 
@@ -688,8 +714,14 @@ def _server(args: argparse.Namespace) -> int:
     return int(devserver.main([args.action]))
 
 
-def _worker(_: argparse.Namespace) -> int:
+def _worker(args: argparse.Namespace) -> int:
     from workers.main import main as worker_main
+
+    # The worker reads its settings from the environment, as every process does.
+    if args.host_id:
+        os.environ["AGENTLANE_HOST_ID"] = args.host_id
+    if args.workspaces:
+        os.environ["AGENTLANE_WORKSPACES"] = args.workspaces
 
     worker_main([])
     return 0
@@ -913,6 +945,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["check"])
     p.set_defaults(func=_config, sync=True)
 
+    p = sub.add_parser(
+        "gc", help="remove offloaded payloads of closed workflows and old unowned ones"
+    )
+    p.add_argument("--dry-run", action="store_true", help="count, remove nothing")
+    p.add_argument(
+        "--retention-hours",
+        type=float,
+        default=None,
+        help="unowned payloads older than this go (default AGENTLANE_PAYLOAD_RETENTION_H, 168)",
+    )
+    p.set_defaults(func=_gc)
     p = sub.add_parser("codec-server", help="decode encrypted payloads for the UI and CLI")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8081)
@@ -949,6 +992,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_server, sync=True)
 
     p = sub.add_parser("worker", help="run a worker process")
+    p.add_argument(
+        "--host-id",
+        help="this host's id (env AGENTLANE_HOST_ID; default the hostname): sessions whose "
+        "workspace is on this host's disk run their tools here",
+    )
+    p.add_argument(
+        "--workspaces",
+        choices=["host", "shared"],
+        help="host: each workspace is on one host's disk, tools run there (the default); "
+        "shared: one filesystem on every worker, tools run anywhere (env AGENTLANE_WORKSPACES)",
+    )
     p.set_defaults(func=_worker, sync=True)
 
     p = sub.add_parser(

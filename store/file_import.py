@@ -16,13 +16,14 @@ What is read, under the data dir:
     auth-state.json                   shared profile usage, order, last good
     gateway-tokens.json, gateway-tokens-used.json
     webhooks/secrets/<ref>
-    payloads/<xx>/<sha256>            offloaded payloads
+
+Offloaded payloads stay files (`data/payloads/`, read where they are by the `local-file`
+driver, agentlane/data_converter.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import re
@@ -44,7 +45,6 @@ LEGACY_MARKERS = (
     "auth-state.json",
     "gateway-tokens.json",
     "webhooks/secrets",
-    "payloads",
 )
 
 
@@ -217,21 +217,6 @@ async def _import_gateway_and_webhooks(data_dir: Path, store: Store, report: Imp
             report.count("webhook secrets", 1, int(had is None))
 
 
-async def _import_payloads(data_dir: Path, store: Store, report: ImportReport) -> None:
-    root = data_dir / "payloads"
-    if not root.is_dir():
-        return
-    for file in sorted(root.glob("??/*")):
-        data = file.read_bytes()
-        if hashlib.sha256(data).hexdigest() != file.name:
-            report.problems.append(f"{file}: content does not match its name")
-            continue
-        had = await store.payload(file.name)
-        if had is None:
-            await store.put_payload(file.name, data)
-        report.count("payloads", 1, int(had is None))
-
-
 async def import_files(data_dir: Path, store: Store) -> ImportReport:
     report = ImportReport()
     sessions = data_dir / "sessions"
@@ -240,5 +225,4 @@ async def import_files(data_dir: Path, store: Store) -> ImportReport:
             await _import_session(folder, store, report)
     await _import_auth(data_dir, store, report)
     await _import_gateway_and_webhooks(data_dir, store, report)
-    await _import_payloads(data_dir, store, report)
     return report

@@ -1,10 +1,8 @@
 """Offloaded payloads in the store: a driver for the SDK's own `ExternalStorage`
 (`temporalio.converter`), content-addressed (a payload is stored once, named by the SHA-256 of
-its bytes, so retries are free), reachable by every host that reaches the store.
-
-Histories written before the store name their payloads with the `local-file` driver (files under
-`<data>/payloads/`): `LegacyFileClaims` answers those claims from the store (`agentlane db import`
-copies the files in) and, for a file not imported yet, from the file itself, which it imports.
+its bytes, so retries are free), reachable by every host that reaches the store. Used when the
+store is shared (`AGENTLANE_DATABASE_URL`); the embedded default keeps payloads in owned files
+(`agentlane/data_converter.py`, collected by `agentlane/payload_gc.py`).
 
 Where an S3-compatible store exists, the SDK's `temporalio.contrib.aws.s3driver` is the other
 option (README "Where state lives").
@@ -12,10 +10,8 @@ option (README "Where state lives").
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import (
@@ -74,33 +70,3 @@ class StorePayloadDriver(StorageDriver):
             payload.ParseFromString(await self._bytes(claim.claim_data["sha256"]))
             out.append(payload)
         return out
-
-
-class LegacyFileClaims(StorePayloadDriver):
-    """Reads claims of the file driver that came before the store; never stores."""
-
-    def __init__(self, opener: Opener, files: Path) -> None:
-        super().__init__(opener)
-        self._files = files
-
-    def name(self) -> str:
-        return "local-file"
-
-    async def store(
-        self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
-    ) -> list[StorageDriverClaim]:
-        raise RuntimeError("the local-file payload driver only reads payloads offloaded before")
-
-    async def _bytes(self, digest: str) -> bytes:
-        try:
-            return await super()._bytes(digest)
-        except PayloadMissing:
-            path = self._files / digest[:2] / digest
-            try:
-                data = await asyncio.to_thread(path.read_bytes)
-            except FileNotFoundError:
-                raise PayloadMissing(
-                    f"offloaded payload {digest} is neither in the store nor in {self._files}"
-                ) from None
-            await (await self._opener()).put_payload(digest, data)
-            return data

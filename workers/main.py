@@ -39,7 +39,9 @@ from activities.tools import spawn
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
+from agentlane.data_converter import LocalFileStorageDriver
 from agentlane.encryption import EncryptionConfigError
+from agentlane.payload_gc import collect_forever
 from agentlane.private_files import make_private_dir
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
@@ -98,7 +100,10 @@ def build_workers(
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
     compaction = CompactionActivity(store, resolver, publishers)
     truncation = TruncationActivity(store, resolver)
-    tools = ToolActivities(store, publishers)
+    # Workspaces per host: tool outcomes name this host, so sessions pin their tools here.
+    tools = ToolActivities(
+        store, publishers, settings.host_id if settings.workspaces == "host" else None
+    )
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
@@ -143,6 +148,16 @@ def build_workers(
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
+        # This host's own queue: the tool calls of the sessions whose workspace is on its disk
+        # (workflows/policy/host_routing.py). Polled with shared workspaces too, so sessions
+        # pinned before a switch still find their host.
+        Worker(
+            client,
+            task_queue=settings.host_task_queue,
+            activities=tools.all(),
+            max_concurrent_activities=settings.max_concurrent_tool_calls,
+            **common,  # type: ignore[arg-type]
+        ),
         Worker(
             client,
             task_queue=settings.model_task_queue,
@@ -174,6 +189,21 @@ def build_workers(
     ]
 
 
+def start_payload_gc(client: Client, settings: Settings) -> asyncio.Task[None] | None:
+    """Offloaded payloads nothing can read any more are removed on a timer (payload_gc.py)."""
+    if settings.payload_gc_interval.total_seconds() <= 0:
+        return None
+    return asyncio.create_task(
+        collect_forever(
+            client,
+            LocalFileStorageDriver(settings.payloads_dir),
+            interval=settings.payload_gc_interval,
+            grace=settings.payload_grace,
+            retention=settings.payload_retention,
+        )
+    )
+
+
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
@@ -191,14 +221,18 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     hurry = asyncio.Event()
     _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
+    gc = start_payload_gc(client, settings)
     log.info(
-        "worker %s up on %s (queues %s, %s)",
+        "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s)",
         os.getpid(),
         settings.temporal_address,
         settings.workflow_task_queue,
         settings.model_task_queue,
+        settings.host_task_queue,
+        settings.host_id,
+        settings.workspaces,
     )
-    print(f"agentlane worker pid={os.getpid()} ready", flush=True)
+    print(f"agentlane worker pid={os.getpid()} host={settings.host_id} ready", flush=True)
     if ready:
         ready.set()
     done, _ = await asyncio.wait(
@@ -218,6 +252,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
+    if gc is not None:
+        gc.cancel()
     started = time.monotonic()
     cut_short = not await _shut_down(workers, hurry)
     if cut_short:
@@ -318,7 +354,12 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        status = asyncio.run(run_worker(Settings.from_env()))
+        settings = Settings.from_env()
+    except ValueError as err:
+        print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
+        os._exit(2)
+    try:
+        status = asyncio.run(run_worker(settings))
     except (EncryptionConfigError, TelemetryConfigError, StoreError) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)

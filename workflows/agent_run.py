@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
-    from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+    from agentlane.tool_calls import ToolCallInput, ToolCallOutcome
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
     from workflows.legacy_failover import LegacyFailover
@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.telemetry import RunTelemetry
+    from workflows.tool_hosts import ToolHosts
 
 
 # Runs recorded before the context window guard started without it.
@@ -150,6 +151,7 @@ class AgentRunWorkflow(LegacyFailover):
             started_at=now,
             deadline=now + timedelta(seconds=inp.request.budget_seconds),
             pending_user=list(inp.request.prompt),
+            workspace_host=inp.request.workspace_host,
         )
         self.phase = RunPhase.STARTING
         self.announce: list[Announcement] = list(self.c.announce)
@@ -180,6 +182,8 @@ class AgentRunWorkflow(LegacyFailover):
         # The reason of the latest failed model call: AgentLastError while the run deals with it.
         self.failure_reason: str | None = None
         self.telemetry = RunTelemetry(self.req)
+        # Where tool calls run: the host with the workspace (workflows/tool_hosts.py).
+        self.tool_hosts = ToolHosts(self)
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -444,6 +448,7 @@ class AgentRunWorkflow(LegacyFailover):
                     turn_index=turn,
                     workspace="" if self.workspace_recorded else self.req.workspace,
                     create_workspace=self.req.create_workspace,
+                    workspace_host=None if self.workspace_recorded else self.c.workspace_host,
                     model=self.failover.model(),
                     thinking=self._thinking(),
                     tools=self.req.tools,
@@ -680,31 +685,14 @@ class AgentRunWorkflow(LegacyFailover):
             tool_name=name,
         )
         try:
-            if name in opts.LOCAL_TOOLS and workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
-                outcome: ToolCallOutcome = await workflow.execute_local_activity(
-                    tool_activity_name(name),
-                    inp,
-                    result_type=ToolCallOutcome,
-                    start_to_close_timeout=opts.LOCAL_TOOL_START_TO_CLOSE,
-                    retry_policy=opts.TOOL_RETRY,
-                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                    summary=summary,
-                )
-            else:
-                outcome = await workflow.execute_activity(
-                    tool_activity_name(name),
-                    inp,
-                    result_type=ToolCallOutcome,
-                    start_to_close_timeout=opts.tool_start_to_close(name),
-                    heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
-                    retry_policy=opts.TOOL_RETRY,
-                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                    summary=summary,
-                )
+            # On the host with the workspace, waiting for it if it is gone (tool_hosts.py).
+            outcome = await self.tool_hosts.run(name, inp, summary)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
             return _failure(err)
+        if isinstance(outcome, LoopEnd):
+            return outcome
         self.c.tool_calls += 1
         return outcome
 
@@ -758,6 +746,7 @@ class AgentRunWorkflow(LegacyFailover):
             fallback_model=self.failover.fallback_model(),
             profile_pin=self.failover.result_pin() if keyed and self._v2() else None,
             source=self.req.source,
+            workspace_host=self.c.workspace_host,
             provider_windows=merged_windows(self.req.provider_windows, self.c.provider_windows),
         )
         workflow.set_current_details(
@@ -772,7 +761,9 @@ class AgentRunWorkflow(LegacyFailover):
             append_user=list(self.c.pending_user),
         )
         try:
-            if workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
+            if not workflow.patched(opts.FINISH_AS_ACTIVITY_PATCH) and workflow.patched(
+                opts.LOCAL_ACTIVITIES_PATCH
+            ):
                 finished = await workflow.execute_local_activity(
                     FINISH_RUN,
                     finish,

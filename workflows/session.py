@@ -614,6 +614,7 @@ class SessionWorkflow:
             usage=self.s.usage,
             cost=cost_label(self.s.usage.cost),
             workspace=self.s.settings.workspace,
+            workspace_host=self.s.settings.workspace_host,
             model=self.s.settings.model.label(),
             thinking=self.s.settings.thinking,
             provider_window=self.s.provider_windows.get(self.s.settings.model.label()),
@@ -967,6 +968,8 @@ class SessionWorkflow:
             context_window_source=settings.context_window_source,
             provider_windows=self.s.provider_windows,
             max_wait_seconds=settings.max_wait_seconds,
+            workspace_host=settings.workspace_host,
+            host_wait_seconds=settings.host_wait_seconds,
             profile_pin=(
                 ProfilePin(profile_id=settings.auth_profile, source="user")
                 if settings.auth_profile
@@ -1015,6 +1018,9 @@ class SessionWorkflow:
             self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
         else:
             self._record(result)
+            if result.workspace_host and not self.s.settings.workspace_host:
+                # The first tool call found the workspace's host: later runs go there too.
+                self.s.settings.workspace_host = result.workspace_host
             if result.profile_pin is not None and result.profile_pin.source == "auto":
                 self.s.profile_pin = result.profile_pin
             back = [self._requeue_turn(turn) for turn in result.unconsumed]

@@ -2,17 +2,42 @@
 
 Streams cost history (every publish batch is a signal, every subscriber poll an update), so the
 stream lives in its own workflow: its growth never crowds the session's or a run's history. It
-truncates old items and continues as new on its own when Temporal suggests it; subscribers follow
-the chain (the SDK's subscriber does that).
+continues as new early, by history events and bytes (`agentlane/event_stream.py`), carrying the
+stream's offsets, its publishers' dedup state and the last few items (bounded in bytes), with its
+pollers released and its signal and update handlers drained first (the SDK's
+`WorkflowStream.continue_as_new`). A segment's history stays small, so a task that must replay
+it (a signal racing the hand-over fails that task with UNHANDLED_COMMAND, and the retry replays)
+takes milliseconds, not minutes. Subscribers follow the chain (the SDK's subscriber does that);
+offsets stay contiguous across segments.
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 with workflow.unsafe.imports_passed_through():
-    from agentlane.event_stream import EventsInput
+    from agentlane.event_stream import (
+        CARRY_BYTES,
+        ROLLOVER_BYTES,
+        ROLLOVER_EVENTS,
+        EventsInput,
+    )
+
+# Streams recorded before segments were bounded continued as new only when Temporal suggested.
+EARLY_ROLLOVER_PATCH = "events-early-rollover"
+
+
+def carried_from(state: WorkflowStreamState, keep_items: int, budget: int) -> int:
+    """The first offset kept: at most `keep_items` of the newest items, within `budget` bytes."""
+    end = state.base_offset + len(state.log)
+    first = max(state.base_offset, end - keep_items)
+    size = 0
+    for i in range(end - 1, first - 1, -1):
+        size += len(state.log[i - state.base_offset].data) + 64
+        if size > budget:
+            return i + 1
+    return first
 
 
 @workflow.defn(name="SessionEventsWorkflow")
@@ -21,6 +46,7 @@ class SessionEventsWorkflow:
     def __init__(self, inp: EventsInput) -> None:
         self.stream = WorkflowStream(prior_state=inp.stream_state)
         self.closing = False
+        self.bounded = False
 
     @workflow.signal
     def close(self) -> None:
@@ -29,16 +55,36 @@ class SessionEventsWorkflow:
     def _rollover_due(self, inp: EventsInput) -> bool:
         info = workflow.info()
         limit = inp.continue_as_new_after_events
+        if self.bounded:
+            limit = min(limit or ROLLOVER_EVENTS, ROLLOVER_EVENTS)
+            size = inp.continue_as_new_after_bytes or ROLLOVER_BYTES
+            if info.get_current_history_size() >= size:
+                return True
         if limit is not None and info.get_current_history_length() >= limit:
             return True
         return info.is_continue_as_new_suggested()
 
     @workflow.run
     async def run(self, inp: EventsInput) -> None:
+        self.bounded = workflow.patched(EARLY_ROLLOVER_PATCH)
         await workflow.wait_condition(lambda: self.closing or self._rollover_due(inp))
         if self.closing:
             return
+        if self.bounded:
+            # Items published while handlers drain are carried too; the bound is applied to
+            # the state actually handed over.
+            await self.stream.continue_as_new(lambda s: [self._next_input(inp, s)])
         state = self.stream.get_state()
         end = state.base_offset + len(state.log)
         self.stream.truncate(max(state.base_offset, end - inp.keep_items))
         await self.stream.continue_as_new(lambda s: [inp.model_copy(update={"stream_state": s})])
+
+    @staticmethod
+    def _next_input(inp: EventsInput, state: WorkflowStreamState) -> EventsInput:
+        first = carried_from(state, inp.keep_items, inp.carry_bytes or CARRY_BYTES)
+        kept = WorkflowStreamState(
+            log=state.log[first - state.base_offset :],
+            base_offset=first,
+            publishers=state.publishers,
+        )
+        return inp.model_copy(update={"stream_state": kept})

@@ -530,6 +530,30 @@ async def scheduled(client: AgentlaneClient, ws: Path) -> None:
     await client.delete_schedule("every-2s")
 
 
+async def host_routing(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 20: a session's first tool call pins its host (its default workspace is made
+    there) and its next run's tools go to that host's queue; a run waits for a host that is
+    gone and ends naming it; an abort ends another run's wait."""
+    r = await client.send_and_start("pin", "write a.txt with one then read a.txt")
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("pin", "run `echo two` then read a.txt")
+    await client.wait_for_run(r.run_id or "")
+    gone: dict[str, object] = {"workspace_host": "gone", "host_wait_seconds": 12}
+    ends = await client.send_and_start(
+        "gone", "read notes.txt", workspace=str(ws), session_overrides=gone
+    )
+    waits = await client.send_and_start(
+        "waits", "read notes.txt", workspace=str(ws), session_overrides={"workspace_host": "gone"}
+    )
+    for _ in range(200):
+        if (await client.status("waits")).waiting_reason is not None:
+            break
+        await asyncio.sleep(0.3)
+    await client.abort("waits", "stop waiting")
+    await client.wait_for_run(waits.run_id or "")
+    await client.wait_for_run(ends.run_id or "")
+
+
 async def thinking_and_window(client: AgentlaneClient, ws: Path) -> None:
     """Issue 24: a session sent at thinking `high` whose provider refuses the level (lowered,
     with a warning); and a provider window of 6 000 under a configured 16 000 (the overflow
@@ -637,6 +661,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "search_attributes": search_attributes,
     "scheduled": scheduled,
     "queue_drops": queue_drops,
+    "host_routing": host_routing,
     "thinking_and_window": thinking_and_window,
 }
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentlane.data_converter import make_data_converter
+import pytest
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import (
+    StorageDriverClaim,
+    StorageDriverRetrieveContext,
+    StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
+)
+
+from agentlane.data_converter import LocalFileStorageDriver, make_data_converter
 from agentlane.events import AgentEvent, EventKind
 from agentlane.run import ExecutionError, ExecutionErrorKind
 
@@ -78,3 +87,28 @@ def test_activity_contracts_omit_defaults_and_round_trip(tmp_path: Path) -> None
     assert converter.from_payloads([payload], [ModelCallInput])[0] == call
     event = call.announce[0].to_event("s", "r")
     assert event.event_id == "r/turn_start/2" and event.turn_index == 2
+
+
+async def test_offloaded_payloads_are_filed_under_their_owner(tmp_path: Path) -> None:
+    driver = LocalFileStorageDriver(tmp_path)
+    owned = StorageDriverStoreContext(
+        target=StorageDriverWorkflowInfo(namespace="default", id="run:a/1", run_id="r-1")
+    )
+    unowned = StorageDriverStoreContext(target=None)
+    payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"x"')
+    [claim] = await driver.store(owned, [payload])
+    [flat] = await driver.store(unowned, [payload])
+    assert claim.claim_data["owner"] == "wf/run%3Aa%2F1/r-1" and "owner" not in flat.claim_data
+    [owner] = driver.owners()
+    assert (owner.workflow_id, owner.run_id) == ("run:a/1", "r-1")
+    retrieve = StorageDriverRetrieveContext()
+    assert await driver.retrieve(retrieve, [claim, flat]) == [payload, payload]
+    # A claim cannot point outside the payload folder.
+    for bad in ("wf/../x", "wf/a/..", "../../etc"):
+        forged = StorageDriverClaim(claim_data={**claim.claim_data, "owner": bad})
+        with pytest.raises(ValueError):
+            await driver.retrieve(retrieve, [forged])
+    assert driver.remove_owner(owner) == (1, len(payload.SerializeToString()))
+    assert driver.owners() == [] and not (tmp_path / "wf" / "run%3Aa%2F1").exists()
+    assert driver.remove_unowned_older_than(0) == (0, 0)
+    assert driver.remove_unowned_older_than(1e12)[0] == 1

@@ -98,10 +98,9 @@ async def test_import_brings_every_kind_in_once(tmp_path: Path) -> None:
     token = await store.token("abcd1234")
     assert token is not None and token.last_used == 9.0
     assert await store.webhook_secret("ref1") == b"ab" * 32
-    assert len(await store.payload(hashlib.sha256(b"payload bytes").hexdigest()) or b"") == 13
 
     again = await import_files(tmp_path, store)
-    assert sum(again.written.get(k, 0) for k in ("transcript entries", "runs", "payloads")) == 0
+    assert sum(again.written.get(k, 0) for k in ("transcript entries", "runs")) == 0
     assert len(await TranscriptStore(store).read(KEY)) == 2
     await store.close()
 

@@ -186,3 +186,31 @@ async def test_concurrent_appends(tmp_path: Path, shared_instance: bool) -> None
     assert entries[0].parent_id is None
     assert all(entries[n].parent_id == ids[n - 1] for n in range(1, len(entries)))
     assert [e.id for e in await shared.read(KEY)] == ids
+
+
+async def test_a_runs_entries_are_read_without_the_others(store: TranscriptStore) -> None:
+    def of(run: str, *entries: TranscriptEntry) -> list[TranscriptEntry]:
+        return [e.model_copy(update={"run_id": run}) for e in entries]
+
+    await store.append(KEY, of("r1", user("u1"), assistant("a1", "c1"), result("x1", "c1")))
+    await store.append(KEY, of("r2", user("u2"), assistant("a2")))
+    assert [e.id for e in await store.read_run(KEY, "r1")] == ["u1", "a1", "x1"]
+    assert [e.id for e in await store.read_run(KEY, "r2")] == ["u2", "a2"]
+    assert await store.read_run(KEY, "r3") == []
+    # Another process (a fresh reader) indexes the store the same way.
+    fresh = TranscriptStore(store.store)
+    assert [e.id for e in await fresh.read_run(KEY, "r2")] == ["u2", "a2"]
+
+
+async def test_an_answer_before_its_call_leaves_it_answered(store: TranscriptStore) -> None:
+    await store.append(KEY, [result("r1", "c1"), assistant("a1", "c1", "c2")])
+    assert [c.id for c in await store.unanswered_tool_calls(KEY)] == ["c2"]
+
+
+async def test_the_stream_start_is_the_latest_runs_only(store: TranscriptStore) -> None:
+    assert await store.stream_start(KEY, "r1") is None
+    await store.record_stream_start(KEY, "r1", 40)
+    assert await store.stream_start(KEY, "r1") == 40
+    await store.record_stream_start(KEY, "r2", 75)
+    assert await store.stream_start(KEY, "r2") == 75
+    assert await store.stream_start(KEY, "r1") is None  # one small record per session

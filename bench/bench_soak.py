@@ -1,0 +1,301 @@
+"""Soak: N sessions in a closed loop for M minutes, each sending its next message as soon as
+its run ends; per window, whether anything grows with time (issue 26).
+
+Each message is a 5-step run with the offline model at zero latency: read, write, exec `true`,
+read, reply. Per window (5 minutes by default) it prints runs/s, run p50/p99 (send -> result),
+the last step's p50 (the final model call's scheduling -> the run's completion, from the
+histories of one run in `--sample`), worker and server RSS, the data dir's growth per run
+(bytes of everything the deployment wrote outside Temporal: transcripts, records, payloads;
+the worker log left out), the worker's and the server's CPU time per run (user + system: the
+load-independent figure on a shared machine), payload files, and the worker log's TMPRL1104
+lines (a workflow task over the threshold, set to 1 s here with
+TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS).
+Then SIGTERM to the worker and the time it takes to exit.
+
+    .venv/bin/python bench/bench_soak.py --sessions 20 --minutes 10 --window-minutes 2.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from temporalio.api.enums.v1 import TimeoutType, WorkflowTaskFailedCause  # noqa: E402
+
+from agentlane.ids import events_workflow_id  # noqa: E402
+from agentlane.run import ExecutionStatus  # noqa: E402
+from bench.common import (  # noqa: E402
+    ET,
+    Figures,
+    Table,
+    bench_stack,
+    events_of_type,
+    fresh_key,
+    history_bytes,
+    note,
+    ts,
+    workflow_chain,
+    workspace,
+)
+from clients.api import AgentlaneClient  # noqa: E402
+
+MESSAGE = (
+    "read notes.txt then write out.txt with hi then run `true` then read out.txt then say done"
+)
+TASK_WARN_SECONDS = "1"
+
+
+def rss_mb(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (what a run costs on a shared machine, where
+    wall-clock throughput moves with everyone else's load)."""
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def data_bytes(root: Path) -> tuple[int, int]:
+    """Bytes under the data dir (worker logs and workspaces left out) and payload files."""
+    total = files = 0
+    for path in root.rglob("*"):
+        if path.is_file() and path.suffix != ".log" and "ws" not in path.relative_to(root).parts:
+            total += path.stat().st_size
+            if "payloads" in path.relative_to(root).parts and not path.name.startswith("."):
+                files += 1
+    return total, files
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Window:
+    runs: list[float] = field(default_factory=list)  # send -> result, seconds
+    last_steps: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+async def last_step(client: AgentlaneClient, run_id: str) -> float | None:
+    """The final model call's scheduling -> the run's completion (its reply and its end)."""
+    history = await client.client.get_workflow_handle(run_id).fetch_history()
+    calls = events_of_type(history.events, ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "call_model")
+    done = events_of_type(history.events, ET.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
+    if not calls or not done:
+        return None
+    return ts(done[-1]) - ts(calls[-1])
+
+
+async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figures) -> None:
+    """The sessions' event streams: how many segments, how big each got, and whether any
+    workflow task of theirs failed or timed out (a stream that wedged would show here)."""
+    segments = events = failed = 0
+    largest = biggest = 0
+    causes: dict[str, int] = {}
+    stall = 0.0  # longest time from a failed or timed-out task to the next completed one
+    for key in keys:
+        chain = await workflow_chain(client.client, events_workflow_id(key))
+        segments += len(chain.runs)
+        for run in chain.runs:
+            largest = max(largest, len(run.events))
+            biggest = max(biggest, history_bytes(run))
+            events += len(run.events)
+            failed_at: float | None = None
+            for e in run.events:
+                if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    cause = WorkflowTaskFailedCause.Name(
+                        e.workflow_task_failed_event_attributes.cause
+                    )
+                    causes[cause] = causes.get(cause, 0) + 1
+                elif e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+                    # SCHEDULE_TO_START: the worker did not poll its sticky queue in time (busy),
+                    # and the task went to the normal queue; START_TO_CLOSE: a task ran 10 s.
+                    kind = TimeoutType.Name(e.workflow_task_timed_out_event_attributes.timeout_type)
+                    causes[kind] = causes.get(kind, 0) + 1
+                else:
+                    if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and failed_at:
+                        stall = max(stall, ts(e) - failed_at)
+                        failed_at = None
+                    continue
+                failed += 1
+                failed_at = failed_at or ts(e)
+    note(
+        f"event streams: {segments} segments over {len(keys)} sessions, at most {largest} "
+        f"events / {biggest} bytes of history in one, {failed} failed or timed-out tasks "
+        f"({causes or 'none'}), longest from a failed task to the next completed one "
+        f"{stall * 1000:.0f} ms"
+    )
+    figures.add("soak_stream_segments", segments)
+    figures.add("soak_stream_segment_events_max", largest)
+    figures.add("soak_stream_segment_bytes_max", biggest, "B")
+    figures.add("soak_stream_failed_tasks", failed)
+    figures.add("soak_stream_longest_stall", f"{stall * 1000:.0f}", "ms")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--window-minutes", type=float, default=5)
+    parser.add_argument("--sample", type=int, default=5, help="read the history of 1 run in N")
+    args = parser.parse_args()
+    if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
+        args.sessions, args.minutes, args.window_minutes = 3, 0.5, 0.25
+    window_s = args.window_minutes * 60
+    async with bench_stack("soak") as stack:
+        dep = stack.deployment(TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS=TASK_WARN_SECONDS)
+        worker = dep.start_worker()
+        client = await stack.client(dep)
+        keys = [fresh_key("soak") for _ in range(args.sessions)]
+        spaces = {key: workspace(dep, key) for key in keys}
+        began = time.monotonic()
+        stop_at = began + args.minutes * 60
+        windows: list[Window] = [Window()]
+        counter = [0]
+
+        async def session(key: str) -> None:
+            while time.monotonic() < stop_at:
+                sent = time.monotonic()
+                try:
+                    receipt = await client.send_and_start(key, MESSAGE, workspace=str(spaces[key]))
+                    assert receipt.run_id
+                    result = await client.wait_for_run(receipt.run_id)
+                except Exception as err:
+                    print(f"error in {key}: {err}", file=sys.stderr)
+                    windows[-1].errors += 1
+                    await asyncio.sleep(1)
+                    continue
+                window = windows[-1]
+                if result.status != ExecutionStatus.SUCCESS or result.tool_calls != 4:
+                    window.errors += 1
+                window.runs.append(time.monotonic() - sent)
+                counter[0] += 1
+                if counter[0] % args.sample == 0:
+                    step = await last_step(client, receipt.run_id)
+                    if step is not None:
+                        window.last_steps.append(step)
+
+        table = Table(
+            f"soak: {args.sessions} sessions, closed loop, {args.minutes:g} min",
+            [
+                "window end (min)",
+                "runs",
+                "runs/s",
+                "run p50 ms",
+                "run p99 ms",
+                "last step p50 ms",
+                "worker CPU ms/run",
+                "server CPU ms/run",
+                "worker RSS MB",
+                "server RSS MB",
+                "data dir B/run",
+                "payload files",
+                f"tasks > {TASK_WARN_SECONDS} s",
+                "errors",
+            ],
+        )
+        figures = Figures()
+        tasks = [asyncio.create_task(session(key)) for key in keys]
+        base_bytes, _ = data_bytes(dep.data_dir)
+        warned = 0
+        cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
+        rows: list[tuple[float, float, float, float]] = []
+        window_start = began
+        # Interrupted (Ctrl-C, SIGTERM): the sessions' loops stop with the stack.
+        stack_close = stack.close
+
+        def close() -> None:
+            for task in tasks:
+                task.cancel()
+            stack_close()
+
+        stack.close = close  # type: ignore[method-assign]
+        while not all(t.done() for t in tasks):
+            window_end = min(window_start + window_s, stop_at)
+            await asyncio.wait(tasks, timeout=max(0.0, window_end - time.monotonic()))
+            if time.monotonic() >= stop_at:
+                await asyncio.gather(*tasks)  # the runs in flight end; none starts
+            w = windows[-1]
+            windows.append(Window())
+            size, files = data_bytes(dep.data_dir)
+            log_warned = worker.log.read_text(errors="replace").count("TMPRL1104")
+            now = time.monotonic()
+            elapsed = now - began
+            span, window_start = now - window_start, now
+            now_cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
+            runs = max(1, len(w.runs))
+            worker_cpu, server_cpu = (
+                (b - a) * 1000 / runs for a, b in zip(cpu, now_cpu, strict=True)
+            )
+            cpu = now_cpu
+            per_run = (size - base_bytes) / len(w.runs) if w.runs else float("nan")
+            rps = len(w.runs) / span
+            worker_rss = rss_mb(worker.pid)
+            table.add(
+                f"{elapsed / 60:.1f}",
+                len(w.runs),
+                f"{rps:.2f}",
+                f"{pct(w.runs, 0.5) * 1000:.0f}",
+                f"{pct(w.runs, 0.99) * 1000:.0f}",
+                f"{pct(w.last_steps, 0.5) * 1000:.0f}",
+                f"{worker_cpu:.0f}",
+                f"{server_cpu:.0f}",
+                f"{worker_rss:.0f}",
+                f"{rss_mb(stack.server.pid()):.0f}",
+                f"{per_run:.0f}",
+                files,
+                log_warned - warned,
+                w.errors,
+            )
+            note(f"  window to {elapsed / 60:.1f} min: {len(w.runs)} runs, {rps:.2f} runs/s")
+            rows.append((rps, worker_rss, per_run, worker_cpu))
+            base_bytes, warned = size, log_warned
+        table.print()
+        await stream_report(client, keys, figures)
+        # SIGTERM with the sessions idle: the time until the worker process is gone.
+        sent = time.monotonic()
+        os.killpg(worker.pid, signal.SIGTERM)
+        code = await asyncio.to_thread(worker.proc.wait, 120)
+        exit_s = time.monotonic() - sent
+        total_runs = sum(len(w.runs) for w in windows)
+        figures.add("soak_runs", total_runs)
+        figures.add("soak_runs_per_s_first", f"{rows[0][0]:.2f}")
+        figures.add("soak_runs_per_s_last", f"{rows[-1][0]:.2f}")
+        figures.add("soak_worker_cpu_ms_per_run_first", f"{rows[0][3]:.0f}", "ms")
+        figures.add("soak_worker_cpu_ms_per_run_last", f"{rows[-1][3]:.0f}", "ms")
+        figures.add("soak_worker_rss_last", f"{rows[-1][1]:.0f}", "MB")
+        figures.add("soak_data_bytes_per_run_max", f"{max(r[2] for r in rows):.0f}", "B")
+        figures.add("soak_tasks_over_1s", worker.log.read_text(errors="replace").count("TMPRL1104"))
+        figures.add("soak_sigterm_exit", f"{exit_s:.1f}", "s")
+        figures.add("soak_worker_exit_code", code)
+        figures.print()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,123 @@
+"""The session's event stream continues as new early, by history events or by history bytes,
+and never loses or reorders an offset: many publishes across several hand-overs, a live
+subscriber sees every offset once and in order, each segment's history stays small and replays
+in well under a second, and the state handed over stays within its byte budget (issue 26)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.worker import Replayer
+
+from agentlane.data_converter import make_data_converter
+from agentlane.event_stream import EventsInput
+from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
+from agentlane.ids import events_workflow_id
+from clients.api import AgentlaneClient
+from workflows.session_events import SessionEventsWorkflow
+
+PUBLISHES = 600
+BATCH = 5
+# Bytes of items carried into each next segment (the default): about 180 of these events, so a
+# subscriber that lags by less than that across a hand-over misses nothing.
+CARRY = 48 * 1024
+
+
+@pytest.mark.parametrize(
+    ("after_events", "after_bytes"),
+    [(80, None), (None, 96 * 1024)],
+    ids=["by-events", "by-bytes"],
+)
+async def test_stream_rolls_over_early_with_contiguous_offsets(
+    client: AgentlaneClient, tmp_path: Path, after_events: int | None, after_bytes: int | None
+) -> None:
+    temporal = client.client
+    key = f"rollover-{uuid.uuid4().hex[:8]}"
+    wid = events_workflow_id(key)
+    await temporal.start_workflow(
+        SessionEventsWorkflow.run,
+        EventsInput(
+            session_key=key,
+            continue_as_new_after_events=after_events,
+            continue_as_new_after_bytes=after_bytes,
+            carry_bytes=CARRY,
+        ),
+        id=wid,
+        task_queue=client.settings.workflow_task_queue,
+    )
+    seen: list[int] = []
+
+    async def follow() -> None:
+        # The client's watch: a poll that meets a hand-over is answered by the next segment.
+        async for item in client.watch(key, 0, poll_cooldown_ms=20):
+            assert item.event.event_id == f"e{item.offset}"
+            seen.append(item.offset)
+            if len(seen) == PUBLISHES:
+                return
+
+    follower = asyncio.create_task(follow())
+    publisher = WorkflowStreamClient.create(temporal, wid, batch_interval=timedelta(hours=1))
+    async with publisher:
+        topic = publisher.topic(EVENTS_TOPIC, type=AgentEvent)
+        for i in range(PUBLISHES):
+            # ~100 bytes of text each: the byte bound is reached well before the event bound.
+            topic.publish(
+                AgentEvent(
+                    kind=EventKind.TEXT_DELTA,
+                    event_id=f"e{i}",
+                    session_key=wid,
+                    run_id="r",
+                    text=f"{i:04d} " + "x" * 100,
+                )
+            )
+            if i % BATCH == BATCH - 1:
+                await publisher.flush()
+                # A busy session's pace: a batch every 50 ms (the publishers' interval is 100).
+                await asyncio.sleep(0.05)
+    try:
+        await asyncio.wait_for(follower, 60)
+    except TimeoutError:
+        missing = sorted(set(range(PUBLISHES)) - set(seen))
+        raise AssertionError(f"subscriber missed {len(missing)}: {missing[:90]}") from None
+    assert seen == list(range(PUBLISHES)), "offsets must stay contiguous across segments"
+
+    deadline = time.monotonic() + 10  # visibility lists a new segment a moment later
+    while True:
+        segments = [w async for w in temporal.list_workflows(f"WorkflowId = '{wid}'")]
+        if len(segments) >= 4 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    await temporal.get_workflow_handle(wid).signal(SessionEventsWorkflow.close)
+    assert len(segments) >= 4, f"expected several hand-overs, got {len(segments)} segments"
+    replayer = Replayer(
+        workflows=[SessionEventsWorkflow], data_converter=make_data_converter(tmp_path)
+    )
+    limit_events = after_events or 1_000
+    limit_bytes = after_bytes or 256 * 1024
+    for segment in segments:
+        if segment.status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            continue
+        history = await temporal.get_workflow_handle(wid, run_id=segment.run_id).fetch_history()
+        size = sum(e.ByteSize() for e in history.events)
+        # The hand-over comes at the first task past the bound (the size Temporal reports is
+        # the one at that task's start): some slack.
+        assert len(history.events) <= limit_events + 20, len(history.events)
+        assert size <= limit_bytes + CARRY + 16 * 1024, size
+        first = history.events[0].workflow_execution_started_event_attributes
+        assert sum(p.ByteSize() for p in first.input.payloads) <= CARRY + 2048
+        # The first replay also builds the workflow sandbox (imports): not the segment's cost.
+        await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        began = time.monotonic()
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None
+        assert time.monotonic() - began < 1.0
+    # Nothing of the stream reached the data dir: no payload was offloaded.
+    payloads = client.settings.data_dir / "payloads"
+    assert not any(wid in p.name for p in payloads.rglob("*")) if payloads.exists() else True
