@@ -94,6 +94,11 @@ log = logging.getLogger(__name__)
 
 _POLL = "__temporal_workflow_stream_poll"
 WEBHOOK_RUN_QUERY = "webhook_run"
+# Approval events are posted as they come (issue 21): an adapter shows approve / deny buttons.
+APPROVAL_KINDS = {
+    EventKind.APPROVAL_REQUESTED: DeliveryKind.APPROVAL_REQUESTED,
+    EventKind.APPROVAL_DECIDED: DeliveryKind.APPROVAL_DECIDED,
+}
 POST_TIMEOUT_SECONDS = 10.0
 POLL_INTERVAL_SECONDS = 0.25
 # How often a delivery that has not seen its run's `agent_end` asks the session whether the run
@@ -298,6 +303,8 @@ class _RunDelivery:
                 continue
             if event.kind == EventKind.BLOCK_REPLY:
                 await self._block(event)
+            elif event.kind in APPROVAL_KINDS:
+                await self._approval(event, offset)
             elif event.kind == EventKind.AGENT_END:
                 saw_end = True
             self.progress.offset = offset
@@ -314,6 +321,13 @@ class _RunDelivery:
         )
         body.index, body.message_id = index, message_id
         await self._post(body, cursor=BlockCursor(message_id=message_id, next_index=index + 1))
+
+    async def _approval(self, event: AgentEvent, next_offset: int) -> None:
+        """A tool call that waits for a person (or was decided): an adapter shows buttons."""
+        body = self._body(event.event_id, APPROVAL_KINDS[event.kind], text=event.text or "")
+        body.ts = event.ts or body.ts
+        body.approval = dict(event.data)
+        await self._post(body, offset=next_offset)
 
     async def _dropped(self, event: AgentEvent, next_offset: int) -> None:
         """A message the queue dropped, told to its sender (issue 19); its text is not sent

@@ -57,6 +57,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from agentlane.approvals import ApprovalConfig
 from agentlane.compaction_config import CompactionConfig
 from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
@@ -251,6 +252,8 @@ class AgentlaneConfig(BaseModel):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     # `[webhooks]`: which callback hosts inside the network are allowed (issue 19).
     webhooks: WebhookPolicy = Field(default_factory=WebhookPolicy)
+    # `[tools.approval]`: the tools whose calls wait for a person's yes (issue 21).
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
 
     def model(self, ref: str) -> ModelEntry:
         entry = self.models.get(ref)
@@ -291,13 +294,15 @@ TOP_LEVEL_KEYS = (
     "loop_detection",
     "compaction",
     "webhooks",
+    "tools",
 )
 AUTH_KEYS = ("profiles", "order", "cooldowns")
+TOOLS_KEYS = ("approval",)
 
 
 def _known_keys() -> set[str]:
     """Every key the config file may hold, to suggest the one a typo meant."""
-    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS)
+    names: set[str] = set(TOP_LEVEL_KEYS) | set(AUTH_KEYS) | set(TOOLS_KEYS)
     for model in (
         ModelEntry,
         ModelCapabilities,
@@ -404,6 +409,7 @@ def build_config(
 
     _check_keys(raw, TOP_LEVEL_KEYS, "", source)
     _check_keys(dict(raw.get("auth") or {}), AUTH_KEYS, "auth.", source)
+    _check_keys(dict(raw.get("tools") or {}), TOOLS_KEYS, "tools.", source)
     where = ""
     try:
         models = {m.ref: m for m in builtin_models()}
@@ -433,6 +439,10 @@ def build_config(
         compaction = CompactionConfig.model_validate(dict(raw.get("compaction") or {}))
         where = "webhooks."
         webhooks = WebhookPolicy.model_validate(dict(raw.get("webhooks") or {}))
+        where = "tools.approval."
+        approval = ApprovalConfig.model_validate(
+            dict(dict(raw.get("tools") or {}).get("approval") or {})
+        )
         _require_positive(cooldowns, POSITIVE_COOLDOWNS, "auth.cooldowns.", source)
         _require_positive(loops, POSITIVE_LOOP_SETTINGS, "loop_detection.", source)
     except ValidationError as err:
@@ -459,6 +469,7 @@ def build_config(
         loop_detection=loops,
         compaction=compaction,
         webhooks=webhooks,
+        approval=approval,
     )
     model_source = "AGENTLANE_MODEL" if env.get("AGENTLANE_MODEL") else f"{source}: default_model"
     _check_refs(config, source, model_source)

@@ -49,6 +49,11 @@ class EventKind(StrEnum):
     # The queue policy dropped an accepted message (issue 19): `data` names its seq, message id,
     # fate, policy and cap, and its transcript entry; it belongs to no run (`run_id` empty).
     MESSAGE_DROPPED = "message_dropped"
+    # A tool call waits for a person's yes (issue 21): data names the approval id, the tool,
+    # an args preview, when it expires and what expiry does.
+    APPROVAL_REQUESTED = "approval_requested"
+    # It was decided or ended: data `outcome` approved / denied / expired / cancelled, `reason`.
+    APPROVAL_DECIDED = "approval_decided"
 
 
 class AgentEvent(BaseModel):

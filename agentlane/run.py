@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentlane.approvals import ApprovalConfig
 from agentlane.context_state import RunContextState
 from agentlane.entry_source import EntrySource as EntrySource
 from agentlane.errors import ExecutionErrorKind, ModelFailure
@@ -76,6 +77,8 @@ class ExecutionRequest(BaseModel):
     tools: list[str] = Field(default_factory=lambda: ["read", "write", "edit", "exec"])
     parent_entry_id: str | None = None
     loop_detection: LoopDetectionConfig = LoopDetectionConfig()
+    # `[tools.approval]` (issue 21); None when no tool needs approval (left out of history).
+    approvals: ApprovalConfig | None = None
     # Optional cap on model calls per run (off by default).
     max_turns: int | None = None
     context_window: int | None = None

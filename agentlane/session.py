@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentlane.approvals import ApprovalClosed, ApprovalConfig, PendingApproval
 from agentlane.entry_source import EntrySource
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.messages import MessageFate, QueueMode, Routing
@@ -53,6 +54,8 @@ class SessionSettings(BaseModel):
     queue: QueueConfig = Field(default_factory=QueueConfig)
     # Tool-loop detection (SPEC §14), on by default here; and an optional per-run turn limit.
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    # `[tools.approval]` (issue 21): None when no tool needs approval.
+    approvals: ApprovalConfig | None = None
     max_turns: int | None = None
     # The model's context window as the config gave it when the session was made (SPEC §9);
     # None: unknown, not checked.
@@ -138,6 +141,10 @@ class SessionState(BaseModel):
     dropped_messages: int = 0
     # Windows providers said they enforce, smaller than configured (model label → tokens).
     provider_windows: dict[str, int] = Field(default_factory=dict)
+    # Tool calls waiting for a person's yes (issue 21), and the latest approvals closed (so a
+    # second decision is told what became of the first; bounded, newest last).
+    approvals: list[PendingApproval] = Field(default_factory=list)
+    approvals_closed: list[ApprovalClosed] = Field(default_factory=list)
 
 
 class SessionInput(BaseModel):
@@ -196,6 +203,8 @@ class SessionStatus(BaseModel):
     last_reset_entry_id: str | None = None
     # Webhook delivery status, when the session has a callback.
     webhook: WebhookStatus | None = None
+    # Tool calls waiting for a person's yes (`agentlane approvals`).
+    approvals: list[PendingApproval] = Field(default_factory=list)
 
 
 class RunPhase(StrEnum):

@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import re
 from enum import StrEnum
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
@@ -118,6 +119,10 @@ class DeliveryKind(StrEnum):
     # The queue policy dropped an accepted message (issue 19): `message_id` is the sender's
     # message id, `message_seq` the session's number, `status` its fate, `text` what happened.
     MESSAGE_DROPPED = "message_dropped"
+    # A tool call waits for a person's yes, and what became of it (issue 21): `approval` holds
+    # the id, tool, args preview, expiry (requested) or outcome and reason (decided).
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
 
 
 class WebhookBody(BaseModel):
@@ -138,6 +143,8 @@ class WebhookBody(BaseModel):
     error_code: str | None = None
     # message_dropped: the session's number of the dropped message.
     message_seq: int | None = None
+    # approval_requested / approval_decided: the approval (`agentlane approve <key> <id>`).
+    approval: dict[str, Any] | None = None
     # The channel routing of the message that named the callback (what an adapter needs to
     # post the reply back to the right chat/thread).
     channel: str | None = None

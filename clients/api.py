@@ -42,6 +42,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.branch_history import UnknownEntry, branch_path, resets_of
 from activities.transcript_store import TranscriptStore
 from agentlane import search_attributes as sa
+from agentlane.approvals import ApprovalDecision, ApprovalReceipt, PendingApproval
 from agentlane.branches import (
     MEMO_BRANCH_POINT,
     MEMO_PARENT,
@@ -107,6 +108,11 @@ T = TypeVar("T")
 
 class SendRejected(Exception):
     """The session refused the message (empty, too long, unknown mode, queue full...)."""
+
+
+class ApprovalRejected(Exception):
+    """A decision for an approval the session does not have waiting (unknown, or already
+    decided or expired): the message says which."""
 
 
 class SessionNotFound(Exception):
@@ -277,6 +283,7 @@ class AgentlaneClient:
         base: dict[str, object] = {
             "queue": config.queue,
             "loop_detection": config.loop_detection,
+            "approvals": config.approval if config.approval.require else None,
             "context_window": window,
             "context_window_source": source,
             "thinking": config.agent("main").thinking,
@@ -608,6 +615,41 @@ class AgentlaneClient:
             f"abort recorded for session {key}, but {presence.describe()}: it takes effect "
             f"when a worker starts; {NO_WORKER_HINT}"
         )
+
+    # -- approvals (issue 21) ---------------------------------------------------------------
+
+    async def approvals(self, session_key: str) -> list[PendingApproval]:
+        """The session's tool calls waiting for a person's yes, oldest first."""
+        return (await self.status(session_key)).approvals
+
+    async def decide_approval(
+        self,
+        session_key: str,
+        approval_id: str,
+        approve: bool,
+        reason: str = "",
+        by: str = "",
+    ) -> ApprovalReceipt:
+        """Approve or deny a waiting tool call; the receipt says what became of it (approved,
+        denied, or expired first). An unknown or already decided id is `ApprovalRejected`."""
+        key = check_session_key(session_key)
+        decision = ApprovalDecision(id=approval_id, approve=approve, reason=reason, by=by)
+        handle = await self._running_session(key)
+        call = asyncio.ensure_future(
+            self._with_backoff(
+                lambda: handle.execute_update(SessionWorkflow.decide_approval, decision)
+            )
+        )
+        try:
+            receipt: ApprovalReceipt = await self._answer_or_no_worker(call, WORKER_WAIT_SECONDS)
+        except WorkflowUpdateFailedError as err:
+            raise ApprovalRejected(_failure_text(err)) from err
+        except _NoAnswer as gave_up:
+            raise NoWorker(
+                f"session {key} exists, but {gave_up.presence.describe()}, so the decision is "
+                f"not confirmed; {NO_WORKER_HINT}"
+            ) from None
+        return receipt
 
     # -- reset and branches (issue 10) --------------------------------------------------------
 

@@ -846,6 +846,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_abort)
 
+    from clients.approvals_cli import add_parsers as add_approval_parsers
+
+    add_approval_parsers(sub)
+
     p = sub.add_parser("reset", help=RESET_HELP, description=RESET_HELP[0].upper() + RESET_HELP[1:])
     p.add_argument("session")
     p.add_argument("--reason", default="user reset", help="recorded in the reset marker")

@@ -48,6 +48,10 @@ class TerminalRenderer:
             if event.event_id not in self.view.seen_ids:
                 self.view.apply(event)
                 self._line(f"⚠ {event.text or ''}")
+        elif kind in (EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_DECIDED):
+            if event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                self._line(_approval_line(event))
         elif kind == EventKind.AGENT_START:
             if event.event_id not in self.view.seen_ids:  # a repeat is the same start
                 self.view.apply(event)
@@ -96,3 +100,16 @@ def _input_line(event: AgentEvent) -> str:
     detail = data.get("command") or data.get("path") or ""
     text = " ".join(str(detail).split())
     return text if len(text) < 100 else text[:97] + "…"
+
+
+def _approval_line(event: AgentEvent) -> str:
+    """A call waiting for a person (with the command that decides it), or its outcome."""
+    d = event.data
+    if event.kind == EventKind.APPROVAL_REQUESTED:
+        return (
+            f"⏸ {d.get('tool', '')} waits for approval {d.get('id', '')}: "
+            f"{d.get('args_preview', '')}  (agentlane approve {event.session_key} "
+            f"{d.get('id', '')} [--deny])"
+        )
+    reason = f": {d['reason']}" if d.get("reason") else ""
+    return f"  approval {d.get('id', '')} {d.get('outcome', '')}{reason}"

@@ -22,6 +22,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Interceptor, Worker
 
+from activities.approval_steps import ApprovalSteps
 from activities.context.compaction import CompactionActivity
 from activities.context.truncation import TruncationActivity
 from activities.liveness import HEARTBEAT_THROTTLE
@@ -143,6 +144,7 @@ def build_workers(
                 listing.list_profiles,
                 listing.update_profile_usage,
                 AnnouncementPublisher(publishers).publish_announcements,
+                ApprovalSteps(store, publishers).approval_step,
             ],
             max_concurrent_workflow_tasks=50,
             max_concurrent_activities=settings.max_concurrent_tool_calls,

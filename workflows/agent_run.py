@@ -20,6 +20,7 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from agentlane import search_attributes as sa
+    from agentlane.approvals import ApprovalDecision
     from agentlane.errors import (
         CONFIG_ERROR,
         MODEL_IDLE_TIMEOUT,
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome
     from agentlane.transcript import Unanswered
     from workflows import activity_options as opts
+    from workflows.approval_wait import ApprovalWait
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
     from workflows.policy import search_attributes as attributes
@@ -182,6 +184,8 @@ class AgentRunWorkflow(LegacyFailover):
         # The reason of the latest failed model call: AgentLastError while the run deals with it.
         self.failure_reason: str | None = None
         self.telemetry = RunTelemetry(self.req)
+        # Calls that wait for a person's yes (issue 21, `[tools.approval]`).
+        self.approvals = ApprovalWait(self)
         # Where tool calls run: the host with the workspace (workflows/tool_hosts.py).
         self.tool_hosts = ToolHosts(self)
 
@@ -198,6 +202,10 @@ class AgentRunWorkflow(LegacyFailover):
     @workflow.signal
     def abort(self, reason: str) -> None:
         self.abort_reason = reason or "abort requested"
+
+    @workflow.signal
+    def decide_approval(self, decision: ApprovalDecision) -> None:
+        self.approvals.decide(decision)
 
     @workflow.query
     def progress(self) -> RunProgress:
@@ -596,7 +604,10 @@ class AgentRunWorkflow(LegacyFailover):
                 if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
                     return self._stopped_for_loop(verdict.message)
                 return None
-            ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
+            # A call `[tools.approval]` names waits here, durably, for a person's decision.
+            ran = await self.approvals.gate(turn, entry_id, call)
+            if ran is None:
+                ran = await self._run_tool(turn, entry_id, call.id, call.name, call.summary)
             if isinstance(ran, LoopEnd):
                 return ran
             self._record_outcome(call, ran)

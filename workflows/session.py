@@ -35,6 +35,13 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from agentlane import search_attributes as sa
+    from agentlane.approvals import (
+        ApprovalClosed,
+        ApprovalDecision,
+        ApprovalOutcome,
+        ApprovalReceipt,
+        PendingApproval,
+    )
     from agentlane.branches import (
         COPY_BRANCH,
         MEMO_BRANCH_POINT,
@@ -115,6 +122,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy import search_attributes as attributes
+    from workflows.policy.approvals import closed_after, decision_problem
     from workflows.policy.idle_limit import idle_limit_seconds
     from workflows.policy.provider_window import merged_windows
     from workflows.policy.queue import (
@@ -204,6 +212,8 @@ class SessionWorkflow:
         # A batch of dropped messages is being written (a handover waits for it).
         self.recording_drops = False
         self.drops_task: asyncio.Task[None] | None = None
+        # Approvals whose decision is on its way to the run.
+        self.deciding: set[str] = set()
 
     # -- messages in ------------------------------------------------------------------------
 
@@ -601,6 +611,52 @@ class SessionWorkflow:
     def close(self) -> None:
         self.closing = True
 
+    # -- approvals (issue 21; the run's side is workflows/approval_wait.py) -------------------
+
+    @workflow.signal
+    def approval_opened(self, approval: PendingApproval) -> None:
+        if approval.run_id == self.current_run_id:
+            self.s.approvals = [*self.s.approvals, approval]
+
+    @workflow.signal
+    def approval_closed(self, closed: ApprovalClosed) -> None:
+        self._close_approvals([closed])
+
+    def _close_approvals(self, closed: list[ApprovalClosed]) -> None:
+        ids = {c.id for c in closed}
+        self.s.approvals = [a for a in self.s.approvals if a.id not in ids]
+        self.s.approvals_closed = closed_after(self.s.approvals_closed, closed)
+
+    @workflow.update
+    async def decide_approval(self, decision: ApprovalDecision) -> ApprovalReceipt:
+        """Approve or deny a waiting tool call: forwarded to the run, answered once the run
+        took it (or the approval ended otherwise first: the receipt says so)."""
+        pending = next(a for a in self.s.approvals if a.id == decision.id)
+        self.deciding.add(decision.id)
+        try:
+            if self.child is not None:
+                try:
+                    await self.child.signal(AgentRunWorkflow.decide_approval, decision)
+                except Exception:
+                    workflow.logger.info("approval: run %s already ended", pending.run_id)
+            await workflow.wait_condition(
+                lambda: all(a.id != decision.id for a in self.s.approvals)
+            )
+        finally:
+            self.deciding.discard(decision.id)
+        closed = next(c for c in reversed(self.s.approvals_closed) if c.id == decision.id)
+        wanted = ApprovalOutcome.APPROVED if decision.approve else ApprovalOutcome.DENIED
+        note = "" if closed.outcome == wanted else f"the approval ended first: {closed.outcome}"
+        return ApprovalReceipt(id=decision.id, outcome=closed.outcome, tool=pending.tool, note=note)
+
+    @decide_approval.validator
+    def validate_decide_approval(self, decision: ApprovalDecision) -> None:
+        problem = decision_problem(
+            self.s.key, decision.id, self.s.approvals, self.s.approvals_closed, self.deciding
+        )
+        if problem is not None:
+            raise ValueError(problem)
+
     @workflow.query
     def status(self) -> SessionStatus:
         return SessionStatus(
@@ -629,6 +685,7 @@ class SessionWorkflow:
             resets=self.s.resets,
             last_reset_entry_id=self.s.last_reset_entry_id,
             webhook=self.hooks.status() if self.hooks is not None else None,
+            approvals=list(self.s.approvals),
         )
 
     # -- reset and branches (issue 10) --------------------------------------------------------
@@ -963,6 +1020,7 @@ class SessionWorkflow:
             continue_as_new_after_events=settings.run_continue_as_new_after_events,
             counters_upsert_seconds=settings.counters_upsert_seconds,
             loop_detection=settings.loop_detection,
+            approvals=settings.approvals,
             max_turns=settings.max_turns,
             context_window=settings.context_window,
             context_window_source=settings.context_window_source,
@@ -1028,6 +1086,14 @@ class SessionWorkflow:
             if batch.used_overflow:
                 self.s.overflow = OverflowState()
         finally:
+            # Approvals still listed for the run (it stopped while they waited) end with it.
+            self._close_approvals(
+                [
+                    ApprovalClosed(id=a.id, outcome=ApprovalOutcome.CANCELLED)
+                    for a in self.s.approvals
+                    if a.run_id == run_id
+                ]
+            )
             self.child = None
             self.current_run_id = None
             self.s.in_flight = None

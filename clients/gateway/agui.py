@@ -27,7 +27,9 @@ models, so every dict validates against them). One translator per stream: it is 
 | warning, tool_loop,    | CUSTOM (name = our kind, value = our data, with `text` when set)     |
 | block_reply,           | (block_reply: {messageId, index, text})                              |
 | session_reset,         |                                                                      |
-| message_dropped        |                                                                      |
+| message_dropped,       |                                                                      |
+| approval_requested,    |                                                                      |
+| approval_decided       |                                                                      |
 
 Stream shape: AG-UI wants every event inside a run (RUN_STARTED first, nothing after the run
 closes). Events of a run whose `agent_start` this translator did not see (a stream read from
@@ -103,6 +105,8 @@ _CUSTOM_KINDS = frozenset(
         EventKind.COMPACTION_END,
         EventKind.SESSION_RESET,
         EventKind.MESSAGE_DROPPED,
+        EventKind.APPROVAL_REQUESTED,
+        EventKind.APPROVAL_DECIDED,
     }
 )
 

@@ -28,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentlane.approvals import ApprovalReceipt, PendingApproval
 from agentlane.branches import ResetReceipt
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
 from agentlane.ids import InvalidSessionKey, check_session_key
@@ -45,6 +46,7 @@ from agentlane.settings import Settings
 from clients.api import (
     WORKER_WAIT_SECONDS,
     AgentlaneClient,
+    ApprovalRejected,
     NoWorker,
     SendRejected,
     SessionNotFound,
@@ -158,6 +160,17 @@ class AbortBody(BaseModel):
     reason: str = Field(default="user abort", max_length=1000)
 
     _reason = field_validator("reason")(_no_nul)
+
+
+class ApprovalBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    decision: Literal["approve", "deny"]
+    reason: str = Field(default="", max_length=1000, description="told to the model on a denial")
+    by: str | None = Field(
+        default=None, max_length=200, description="who decided; default gateway:<token name>"
+    )
+
+    _text = field_validator("reason", "by")(_no_nul)
 
 
 class ResetBody(BaseModel):
@@ -356,6 +369,8 @@ async def _call(gw: Gateway, action: Callable[[AgentlaneClient], Awaitable[T]]) 
         raise Problem(404, "session-not-found", "Session not found", str(err)) from err
     except SendRejected as err:
         raise Problem(422, "rejected", "Rejected", str(err)) from err
+    except ApprovalRejected as err:
+        raise Problem(409, "approval-not-pending", "Approval not pending", str(err)) from err
     except InvalidSessionKey as err:
         raise Problem(400, "invalid-session-key", "Invalid session key", str(err)) from err
     except NoWorker as err:
@@ -583,6 +598,34 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
     async def abort(key: SessionKey, body: AbortBody | None = None) -> AbortReceipt:
         reason = (body or AbortBody()).reason
         return await _call(gw, lambda c: c.abort(key, reason))
+
+    @app.get(
+        "/v1/sessions/{key}/approvals",
+        summary="Tool calls waiting for a person's yes",
+        description="Oldest first: id, tool, args preview, when it expires and what expiry "
+        "does (`[tools.approval]`).",
+        tags=["sessions"],
+        responses=errors,
+    )
+    async def list_approvals(key: SessionKey) -> list[PendingApproval]:
+        return await _call(gw, lambda c: c.approvals(key))
+
+    @app.post(
+        "/v1/sessions/{key}/approvals/{approval_id}",
+        summary="Approve or deny a waiting tool call",
+        description="The receipt says what became of it (approved, denied, or expired first). "
+        "409 for an unknown, already decided or expired approval.",
+        tags=["sessions"],
+        responses=_problem_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+    )
+    async def decide_approval(
+        key: SessionKey, approval_id: str, body: ApprovalBody, token: Principal
+    ) -> ApprovalReceipt:
+        by = body.by or f"gateway:{token.name or token.id}"
+        approve = body.decision == "approve"
+        return await _call(
+            gw, lambda c: c.decide_approval(key, approval_id, approve, body.reason, by=by)
+        )
 
     @app.post(
         "/v1/sessions/{key}/close",

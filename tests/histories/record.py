@@ -640,6 +640,34 @@ async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
             await client.wait_for_run(r.run_id or "")
 
 
+async def approvals(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 21: calls that wait for a person's yes: one approved, one denied with a reason, one
+    expired (denied), one expired with on_timeout = "abort", and an abort during the wait."""
+    from tests.e2e.test_approvals import configure, pending_approval
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    configure(dep)
+    r = await client.send_and_start("ap-ok", "run `echo ok` then say done", workspace=str(ws))
+    approval = await pending_approval(client, "ap-ok")
+    await client.decide_approval("ap-ok", approval.id, approve=True, by="recorder")
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("ap-no", "run `echo no` then say done", workspace=str(ws))
+    approval = await pending_approval(client, "ap-no")
+    await client.decide_approval("ap-no", approval.id, approve=False, reason="not now")
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("ap-stop", "run `echo x` then say never", workspace=str(ws))
+    await pending_approval(client, "ap-stop")
+    await client.abort("ap-stop", "stop")
+    await client.wait_for_run(r.run_id or "")
+    configure(dep, timeout=1)
+    r = await client.send_and_start("ap-exp", "run `echo late` then say done", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+    configure(dep, timeout=1, on_timeout="abort")
+    r = await client.send_and_start("ap-abort", "run `echo late` then say no", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -663,6 +691,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "queue_drops": queue_drops,
     "host_routing": host_routing,
     "thinking_and_window": thinking_and_window,
+    "approvals": approvals,
 }
 
 

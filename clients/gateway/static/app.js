@@ -29,7 +29,7 @@ const state = {
 let view = newView();
 
 function newView() {
-  return { seen: new Set(), messages: new Map(), tools: new Map() };
+  return { seen: new Set(), messages: new Map(), tools: new Map(), approvals: new Map() };
 }
 
 // -- HTTP ------------------------------------------------------------------------------------
@@ -126,6 +126,61 @@ function inputLine(event) {
   return detail.length < 100 ? detail : detail.slice(0, 97) + "…";
 }
 
+/* A tool call waiting for a person's yes (`[tools.approval]`): its card, with Approve and Deny
+ * buttons while it waits. Shown from the `approval_requested` event, or from the session's
+ * status for one that was waiting before the page was opened. */
+function approvalCard(a) {
+  let card = view.approvals.get(a.id);
+  if (card) return card;
+  const el = add("approval");
+  el.dataset.approvalId = a.id;
+  const head = document.createElement("div");
+  head.className = "ask";
+  head.textContent = `⏸ ${a.tool} waits for approval ${a.id}: ${a.args_preview || ""}`;
+  const approve = document.createElement("button");
+  approve.type = "button";
+  approve.className = "approve";
+  approve.textContent = "Approve";
+  const deny = document.createElement("button");
+  deny.type = "button";
+  deny.className = "deny";
+  deny.textContent = "Deny";
+  const outcome = document.createElement("span");
+  outcome.className = "outcome";
+  el.append(head, approve, deny, outcome);
+  card = { el, approve, deny, outcome };
+  approve.addEventListener("click", () => decide(a.id, "approve"));
+  deny.addEventListener("click", () => decide(a.id, "deny"));
+  view.approvals.set(a.id, card);
+  follow(el);
+  return card;
+}
+
+function closeCard(id, outcome, reason) {
+  const card = view.approvals.get(id);
+  if (!card) return;
+  card.approve.disabled = card.deny.disabled = true;
+  card.outcome.textContent = `${outcome}${reason ? `: ${reason}` : ""}`;
+  card.el.dataset.outcome = outcome;
+}
+
+async function decide(id, decision) {
+  const card = view.approvals.get(id);
+  if (card) card.approve.disabled = card.deny.disabled = true;
+  try {
+    const r = await api(`/v1/sessions/${enc(state.key)}/approvals/${enc(id)}`, {
+      method: "POST",
+      body: JSON.stringify({ decision }),
+    });
+    closeCard(id, r.outcome, r.note);
+    showError(null);
+  } catch (err) {
+    closeCard(id, "refused", err.message);
+    showError(err);
+  }
+  refreshStatus();
+}
+
 function render(event) {
   const kind = event.kind;
   const streamed = ["text_delta", "reasoning_delta", "tool_execution_update"].includes(kind);
@@ -186,6 +241,14 @@ function render(event) {
       t.result.textContent = `${event.success ? "✓" : "✗"} ${event.summary || ""}${took}`;
       t.result.className = `result ${event.success ? "ok" : "failed"}`;
       follow(t.el);
+      break;
+    }
+    case "approval_requested":
+      approvalCard(event.data || {});
+      break;
+    case "approval_decided": {
+      const d = event.data || {};
+      closeCard(d.id, d.outcome, d.reason);
       break;
     }
     case "warning":
@@ -335,6 +398,7 @@ async function refreshStatus() {
     $("status").textContent = parts.join(" · ");
     $("status").dataset.phase = s.phase;
     $("abort").disabled = !busy;
+    for (const a of s.approvals || []) approvalCard(a);
   } catch (err) {
     $("status").textContent = err.status === 404 ? `${state.key}: new session` : err.message;
     $("status").dataset.phase = "";

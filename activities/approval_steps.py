@@ -1,0 +1,57 @@
+"""The run's activity around an approval (issue 21): publish `approval_requested` /
+`approval_decided` at once (the run is about to wait, or was just decided), and answer a call
+that will not run (denied, expired) with a tool result in the transcript.
+
+Idempotent: the result entry's id derives from the call id and the store keeps the first answer;
+the events carry stable ids.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.stream_publishers import SessionPublishers
+from activities.transcript_store import TranscriptStore, tool_result_entry
+from agentlane.approvals import APPROVAL_STEP, ApprovalStepInput
+from agentlane.events import AgentEvent, EventKind
+
+
+class ApprovalSteps:
+    def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
+        self.store = store
+        self.publishers = publishers
+
+    @activity.defn(name=APPROVAL_STEP)
+    async def approval_step(self, inp: ApprovalStepInput) -> None:
+        answered = False
+        if inp.answer:
+            entry = tool_result_entry(
+                inp.tool_call_id,
+                inp.tool_name,
+                inp.answer,
+                inp.run_id,
+                is_error=True,
+                meta={"summary": inp.summary, "duration_ms": 0},
+            )
+            await self.store.append(inp.session_key, [entry])
+            answered = True
+        lease = self.publishers.lease(activity.client(), inp.session_key, wait_for_flush=True)
+        async with lease as publisher:
+            for announcement in inp.announce:
+                publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
+            if answered:
+                publisher.publish(
+                    AgentEvent(
+                        kind=EventKind.TOOL_EXECUTION_END,
+                        event_id=f"{inp.tool_call_id}/{EventKind.TOOL_EXECUTION_END.value}",
+                        session_key=inp.session_key,
+                        run_id=inp.run_id,
+                        turn_index=inp.turn_index,
+                        message_id=inp.assistant_entry_id,
+                        tool_call_id=inp.tool_call_id,
+                        tool_name=inp.tool_name,
+                        success=False,
+                        summary=inp.summary,
+                        text=inp.answer,
+                    )
+                )
