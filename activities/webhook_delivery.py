@@ -297,15 +297,14 @@ class _RunDelivery:
             if event.kind == EventKind.MESSAGE_DROPPED:
                 # It belongs to no run: the delivery that reads it posts it (runs are delivered
                 # one after the other, each from where the last one stopped, so exactly one).
-                await self._dropped(event)
-                self.progress.offset = offset
+                await self._dropped(event, offset)
                 continue
             if event.run_id != self.inp.run_id:
                 continue
             if event.kind == EventKind.BLOCK_REPLY:
                 await self._block(event)
             elif event.kind in APPROVAL_KINDS:
-                await self._approval(event)
+                await self._approval(event, offset)
             elif event.kind == EventKind.AGENT_END:
                 saw_end = True
             self.progress.offset = offset
@@ -321,17 +320,16 @@ class _RunDelivery:
             event.event_id, DeliveryKind.BLOCK_REPLY, text=event.text or "", ts=event.ts
         )
         body.index, body.message_id = index, message_id
-        await self._post(body)
-        self.progress.cursor = BlockCursor(message_id=message_id, next_index=index + 1)
+        await self._post(body, cursor=BlockCursor(message_id=message_id, next_index=index + 1))
 
-    async def _approval(self, event: AgentEvent) -> None:
+    async def _approval(self, event: AgentEvent, next_offset: int) -> None:
         """A tool call that waits for a person (or was decided): an adapter shows buttons."""
         body = self._body(event.event_id, APPROVAL_KINDS[event.kind], text=event.text or "")
         body.ts = event.ts or body.ts
         body.approval = dict(event.data)
-        await self._post(body)
+        await self._post(body, offset=next_offset)
 
-    async def _dropped(self, event: AgentEvent) -> None:
+    async def _dropped(self, event: AgentEvent, next_offset: int) -> None:
         """A message the queue dropped, told to its sender (issue 19); its text is not sent
         again, it is in the transcript."""
         body = self._body(event.event_id, DeliveryKind.MESSAGE_DROPPED, text=event.text or "")
@@ -340,7 +338,7 @@ class _RunDelivery:
         body.message_id = message_id if isinstance(message_id, str) else None
         body.message_seq = seq if isinstance(seq, int) else None
         body.status = fate if isinstance(fate, str) else None
-        await self._post(body)
+        await self._post(body, offset=next_offset)
 
     async def _send_final(self, ended: RunEnd) -> None:
         run_id = self.inp.run_id
@@ -384,7 +382,12 @@ class _RunDelivery:
             thread=t.thread,
         )
 
-    async def _post(self, body: WebhookBody) -> None:
+    async def _post(
+        self, body: WebhookBody, *, cursor: BlockCursor | None = None, offset: int | None = None
+    ) -> None:
+        """POST one body; once answered 2xx, record it (with where the next block starts,
+        `cursor`, or the stream offset past it, `offset`) in the heartbeat and the store
+        together, so a retry on any host resumes after it."""
         data = body.model_dump_json(exclude_none=True).encode()
         headers = {
             "Content-Type": "application/json",
@@ -424,6 +427,10 @@ class _RunDelivery:
             )
         self.progress.delivered += 1
         self.progress.last_id = body.id
+        if cursor is not None:
+            self.progress.cursor = cursor
+        if offset is not None:
+            self.progress.offset = offset
         self._beat()
         await self._save()
 

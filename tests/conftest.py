@@ -14,6 +14,7 @@ import pytest_asyncio
 from agentlane.settings import Settings
 from clients.api import AgentlaneClient
 from tests.harness import Deployment, devserver
+from tests.postgres_cluster import PostgresCluster, shared_cluster, unavailable_reason
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +24,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     srv.start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresCluster]:
+    """A throw-away PostgreSQL server for the test session, shared with the store's contract
+    tests (skips, saying why, where none can be made: `./dev` installs Debian's `postgresql`
+    package when it can)."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = shared_cluster()
+    yield cluster
+    cluster.destroy()
 
 
 def make_deployment(server: object, root: Path, **extra_env: str) -> Deployment:

@@ -12,6 +12,7 @@ from agentlane.encryption import EncryptionCodec
 from store.embedded import EmbeddedStore
 from store.interface import Store
 from store.sealing import Sealer
+from tests.postgres_cluster import database_for, shared_cluster, unavailable_reason
 
 Factory = Callable[[Path, Sealer], Awaitable[Store]]
 
@@ -22,7 +23,18 @@ async def _sqlite(tmp: Path, sealer: Sealer) -> Store:
     return store
 
 
-BACKENDS: dict[str, Factory] = {"sqlite": _sqlite}
+async def _postgresql(tmp: Path, sealer: Sealer) -> Store:
+    """A database of the test run's PostgreSQL server, one per test (named after its tmp
+    folder, so a second store for the same test shares it)."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from store.postgres import open_postgres
+
+    return await open_postgres(database_for(shared_cluster(), str(tmp)), sealer)
+
+
+BACKENDS: dict[str, Factory] = {"sqlite": _sqlite, "postgresql": _postgresql}
 
 
 def a_codec() -> EncryptionCodec:
