@@ -155,6 +155,8 @@ class MessageFate(BaseModel):
     run_id: str | None = None
     note: str = ""
     message_id: str | None = None
+    # For a duplicate: the number of the message it repeats (`wait_started` follows it).
+    duplicate_of: int | None = None
 
 
 class SendDisposition(StrEnum):

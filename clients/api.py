@@ -575,6 +575,17 @@ class AgentlaneClient:
             fate: MessageFate = await self._with_backoff(
                 lambda: handle.execute_update(SessionWorkflow.wait_started, seq)
             )
+            if fate.state == FateState.DUPLICATE and fate.duplicate_of not in (None, seq):
+                # A redelivery: answer with the run that takes (or took) the message it repeats.
+                assert fate.duplicate_of is not None
+                original = await self.wait_started(key, fate.duplicate_of)
+                return fate.model_copy(
+                    update={
+                        "run_id": original.run_id,
+                        "note": f"{fate.note}: message #{original.seq}, {original.state.value}"
+                        + (f" by {original.run_id}" if original.run_id else ""),
+                    }
+                )
             if fate.state != FateState.PENDING:
                 return fate
             await asyncio.sleep(0.05)  # the session is continuing as new
@@ -948,8 +959,17 @@ class AgentlaneClient:
         return result
 
     async def events_offset(self, session_key: str) -> int:
-        stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
-        return await stream.get_offset()
+        """The offset the session's next event will have: 0 for a session not started yet (its
+        event stream starts with its first message), so `watch(key, offset)` sees everything."""
+        stream = WorkflowStreamClient.create(
+            self.client, events_workflow_id(check_session_key(session_key))
+        )
+        try:
+            return await stream.get_offset()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return 0
+            raise
 
     async def watch(
         self,
@@ -965,6 +985,8 @@ class AgentlaneClient:
         from datetime import timedelta
 
         offset = from_offset
+        if until_run is not None and await self._ended_before(session_key, until_run, offset):
+            return  # e.g. the run a redelivered message's original took, long over
         while True:
             stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
             try:
@@ -1001,6 +1023,22 @@ class AgentlaneClient:
                 await asyncio.sleep(1.0)  # the server is unreachable: reconnect and resume
             except (ConnectionError, OSError):
                 await asyncio.sleep(1.0)
+
+    async def _ended_before(self, session_key: str, run_id: str, from_offset: int) -> bool:
+        """Whether run `run_id` is over and its agent_end is not at or after `from_offset`
+        (so a watch for it from there would wait forever)."""
+        from temporalio.client import WorkflowExecutionStatus
+
+        try:
+            described = await self.client.get_workflow_handle(run_id).describe()
+        except RPCError:
+            return False
+        if described.status in (None, WorkflowExecutionStatus.RUNNING):
+            return False
+        async for item in self.read_events(session_key, from_offset):
+            if item.event.run_id == run_id and item.event.kind == EventKind.AGENT_END:
+                return False
+        return True
 
     async def read_events(
         self, session_key: str, from_offset: int, until: int | None = None

@@ -58,6 +58,7 @@ EXIT_RUN_ABORTED = 4
 EXIT_NO_WORKER = 5
 EXIT_NOT_FOUND = 6
 EXIT_UNREACHABLE = 7
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 
 def _message_text(args: argparse.Namespace) -> str:
@@ -1150,6 +1151,11 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     try:
         code = args.func(args) if getattr(args, "sync", False) else asyncio.run(args.func(args))
+    except BrokenPipeError:
+        # The reader of stdout went away (`| head`): not an error of ours nor the server's.
+        # Python's documented way: point stdout at devnull so the exit flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_BROKEN_PIPE
     except InvalidSessionKey as err:
         print(f"error: {err}", file=sys.stderr)
         code = EXIT_REJECTED
@@ -1167,10 +1173,11 @@ def main(argv: list[str] | None = None) -> None:
     except RuntimeError as err:
         if "Failed client connect" not in str(err):
             raise
-        # The SDK says this for a server that is down or an address that is wrong.
-        settings = Settings.from_env()
+        # The SDK says this for a server that is down or an address that is wrong; name the
+        # address this command used (`--address` when given).
+        address = getattr(args, "address", None) or Settings.from_env().temporal_address
         print(
-            f"error: cannot reach the Temporal server at {settings.temporal_address}: start the "
+            f"error: cannot reach the Temporal server at {address}: start the "
             "dev server with `agentlane server start`, or set AGENTLANE_TEMPORAL_ADDRESS",
             file=sys.stderr,
         )
@@ -1180,7 +1187,11 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         code = 1
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = code or EXIT_BROKEN_PIPE
     sys.stderr.flush()
     # The SDK's runtime can crash at interpreter exit in short-lived scripts (sdk-python#300).
     os._exit(code)

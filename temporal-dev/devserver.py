@@ -143,6 +143,9 @@ class DevServer:
         # The server's database holds every history: readable by its user only.
         self.data_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
         os.chmod(self.data_dir, 0o700)
+        # Files an older start left readable by others (SQLite gives its -wal and -shm files
+        # the database's mode) are closed up; the umask covers the ones the server creates.
+        self._private_files()
         fd = os.open(self.log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "ab") as log:
             proc = subprocess.Popen(
@@ -151,10 +154,12 @@ class DevServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                umask=0o077,
             )
-        self.state_file.write_text(
-            json.dumps({"pid": proc.pid, "port": self.port, "ui_port": self.ui_port})
-        )
+        fd = os.open(self.state_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as state:
+            state.write(json.dumps({"pid": proc.pid, "port": self.port, "ui_port": self.ui_port}))
+        self._private_files()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -168,6 +173,14 @@ class DevServer:
             time.sleep(0.1)
         self.stop()
         raise SystemExit(f"temporal dev server did not open port {self.port} in {timeout}s")
+
+    def _private_files(self) -> None:
+        db = self.data_dir / self.db_name
+        for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm"), self.state_file, self.log_file):
+            try:
+                os.chmod(path, 0o600)
+            except FileNotFoundError:
+                pass
 
     def register_search_attributes(self) -> None:
         """The start flags register the attributes only in a new database: a server whose

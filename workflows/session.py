@@ -299,8 +299,15 @@ class SessionWorkflow:
         now = workflow.time()
         if check_duplicate(self.s.queue, self.s.recent_ids, item, self.s.key, qs.dedupe, now):
             note = "already received (same message id)"
-            self._set_fate(seq, FateState.DUPLICATE, note=note)
             original = self._original(msg.message_id)
+            # Its fate names the message it repeats, so `wait_started` can answer with that
+            # one's run (state only: no command changes).
+            self._set_fate(
+                seq,
+                FateState.DUPLICATE,
+                note=note,
+                duplicate_of=original.seq if original is not None else None,
+            )
             receipt = self._receipt(seq, SendDisposition.DUPLICATE, mode, note=note)
             if original is not None:
                 receipt.duplicate_of, receipt.original = original.seq, original
@@ -588,13 +595,21 @@ class SessionWorkflow:
         run_id: str | None = None,
         note: str = "",
         message_id: str | None = None,
+        duplicate_of: int | None = None,
     ) -> None:
         previous = self._fate(seq)
         if message_id is None and previous is not None:
             message_id = previous.message_id
         fates = [f for f in self.s.fates if f.seq != seq]
         fates.append(
-            MessageFate(seq=seq, state=state, run_id=run_id, note=note, message_id=message_id)
+            MessageFate(
+                seq=seq,
+                state=state,
+                run_id=run_id,
+                note=note,
+                message_id=message_id,
+                duplicate_of=duplicate_of,
+            )
         )
         self.s.fates = fates[-RECENT_FATES:]
 

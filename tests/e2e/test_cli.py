@@ -247,3 +247,31 @@ async def test_a_paused_worker_is_busy_not_absent(no_worker: Deployment, tmp_pat
         assert json.loads(stdout)["key"] == key
     finally:
         no_worker.stop_workers()
+
+
+async def test_status_into_a_closed_pipe_is_not_an_unreachable_server(
+    shared: Deployment, workspace: Path
+) -> None:
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    sent = await acli(shared, "send", key, "say hi", "--workspace", str(workspace))
+    assert sent.returncode == 0, sent.stderr
+
+    def status_into_closed_pipe() -> subprocess.CompletedProcess[bytes]:
+        # `agentlane status KEY | head -5` once head has gone: the reading end is closed.
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            return subprocess.run(
+                [sys.executable, "-m", "clients.cli", "status", key],
+                cwd=REPO,
+                env=shared.env(),
+                stdout=write_end,
+                stderr=subprocess.PIPE,
+                timeout=120,
+            )
+        finally:
+            os.close(write_end)
+
+    got = await asyncio.to_thread(status_into_closed_pipe)
+    assert got.returncode == 141, got.stderr  # 128 + SIGPIPE, as a shell reports it
+    assert got.stderr == b""

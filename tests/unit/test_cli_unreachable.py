@@ -37,3 +37,30 @@ def test_a_bad_schedule_timing_is_refused_before_connecting() -> None:
     got = cli("schedule", "create", "x", "--session", "s", "--message", "hi", "--every", "1wk")
     assert got.returncode == 2, got.stderr
     assert "invalid interval '1wk'" in got.stderr and "reach" not in got.stderr
+
+
+def test_setup_namespace_names_the_address_it_was_given() -> None:
+    given = f"127.0.0.1:{devserver.free_port()}"
+    got = cli("setup-namespace", "--address", given)
+    assert got.returncode == 7, got.stderr
+    assert f"cannot reach the Temporal server at {given}:" in got.stderr
+
+
+def test_a_closed_stdout_pipe_is_not_an_unreachable_server() -> None:
+    # As `agentlane ... | head` when head has gone: the reading end is closed before the write.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        got = subprocess.run(
+            [sys.executable, "-m", "clients.cli", "setup-namespace", "--print"],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert got.returncode == 141, got.stderr  # 128 + SIGPIPE, as a shell reports it
+    assert got.stderr == ""
