@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentlane.queue_settings import QueueOptions
+from agentlane.reset_help import RESET_HELP as RESET_HELP
 from agentlane.session import BranchSource, SessionSettings
 
 __all__ = ["BranchSource"]
@@ -25,11 +26,6 @@ COPY_BRANCH = "copy_branch"
 # How a failure text or a help line names the recovery; `<session>` is the key when known.
 RESET_COMMAND = "agentlane reset <session>"
 RESET_ADVICE = f"reset the session (`{RESET_COMMAND}`)"
-RESET_HELP = (
-    "reset the session: later messages start afresh (nothing before the reset is sent to the "
-    "model; the old branch stays in the transcript); a busy run is aborted, queued messages "
-    "are kept"
-)
 
 # Memo keys of a branched session's workflow: listing the tree needs no queries.
 MEMO_PARENT = "parent_session"

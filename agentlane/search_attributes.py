@@ -13,74 +13,42 @@ columns per type: 10 Keyword, 3 Int, 3 Double. This set uses 8, 2 and 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
-
 from temporalio.common import SearchAttributeKey
 
-
-class AttributeType(StrEnum):
-    KEYWORD = "Keyword"
-    INT = "Int"
-    DOUBLE = "Double"
-
-
-@dataclass(frozen=True)
-class AttributeDef:
-    name: str
-    type: AttributeType
-    # What `agentlane sessions --<option>` filters with it (None: not a filter option).
-    option: str | None
-    help: str
-
-
-SESSION_KEY = AttributeDef(
-    "AgentSessionKey", AttributeType.KEYWORD, "session", "the session key (sessions and runs)"
-)
-AGENT = AttributeDef("AgentId", AttributeType.KEYWORD, "agent", "the agent id")
-MODEL = AttributeDef(
-    "AgentModel", AttributeType.KEYWORD, "model", "provider/model answering (the fallback's)"
-)
-AUTH_PROFILE = AttributeDef(
-    "AgentAuthProfile", AttributeType.KEYWORD, "profile", "the auth profile id in use (never a key)"
-)
-CHANNEL = AttributeDef(
-    "AgentChannel", AttributeType.KEYWORD, "channel", "the chat channel of the latest message"
-)
-PHASE = AttributeDef(
-    "AgentPhase",
-    AttributeType.KEYWORD,
-    "phase",
-    "idle / running / waiting / compacting (a run: running / waiting / compacting / ended)",
-)
-SOURCE = AttributeDef(
-    "AgentSource", AttributeType.KEYWORD, "source", "what started the run: chat, cli, cron, ..."
-)
-LAST_ERROR = AttributeDef(
-    "AgentLastError",
-    AttributeType.KEYWORD,
-    "error",
-    "the error kind of the latest run that failed (rate_limit, context_overflow, ...)",
-)
-TURNS = AttributeDef("AgentTurns", AttributeType.INT, None, "model turns so far")
-TOKENS = AttributeDef("AgentTokens", AttributeType.INT, None, "tokens so far (all kinds)")
-COST = AttributeDef(
-    "AgentCostUsd", AttributeType.DOUBLE, None, "US dollars so far; unset when unpriced"
-)
-
-ALL: tuple[AttributeDef, ...] = (
-    SESSION_KEY,
+# The definitions live in a module without the SDK (the CLI parser uses them); re-exported here.
+from agentlane.search_attribute_defs import (
     AGENT,
-    MODEL,
+    ALL,
     AUTH_PROFILE,
     CHANNEL,
-    PHASE,
-    SOURCE,
-    LAST_ERROR,
-    TURNS,
-    TOKENS,
     COST,
+    LAST_ERROR,
+    MODEL,
+    PHASE,
+    SESSION_KEY,
+    SOURCE,
+    TOKENS,
+    TURNS,
+    AttributeDef,
+    AttributeType,
 )
+
+__all__ = [
+    "AttributeType",
+    "AttributeDef",
+    "SESSION_KEY",
+    "AGENT",
+    "MODEL",
+    "AUTH_PROFILE",
+    "CHANNEL",
+    "PHASE",
+    "SOURCE",
+    "LAST_ERROR",
+    "TURNS",
+    "TOKENS",
+    "COST",
+    "ALL",
+]
 
 SESSION_KEY_KEY = SearchAttributeKey.for_keyword(SESSION_KEY.name)
 AGENT_KEY = SearchAttributeKey.for_keyword(AGENT.name)

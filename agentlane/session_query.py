@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from agentlane import search_attributes as sa
+from agentlane import search_attribute_defs as sa
 
 SESSION_PHASES = ("idle", "running")
 RUN_PHASES = ("waiting", "compacting")

@@ -99,6 +99,8 @@ from agentlane.transcript import TranscriptEntry
 from agentlane.webhook_targets import check_callback_target
 from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from clients import schedules
+from clients.api_errors import NoWorker as NoWorker
+from clients.api_errors import SessionNotFound as SessionNotFound
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
 from store.open import shared_store
 from store.sync import run_sync
@@ -118,17 +120,8 @@ class ApprovalRejected(Exception):
     decided or expired): the message says which."""
 
 
-class SessionNotFound(Exception):
-    """No session with that key exists (it never did, or it was closed)."""
-
-
 class BranchRejected(SendRejected):
     """The branch cannot be made (unknown entry, the new key is taken...); nothing was made."""
-
-
-class NoWorker(Exception):
-    """No worker answered in time. What was sent is durably accepted where that is possible;
-    the message says so and names the command that starts a worker."""
 
 
 class WorkerBusy(NoWorker):

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentlane.approvals import PendingApproval
+if TYPE_CHECKING:  # the parser is built for every command: no pydantic contracts for it
+    from agentlane.approvals import PendingApproval
 
 EXIT_OK = 0
 EXIT_REJECTED = 2

@@ -13,15 +13,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from agentlane.branches import RESET_HELP
-from agentlane.config import AgentlaneConfig
 from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey, check_session_key
-from agentlane.messages import Routing
-from agentlane.pricing import cost_label, prices_text
-from agentlane.settings import Settings
+from agentlane.reset_help import RESET_HELP
 
+# Every command builds the parser: only light modules at the top. pydantic contracts and the SDKs
+# are imported by the commands that use them (issue 22; tests/unit/test_cli_imports.py).
 if TYPE_CHECKING:
+    from agentlane.config import AgentlaneConfig
+    from agentlane.messages import Routing
+    from agentlane.settings import Settings
     from clients.api import AgentlaneClient
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,6 +99,7 @@ def _tell_waiting(why: str) -> None:
 
 async def _send(args: argparse.Namespace) -> int:
     from agentlane.messages import FateState, SendDisposition
+    from agentlane.pricing import cost_label
     from agentlane.run import ExecutionStatus
     from clients.api import AgentlaneClient, NoWorker, SendRejected
     from clients.render import TerminalRenderer
@@ -343,6 +345,7 @@ async def _sessions(args: argparse.Namespace) -> int:
 
 
 async def _setup_namespace(args: argparse.Namespace) -> int:
+    from agentlane.settings import Settings
     from agentlane.temporal_client import connect
     from clients.namespace_setup import AttributeTypeConflict, commands_text, register
 
@@ -480,6 +483,7 @@ def _auth(args: argparse.Namespace) -> int:
     stdin, never argv. So can
     header values (`--header NAME` alone), since argv is visible to every user in `ps`."""
     from activities.auth_store import AuthStore, AuthStoreError
+    from agentlane.settings import Settings
 
     store = AuthStore.for_data_dir(Settings.from_env().data_dir)
     if args.action == "set":
@@ -570,6 +574,8 @@ def _profile_health(settings: Settings) -> dict[str, str]:
 
 def _models(_: argparse.Namespace) -> int:
     from agentlane.config import load_config
+    from agentlane.pricing import prices_text
+    from agentlane.settings import Settings
 
     config = load_config(Settings.from_env().data_dir)
     for ref, entry in sorted(config.models.items()):
@@ -585,6 +591,7 @@ def _models(_: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace) -> int:
     """Validate the configuration without starting anything."""
     from agentlane.config import ConfigError, load_config
+    from agentlane.settings import Settings
 
     try:
         config = load_config(Settings.from_env().data_dir)
@@ -637,6 +644,7 @@ async def _gc(args: argparse.Namespace) -> int:
 
     from agentlane.data_converter import LocalFileStorageDriver
     from agentlane.payload_gc import collect
+    from agentlane.settings import Settings
     from clients.api import AgentlaneClient
 
     settings = Settings.from_env()
@@ -695,12 +703,15 @@ def _callback_routing(args: argparse.Namespace) -> Routing | None:
         if getattr(args, "callback_secret_ref", None):
             raise ValueError("--callback-secret-ref needs --callback-url")
         return None
+    from agentlane.messages import Routing
+
     return Routing(callback_url=url, callback_secret_ref=args.callback_secret_ref)
 
 
 def _webhook(args: argparse.Namespace) -> int:
     """Print a webhook signing secret (created in the store if need be): the
     session's own, or a named one (`--ref`, e.g. one per adapter or token)."""
+    from agentlane.settings import Settings
     from agentlane.webhook_secrets import WebhookSecretStore
     from agentlane.webhooks import default_secret_ref
 
@@ -769,6 +780,8 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _gateway(args: argparse.Namespace) -> int:
     """`gateway`: serve the HTTP gateway; `gateway token ...`: manage its bearer tokens."""
+    from agentlane.settings import Settings
+
     settings = Settings.from_env()
     if args.gateway_command is None:
         from clients.gateway.app import serve
@@ -1146,7 +1159,7 @@ def _schedule_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def main(argv: list[str] | None = None) -> None:
-    from clients.api import NoWorker, SessionNotFound
+    from clients.api_errors import NoWorker, SessionNotFound
 
     args = build_parser().parse_args(argv)
     try:
@@ -1175,6 +1188,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         # The SDK says this for a server that is down or an address that is wrong; name the
         # address this command used (`--address` when given).
+        from agentlane.settings import Settings
+
         address = getattr(args, "address", None) or Settings.from_env().temporal_address
         print(
             f"error: cannot reach the Temporal server at {address}: start the "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from agentlane import search_attributes as sa
+from agentlane import search_attribute_defs as sa
 from agentlane.session_query import PHASES, BadFilter, SessionFilter
 
 if TYPE_CHECKING:  # the parser is built for every command: no Temporal client import for it
