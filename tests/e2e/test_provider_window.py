@@ -125,7 +125,7 @@ async def test_the_provider_window_wins_and_is_remembered(
     fake.context_window(6000)
     # A long message: with it, the context after any compaction (~4 300 tokens) still needs
     # more than the prompt budget of a 6 000 window, but it fits the window.
-    done = await send(deployment, ws, key, "what was the first number? " + filler(99, 1400), model)
+    done = await send(deployment, ws, key, "what was the first number? " + filler(99, 1300), model)
     assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
     log = fake.log()
     refused = [e for e in log if e["outcome"] == "overflow"]

@@ -190,7 +190,9 @@ async def test_the_demo_instruction_runs_every_step(
         "exec",
         "process",
         "process",
+        "sessions_spawn",
     ]
     assert not any(e.is_error for e in results), [e.text for e in results]
     assert (workspace / "summary.txt").read_text().endswith("Checked by the demo's patch.\n")
-    assert "background job done" in results[-1].text
+    assert "background job done" in results[-2].text
+    assert "read: ok" in results[-1].text, results[-1].text
