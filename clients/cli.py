@@ -225,6 +225,7 @@ async def _status(args: argparse.Namespace) -> int:
 async def _tools(args: argparse.Namespace) -> int:
     """The tools the session's next run is offered, and which policy layer removed the rest."""
     from agentlane.config import ConfigError
+    from agentlane.messages import Routing
     from clients.api import AgentlaneClient
 
     client = await AgentlaneClient.connect()
@@ -725,6 +726,7 @@ def _webhook(args: argparse.Namespace) -> int:
 
 async def _db(args: argparse.Namespace) -> int:
     """`db migrate | status | import`: the store that holds everything outside Temporal."""
+    from agentlane.settings import Settings
     from store.file_import import import_files, warn_unimported
     from store.open import describe, open_store
 
