@@ -205,7 +205,12 @@ async def test_branch_goes_on_beside_its_parent(
         while True:
             nodes = {n.key: n for n in await client.session_tree()}
             node = nodes.get(child)
-            if node is not None and node.parent_session == session_key:
+            # Both branches listed (the second one too, so the first is not the last child).
+            if (
+                node is not None
+                and node.parent_session == session_key
+                and second.session_key in nodes
+            ):
                 assert node.branch_point == point
                 from clients.session_text import tree_lines
 
