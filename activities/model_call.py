@@ -112,6 +112,15 @@ def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
     return line if len(line) <= 120 else line[:117] + "…"
 
 
+def failure_headline(failure: ModelFailure) -> str:
+    """A provider failure's message in history, where the UI shows it: reason, status, code,
+    provider and model first, then the user-facing text ("rate_limit (429, rate_limit_error)
+    from anthropic/claude-x: ...")."""
+    said = ", ".join(str(x) for x in (failure.status, failure.code) if x is not None)
+    where = f"{failure.provider}/{failure.model}"
+    return f"{failure.reason}{f' ({said})' if said else ''} from {where}: {failure.message}"
+
+
 @dataclass
 class _Accumulated:
     text: str = ""
@@ -246,7 +255,7 @@ def typed_failure(
         failure.model,
     )
     return ApplicationError(
-        f"{reason}: {failure.message}",
+        failure_headline(failure),
         failure.model_dump(mode="json"),
         type=MODEL_PROVIDER_ERROR,
         non_retryable=not retryable,

@@ -34,6 +34,7 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
+from agentlane.failure_converter import QuietFailureConverter
 from agentlane.ids import storage_name
 from agentlane.private_files import write_private
 from agentlane.settings import Settings
@@ -226,6 +227,7 @@ def make_data_converter(
         )
     return DataConverter(
         payload_converter_class=CompactPydanticPayloadConverter,
+        failure_converter_class=QuietFailureConverter,
         payload_codec=codec,
         external_storage=storage,
     )

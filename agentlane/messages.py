@@ -73,6 +73,9 @@ class InboundMessage(BaseModel):
         description="the session's thinking level from this message on: off, minimal, low, "
         "medium, high, xhigh or adaptive (or a word for one, e.g. max); none keeps the level",
     )
+    # Who sent it through Temporal (the client's identity: "agentlane-cli ann@box", "gateway
+    # token ops"): an interrupt it causes says so. Filled in by the client.
+    by: str | None = Field(default=None, max_length=200)
 
 
 def _fields(msg: InboundMessage) -> list[tuple[str, str | None]]:
@@ -186,6 +189,8 @@ class SendReceipt(BaseModel):
 class AbortRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     reason: str = "user abort"
+    # Who asked (the client's identity); the run's result and its page say "aborted by …".
+    by: str | None = Field(default=None, max_length=200)
 
 
 class AbortReceipt(BaseModel):

@@ -119,6 +119,8 @@ class ExecutionError(BaseModel):
     detail: str = ""
     # Set when a model provider failed: the classified reason, status, provider, model, profile.
     failure: ModelFailure | None = None
+    # Who asked, for an abort or interrupt ("agentlane-cli ann@box", "gateway token ops").
+    by: str | None = None
 
 
 class ExecutionResult(BaseModel):

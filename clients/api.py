@@ -79,6 +79,7 @@ from agentlane.queue_settings import (
     parse_queue_directive,
 )
 from agentlane.run import EntrySource, ExecutionRequest, ExecutionResult, ModelRef
+from agentlane.run_outcome import result_of_failure
 from agentlane.search_attribute_values import read as read_attributes
 from agentlane.search_attribute_values import typed as typed_attributes
 from agentlane.session import (
@@ -939,7 +940,15 @@ class AgentlaneClient:
         """The run's result, once the session has also recorded its end (so a message sent next
         starts a new run at once instead of queueing behind the finished one)."""
         handle = self.client.get_workflow_handle(run_id, result_type=ExecutionResult)
-        result: ExecutionResult = await handle.result()
+        try:
+            result: ExecutionResult = await handle.result()
+        except WorkflowFailureError as err:
+            # A run that ended in error or was aborted fails its workflow with its result
+            # (agentlane/run_outcome.py); any other failure (terminated, timed out) is raised.
+            failed = result_of_failure(err)
+            if failed is None:
+                raise
+            result = failed
         session = self.client.get_workflow_handle(session_workflow_id(result.session_key))
         for _ in range(100):
             try:

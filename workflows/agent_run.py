@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         TerminationReason,
         UserTurn,
     )
+    from agentlane.run_outcome import aborted_error, outcome_details, outcome_failure
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
@@ -77,6 +78,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.tool_policy import ToolSelection, select_tools
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
+    from workflows.run_patches import RUN_FAILS_PATCH, RunPatches
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.subagents import SUBAGENTS_PATCH, Subagents
     from workflows.telemetry import RunTelemetry
@@ -161,6 +163,8 @@ class AgentRunWorkflow(LegacyFailover):
     @workflow.init
     def __init__(self, inp: RunInput) -> None:
         self.req = inp.request
+        # Which changes are in force (one marker per run segment, workflows/run_patches.py).
+        self.patches = RunPatches()
         now = workflow.now()
         self.c = inp.carry or RunCarry(
             started_at=now,
@@ -172,6 +176,10 @@ class AgentRunWorkflow(LegacyFailover):
         self.announce: list[Announcement] = list(self.c.announce)
         self.c.announce = []
         self.abort_reason: str | None = None
+        # Who asked for the abort (the client's identity, "gateway token ops"), when said.
+        self.aborted_by: str | None = None
+        # The turn's model call answered but the turn has not ended (its tools run): it counts.
+        self.turn_open = False
         self.waiting_until: float | None = None
         self.waiting_reason: str | None = None
         # Loop detection's state lives here as a model; it is dumped into the carry only when the
@@ -218,7 +226,10 @@ class AgentRunWorkflow(LegacyFailover):
         self.telemetry.steered(turn)
 
     @workflow.signal
-    def abort(self, reason: str) -> None:
+    def abort(self, reason: str, by: str | None = None) -> None:
+        # `by` is a second argument (not a model) so signals recorded before it still decode.
+        if self.abort_reason is None:
+            self.aborted_by = by
         self.abort_reason = reason or "abort requested"
 
     @workflow.signal
@@ -280,7 +291,7 @@ class AgentRunWorkflow(LegacyFailover):
         """Search attributes that changed (workflows/policy/search_attributes.py): phase,
         model, profile, error as they change; counters at the end or at most once a minute."""
         if self.upserts_attributes is None:
-            self.upserts_attributes = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+            self.upserts_attributes = self.patches(SEARCH_ATTRIBUTES_PATCH)
         if not self.upserts_attributes:
             return
         now = workflow.time()
@@ -302,12 +313,12 @@ class AgentRunWorkflow(LegacyFailover):
 
     def _v2(self) -> bool:
         if self.failover_v2 is None:
-            self.failover_v2 = workflow.patched(FAILOVER_V2_PATCH)
+            self.failover_v2 = self.patches(FAILOVER_V2_PATCH)
         return self.failover_v2
 
     def _recovers(self) -> bool:
         if self.recovers_context is None:
-            self.recovers_context = workflow.patched(CONTEXT_RECOVERY_PATCH)
+            self.recovers_context = self.patches(CONTEXT_RECOVERY_PATCH)
         return self.recovers_context
 
     def _take_announce(self) -> list[Announcement]:
@@ -318,6 +329,7 @@ class AgentRunWorkflow(LegacyFailover):
 
     @workflow.run
     async def run(self, inp: RunInput) -> ExecutionResult:
+        self.patches.start()
         self.c.trace = self.telemetry.open(self.c.trace, self.c.segments)
         self.telemetry.attach()
         unreadable: LoopEnd | None = None
@@ -417,7 +429,7 @@ class AgentRunWorkflow(LegacyFailover):
     async def _read_tool_policy(self) -> LoopEnd | None:
         """Once, at the run's start: the policy's layers from the worker's config (a change to
         the config applies from the next run on). None: read (or a run recorded before it)."""
-        if not workflow.patched(TOOL_POLICY_PATCH):
+        if not self.patches(TOOL_POLICY_PATCH):
             return None
         first = self.req.prompt[0] if self.req.prompt else None
         try:
@@ -511,6 +523,7 @@ class AgentRunWorkflow(LegacyFailover):
                     return ended
             self._emit(EventKind.TURN_END, turn, has_tool_calls=has_tool_calls)
             self.c.turn_index += 1
+            self.turn_open = False
             if not has_tool_calls:
                 if self.c.steer:
                     continue  # a steering message arrived during the last call: answer it
@@ -619,7 +632,7 @@ class AgentRunWorkflow(LegacyFailover):
     def _check_context_window(self) -> LoopEnd | None:
         """SPEC §9, once per run before any provider call: block a window under 16 000 tokens,
         warn under 32 000."""
-        if self.req.context_window is None or not workflow.patched(CONTEXT_GUARD_PATCH):
+        if self.req.context_window is None or not self.patches(CONTEXT_GUARD_PATCH):
             return None
         guard = evaluate_context_window(
             self.req.context_window,
@@ -654,6 +667,7 @@ class AgentRunWorkflow(LegacyFailover):
     def _absorb(self, turn: int, result: ModelCallResult) -> str:
         """Take what a model call reports into the run's state; return its entry id."""
         self.workspace_recorded = True
+        self.turn_open = True
         self.c.unanswered_reason = Unanswered.NOT_EXECUTED
         self.c.usage = self.c.usage.record(result.usage)
         entry_id = result.entry_id or self._entry_id(turn)
@@ -688,7 +702,7 @@ class AgentRunWorkflow(LegacyFailover):
                 if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
                     return self._stopped_for_loop(verdict.message)
                 return None
-            if call.name == SPAWN_TOOL and workflow.patched(SUBAGENTS_PATCH):
+            if call.name == SPAWN_TOOL and self.patches(SUBAGENTS_PATCH):
                 # This call and the spawns right after it run at once (workflows/subagents).
                 batch = [call]
                 for later in calls[i + 1 :]:
@@ -851,9 +865,9 @@ class AgentRunWorkflow(LegacyFailover):
             TerminationReason.ABORT_SIGNAL: ExecutionStatus.ABORTED,
         }.get(reason, ExecutionStatus.ERROR)
         if reason == TerminationReason.ABORT_SIGNAL and end.error is None:
-            end.error = ExecutionError(
-                kind=ExecutionErrorKind.ABORTED, message=self.abort_reason or "aborted"
-            )
+            end.error = aborted_error(self.abort_reason, self.aborted_by)
+        # As the CLI counts them: a turn whose model call answered counts, tools or not.
+        turns = self.c.turn_index + int(self.turn_open)
         keyed = self.failover.model().provider not in KEYLESS_PROVIDERS
         if status == ExecutionStatus.SUCCESS and keyed and self._v2():
             await self.failover.succeeded()
@@ -870,7 +884,7 @@ class AgentRunWorkflow(LegacyFailover):
             EventKind.AGENT_END,
             termination_reason=reason.value,
             data={
-                "total_turns": self.c.turn_index,
+                "total_turns": turns,
                 "total_tokens": self.c.usage.accumulated.total,
                 "cost": cost_label(self.c.usage.accumulated.cost),
                 "duration_ms": int((workflow.now() - self.c.started_at).total_seconds() * 1000),
@@ -883,7 +897,7 @@ class AgentRunWorkflow(LegacyFailover):
             status=status,
             termination_reason=reason,
             reply=self.c.reply_preview,
-            turns=self.c.turn_index,
+            turns=turns,
             tool_calls=self.c.tool_calls,
             usage=self.c.usage,
             started_at=self.c.started_at,
@@ -896,11 +910,7 @@ class AgentRunWorkflow(LegacyFailover):
             workspace_host=self.c.workspace_host,
             provider_windows=merged_windows(self.req.provider_windows, self.c.provider_windows),
         )
-        workflow.set_current_details(
-            f"run **{self.req.run_id}** {status.value} ({reason.value}): {self.c.turn_index} "
-            f"turns, {self.c.usage.accumulated.total} tokens, cost "
-            f"{cost_label(self.c.usage.accumulated.cost)}"
-        )
+        workflow.set_current_details(outcome_details(result, attributes.error_label(result.error)))
         finish = FinishRunInput(
             result=result,
             unanswered_reason=end.unanswered or Unanswered.RUN_STOPPED,
@@ -908,7 +918,7 @@ class AgentRunWorkflow(LegacyFailover):
             append_user=list(self.c.pending_user),
         )
         try:
-            if not workflow.patched(opts.FINISH_AS_ACTIVITY_PATCH) and workflow.patched(
+            if not self.patches(opts.FINISH_AS_ACTIVITY_PATCH) and self.patches(
                 opts.LOCAL_ACTIVITIES_PATCH
             ):
                 finished = await workflow.execute_local_activity(
@@ -935,4 +945,7 @@ class AgentRunWorkflow(LegacyFailover):
         result.unconsumed = list(self.c.steer)
         self._upsert_attributes(end=result)
         self.telemetry.ended(result)
+        if status != ExecutionStatus.SUCCESS and self.patches(RUN_FAILS_PATCH):
+            # The workflow's own status says how the run ended (agentlane/run_outcome.py).
+            raise outcome_failure(result, attributes.error_label(result.error) or status.value)
         return result

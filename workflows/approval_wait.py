@@ -77,7 +77,7 @@ class ApprovalWait:
         # Asked only when a call needs approval: runs without approvals leave no marker.
         if config is None or not needs_approval(call.name, config):
             return None
-        if not workflow.patched(APPROVALS_PATCH):
+        if not self.r.patches(APPROVALS_PATCH):
             return None
         r = self.r
         now = workflow.time()

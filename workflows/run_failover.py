@@ -114,6 +114,7 @@ with workflow.unsafe.imports_passed_through():
         seconds_text,
         transient_kind,
     )
+    from workflows.run_patches import RunPatches
     from workflows.telemetry import RunTelemetry
 
 R = FailoverReason
@@ -142,6 +143,7 @@ class RunHost(Protocol):
     waiting_until: float | None
     waiting_reason: str | None
     telemetry: RunTelemetry
+    patches: RunPatches
 
     def _emit(self, kind: EventKind, turn_index: int | None = None, **fields: object) -> None: ...
 
@@ -362,7 +364,7 @@ class Failover:
 
     def _retries_transient(self) -> bool:
         if self._transient_patched is None:
-            self._transient_patched = workflow.patched(TRANSIENT_RETRY_PATCH)
+            self._transient_patched = self.h.patches(TRANSIENT_RETRY_PATCH)
         return self._transient_patched
 
     async def _retry_transient(

@@ -101,6 +101,7 @@ with workflow.unsafe.imports_passed_through():
         TerminationReason,
         UserTurn,
     )
+    from agentlane.run_outcome import last_run_line, result_of_failure
     from agentlane.search_attribute_values import Values, typed
     from agentlane.session import (
         BranchSource,
@@ -186,6 +187,7 @@ class SessionWorkflow:
         self.handing_over = False
         # An abort that arrived while the run's child was being started.
         self.abort_pending: str | None = None
+        self.abort_pending_by: str | None = None
         # Messages wait until a reopened session's settings are restored.
         self.ready = not inp.fresh
         # Resets accepted and not finished: no run starts meanwhile. And one at a time.
@@ -326,7 +328,7 @@ class SessionWorkflow:
         if action == Action.INTERRUPT:
             self._enqueue(item, qs, front=True, exempt=True)
             interrupted = self.current_run_id
-            await self._abort_current("interrupted by a new message")
+            await self._abort_current("interrupted by a new message", msg.by or msg.sender)
             if accept_now:
                 note = f"stops {interrupted}" if interrupted else ""
                 return self._receipt(seq, SendDisposition.INTERRUPTED, mode, note=note)
@@ -527,7 +529,7 @@ class SessionWorkflow:
             self.s.in_flight.steered.append(turn)
         return True
 
-    async def _abort_current(self, reason: str) -> str | None:
+    async def _abort_current(self, reason: str, by: str | None = None) -> str | None:
         """Stop the run in flight, if any; return its id. An abort that arrives while the run's
         child is still being started is held and delivered as soon as it has started."""
         if not self._busy():
@@ -536,9 +538,12 @@ class SessionWorkflow:
             self.abort_since = workflow.time()
         if self.child is None:
             self.abort_pending = reason
+            self.abort_pending_by = by
             return self.current_run_id
         try:
-            await self.child.signal(AgentRunWorkflow.abort, reason)
+            # Who asked travels only when known: the signal stays as it was otherwise.
+            args = [reason] if by is None else [reason, by]
+            await self.child.signal(AgentRunWorkflow.abort, args=args)
         except Exception:
             workflow.logger.info("abort: run %s already ended", self.current_run_id)
         return self.current_run_id
@@ -546,12 +551,12 @@ class SessionWorkflow:
     @workflow.signal
     async def abort(self, req: AbortRequest) -> None:
         """Fire-and-forget abort, kept for clients (and histories) from before `abort_run`."""
-        await self._abort_current(req.reason)
+        await self._abort_current(req.reason, req.by)
 
     @workflow.update
     async def abort_run(self, req: AbortRequest) -> AbortReceipt:
         """Abort the run in flight and say which one, or that there is nothing to abort."""
-        run_id = await self._abort_current(req.reason)
+        run_id = await self._abort_current(req.reason, req.by)
         waiting = len(self.s.queue)
         if run_id is None:
             note = "nothing to abort: no run is in progress"
@@ -739,7 +744,7 @@ class SessionWorkflow:
             raise ValueError(f"session {self.s.key} was not made: {self.branch_error}")
 
     async def _reset(self, req: ResetRequest) -> ResetReceipt:
-        aborted = await self._abort_current(f"reset: {req.reason}")
+        aborted = await self._abort_current(f"reset: {req.reason}", req.by)
         if self._busy():
             await workflow.wait_condition(lambda: not self._busy())
         number = self.s.resets + 1
@@ -919,6 +924,8 @@ class SessionWorkflow:
                 id=events_workflow_id(self.s.key),
                 parent_close_policy=ParentClosePolicy.ABANDON,
                 static_summary=f"event stream of session {self.s.key}",
+                # Found with its session: `AgentSessionKey = '<key>'` lists all three.
+                search_attributes=typed({sa.SESSION_KEY.name: self.s.key}),
             )
         except WorkflowAlreadyStartedError:
             pass  # the stream outlived an earlier session workflow with this key
@@ -1084,24 +1091,23 @@ class SessionWorkflow:
             self.hooks.run_started(run_id)
         if self.abort_pending is not None:
             reason, self.abort_pending = self.abort_pending, None
-            await self._abort_current(reason)
+            await self._abort_current(reason, self.abort_pending_by)
         workflow.set_current_details(f"running **{run_id}**")
         try:
             result = await self.child
         except ChildWorkflowError as err:
-            result = self._failed_result(request, err)
-            self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
+            # A run that ended in error or was aborted fails its workflow with its result
+            # (agentlane/run_outcome.py): that is the run's end like any other. Anything else
+            # (terminated, timed out) is an abnormal end.
+            ended = result_of_failure(err)
+            if ended is None:
+                result = self._failed_result(request, err)
+                self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
+            else:
+                result = ended
+                self._took(result, batch)
         else:
-            self._record(result)
-            if result.workspace_host and not self.s.settings.workspace_host:
-                # The first tool call found the workspace's host: later runs go there too.
-                self.s.settings.workspace_host = result.workspace_host
-            if result.profile_pin is not None and result.profile_pin.source == "auto":
-                self.s.profile_pin = result.profile_pin
-            back = [self._requeue_turn(turn) for turn in result.unconsumed]
-            self.s.queue = [*back, *self.s.queue]
-            if batch.used_overflow:
-                self.s.overflow = OverflowState()
+            self._took(result, batch)
         finally:
             # Approvals still listed for the run (it stopped while they waited) end with it.
             self._close_approvals(
@@ -1122,10 +1128,8 @@ class SessionWorkflow:
             self.hooks.run_ended(run_id, run_end_of(result))
         self.s.last_result = self._compact(result)
         self._attributes_at_run_end(result)
-        details = (
-            f"idle; last run **{run_id}**: "
-            f"{result.status.value} ({result.termination_reason.value})\n\n{self._totals()}"
-        )
+        last = last_run_line(result, attributes.error_label(result.error))
+        details = f"idle; last {last}\n\n{self._totals()}"
         if self.hooks is not None:
             details += f"\n\n{self.hooks.summary()}"
         workflow.set_current_details(details)
@@ -1199,6 +1203,20 @@ class SessionWorkflow:
         self.s.queue = [*retry, *self.s.queue]
         # Re-debounce (SPEC §17.5): a failing run is not retried in a tight loop.
         self.s.last_enqueued_at = workflow.time()
+
+    def _took(self, result: ExecutionResult, batch: Batch) -> None:
+        """A run's end (success, error or abort): its figures, what it learned, and the
+        steering it did not take, back in the queue."""
+        self._record(result)
+        if result.workspace_host and not self.s.settings.workspace_host:
+            # The first tool call found the workspace's host: later runs go there too.
+            self.s.settings.workspace_host = result.workspace_host
+        if result.profile_pin is not None and result.profile_pin.source == "auto":
+            self.s.profile_pin = result.profile_pin
+        back = [self._requeue_turn(turn) for turn in result.unconsumed]
+        self.s.queue = [*back, *self.s.queue]
+        if batch.used_overflow:
+            self.s.overflow = OverflowState()
 
     def _failed_result(self, request: ExecutionRequest, err: ChildWorkflowError) -> ExecutionResult:
         now = workflow.now()

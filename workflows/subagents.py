@@ -20,9 +20,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from agentlane import search_attributes as sa
     from agentlane.entry_source import EntrySource
     from agentlane.event_stream import EventsInput
     from agentlane.ids import events_workflow_id, run_workflow_id
@@ -34,6 +36,8 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         UserTurn,
     )
+    from agentlane.run_outcome import result_of_failure
+    from agentlane.search_attribute_values import typed
     from agentlane.subagents import (
         SPAWN_READ,
         SPAWN_RECORD,
@@ -198,21 +202,11 @@ class Subagents:
             id=events_workflow_id(key),
             parent_close_policy=ParentClosePolicy.ABANDON,
             static_summary=f"event stream of sub-agent session {key}",
+            search_attributes=typed({sa.SESSION_KEY.name: key}),
         )
         try:
             async with self.lane:
-                result: ExecutionResult = await workflow.execute_child_workflow(
-                    "AgentRunWorkflow",
-                    RunInput(request=request),
-                    id=request.run_id,
-                    result_type=ExecutionResult,
-                    execution_timeout=timedelta(seconds=request.budget_seconds + 3600),
-                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                    static_summary=(
-                        f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: "
-                        f"{name}"
-                    ),
-                )
+                result = await self._child_result(request, name)
         finally:
             self.active -= 1
             stream = workflow.get_external_workflow_handle(events_workflow_id(key))
@@ -234,6 +228,28 @@ class Subagents:
             f"{name}: {result.status.value}",
             request.session_key,
         )
+
+    async def _child_result(self, request: ExecutionRequest, name: str) -> ExecutionResult:
+        """The child's result: what it returned, or what it failed with when it ended in error
+        or was aborted (agentlane/run_outcome.py)."""
+        try:
+            result: ExecutionResult = await workflow.execute_child_workflow(
+                "AgentRunWorkflow",
+                RunInput(request=request),
+                id=request.run_id,
+                result_type=ExecutionResult,
+                execution_timeout=timedelta(seconds=request.budget_seconds + 3600),
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                static_summary=(
+                    f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: {name}"
+                ),
+            )
+        except ChildWorkflowError as err:
+            failed = result_of_failure(err)
+            if failed is None:
+                raise
+            return failed
+        return result
 
     def _roll_up(self, child: RunUsage) -> None:
         """The child's tokens and cost count in the parent's run (its context does not: the

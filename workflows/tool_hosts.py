@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
     from workflows.policy import host_routing
+    from workflows.run_patches import RunPatches
 
 # Runs recorded before tools were routed to their workspace's host never pinned a host.
 HOST_ROUTING_PATCH = "tools-on-workspace-host"
@@ -46,6 +47,7 @@ class ToolRunner(Protocol):
     phase: RunPhase
     waiting_until: float | None
     waiting_reason: str | None
+    patches: RunPatches
 
     def show(self, text: str) -> None: ...
 
@@ -78,7 +80,7 @@ class ToolHosts:
         """Run one tool call where its workspace is. Raises ActivityError as the activity does
         (the caller turns it into the run's end); an abort cancels the wait with the call."""
         inp = self.input_for(inp)
-        if name in opts.LOCAL_TOOLS and workflow.patched(opts.LOCAL_ACTIVITIES_PATCH):
+        if name in opts.LOCAL_TOOLS and self.h.patches(opts.LOCAL_ACTIVITIES_PATCH):
             outcome = await self._local(name, inp, summary)
             if not outcome.wrong_host:
                 return self._ran(outcome)
@@ -93,7 +95,7 @@ class ToolHosts:
         self.reached = True
         c = self.h.c
         pinned = host_routing.pin_after(c.workspace_host, outcome.host)
-        if pinned != c.workspace_host and workflow.patched(HOST_ROUTING_PATCH):
+        if pinned != c.workspace_host and self.h.patches(HOST_ROUTING_PATCH):
             c.workspace_host = pinned
             workflow.logger.info("session %s: workspace on host %s", self.h.req.session_key, pinned)
         return outcome

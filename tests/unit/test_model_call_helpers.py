@@ -143,7 +143,8 @@ def test_rate_limit_with_retry_after(resolved: ResolvedModel) -> None:
     )
     assert err.non_retryable
     assert err.next_retry_delay is None
-    assert err.message.startswith("rate_limit: ")
+    # The headline the UI shows names the reason, status, provider and model.
+    assert err.message.startswith("rate_limit (429) from anthropic/claude-test: ")
     failure = failure_of(err)
     assert failure.reason == "rate_limit"
     assert failure.retry_after_seconds == 12.0

@@ -1,0 +1,103 @@
+"""A run's outcome as Temporal records it (issue 25).
+
+A run that ends in error, or is aborted, ends its workflow *Failed*: an `ApplicationError` whose
+type is the error's label (what `AgentLastError` says: the provider failure's reason, else the
+error kind, `aborted` for an abort), whose message is the text the user reads, non-retryable,
+with the run's `ExecutionResult` as its only detail. The UI's status column, its Failures
+filter, `ExecutionStatus='Failed'` and every alert on failed workflows then tell the truth.
+
+Whoever read the run's result before (the session, a sub-agent's parent, `wait_for_run`) reads
+it from that detail: `result_of_failure`. A failure without one (terminated, timed out, a bug)
+is an abnormal end, as before.
+
+Why not Temporal's *Canceled* for an abort: the SDK ends a workflow Canceled only when Temporal
+itself asked for the cancel, and the cancel command carries no details, so the run's result
+(its reply so far, usage, the steering it did not take) would be lost to the session.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from temporalio.exceptions import ApplicationError
+
+from agentlane.errors import ExecutionErrorKind
+from agentlane.failure_converter import RunOutcomeError
+from agentlane.pricing import cost_label
+from agentlane.run import ExecutionError, ExecutionResult, ExecutionStatus
+
+
+def outcome_failure(result: ExecutionResult, error_type: str) -> RunOutcomeError:
+    """The failure a run that did not succeed ends its workflow with (no stack trace:
+    agentlane/failure_converter.py)."""
+    error = result.error
+    message = error.message if error is not None else result.termination_reason.value
+    return RunOutcomeError(
+        message or result.status.value,
+        result.model_dump(mode="json"),
+        type=error_type,
+        non_retryable=True,
+    )
+
+
+def result_of_failure(err: BaseException | None) -> ExecutionResult | None:
+    """The result a failed run carries (a `ChildWorkflowError`'s or `WorkflowFailureError`'s
+    cause), or None when the workflow failed for any other reason."""
+    cause = getattr(err, "cause", None)
+    if not isinstance(cause, ApplicationError) or not cause.non_retryable:
+        return None
+    if len(cause.details) != 1 or not isinstance(cause.details[0], dict):
+        return None
+    try:
+        result = ExecutionResult.model_validate(cause.details[0])
+    except ValidationError:
+        return None
+    return result if result.status != ExecutionStatus.SUCCESS else None
+
+
+def aborted_error(reason: str | None, by: str | None) -> ExecutionError:
+    """An abort's error: who asked, and why ("aborted by agentlane-cli ann@box: user abort")."""
+    why = reason or "aborted"
+    return ExecutionError(
+        kind=ExecutionErrorKind.ABORTED,
+        message=f"aborted by {by}: {why}" if by else why,
+        by=by,
+    )
+
+
+_ENDED = {
+    ExecutionStatus.SUCCESS: "succeeded",
+    ExecutionStatus.ERROR: "failed",
+    ExecutionStatus.ABORTED: "aborted",
+}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def outcome_details(result: ExecutionResult, label: str | None) -> str:
+    """The run's current details once it ended (markdown, shown on its page in the UI): how it
+    ended, why, and its figures."""
+    usage = result.usage.accumulated
+    figures = (
+        f"{_count(result.turns, 'turn')}, {_count(result.tool_calls, 'tool call')}, "
+        f"{usage.total} tokens, cost {cost_label(usage.cost)}"
+    )
+    head = f"run **{result.run_id}** {_ENDED[result.status]}"
+    if result.status == ExecutionStatus.SUCCESS:
+        return f"{head}: {figures}"
+    why = f"{label or result.status.value}, {result.termination_reason.value}"
+    message = result.error.message if result.error is not None else ""
+    return f"{head} ({why}): {message}\n\n{figures}"
+
+
+def last_run_line(result: ExecutionResult, label: str | None, limit: int = 300) -> str:
+    """The session's line about its latest run: "run **id**: failed (timeout): <message>";
+    `label` is the error's (what AgentLastError and the run's failure type say)."""
+    line = f"run **{result.run_id}**: {_ENDED[result.status]}"
+    if result.status == ExecutionStatus.SUCCESS or result.error is None:
+        return f"{line} ({result.termination_reason.value})"
+    message = result.error.message
+    if len(message) > limit:
+        message = message[: limit - 1] + "…"
+    return f"{line} ({label or result.error.kind.value}): {message}"
