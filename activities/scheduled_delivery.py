@@ -18,6 +18,7 @@ workflow code, and the session is reached exactly as a chat adapter reaches it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from temporalio import activity
@@ -70,17 +71,26 @@ class Rejected(Exception):
 
 class ScheduledDelivery:
     def __init__(
-        self, sender: SessionSender, rejected: tuple[type[BaseException], ...] = (Rejected,)
+        self,
+        sender: SessionSender,
+        rejected: tuple[type[BaseException], ...] = (Rejected,),
+        as_identity: Callable[[str], Awaitable[SessionSender]] | None = None,
     ) -> None:
         self.sender = sender
+        # The sender under another client identity: a firing sends as `schedule <id>`, which
+        # is what the session's history then says sent it.
+        self.as_identity = as_identity
         # The client's "refused" errors: a refusal is final, not a transport fault to retry.
         self.rejected = rejected
 
     @activity.defn(name=DELIVER_SCHEDULED_MESSAGE)
     async def deliver_scheduled_message(self, inp: DeliveryInput) -> DeliveryReceipt:
         msg = inp.message
+        sender = self.sender
+        if self.as_identity is not None:
+            sender = await self.as_identity(f"schedule {msg.schedule_id}")
         try:
-            receipt = await self.sender.send(
+            receipt = await sender.send(
                 msg.session_key,
                 msg.text,
                 mode=SCHEDULED_MODE,

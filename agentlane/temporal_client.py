@@ -15,10 +15,15 @@ from agentlane.settings import Settings
 
 
 async def connect(
-    settings: Settings, plugins: Sequence[Plugin] = (), runtime: Runtime | None = None
+    settings: Settings,
+    plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
+    identity: str | None = None,
 ) -> Client:
     """`plugins` and `runtime` carry a worker's telemetry (workers/telemetry.py); workers built
-    on this client inherit the plugins."""
+    on this client inherit the plugins. `identity`: who this client is in history (the CLI's
+    `agentlane-cli <user>@<host>`, the gateway's `gateway token <name>`); None: the SDK's
+    `<pid>@<host>`."""
     api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     tls: bool | TLSConfig = settings.tls or api_key is not None
     return await Client.connect(
@@ -33,4 +38,5 @@ async def connect(
         ),
         plugins=plugins,
         runtime=runtime,
+        identity=identity,
     )

@@ -13,8 +13,10 @@ events into what a user should see (it drops text a retried model attempt repeat
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import random
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -237,20 +239,45 @@ class MessageView:
         return fresh
 
 
+def cli_identity() -> str:
+    """Who the CLI is in history: `agentlane-cli <user>@<host>`."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
+        user = f"uid{os.getuid()}"
+    return f"agentlane-cli {user}@{socket.gethostname()}"
+
+
 class AgentlaneClient:
-    def __init__(self, client: Client, settings: Settings) -> None:
+    def __init__(self, client: Client, settings: Settings, plugins: Sequence[Plugin] = ()) -> None:
         self.client = client
         self.settings = settings
+        self.plugins = plugins
         self._config_watcher = ConfigWatcher(settings.data_dir)
 
     @classmethod
     async def connect(
-        cls, settings: Settings | None = None, plugins: Sequence[Plugin] = ()
+        cls,
+        settings: Settings | None = None,
+        plugins: Sequence[Plugin] = (),
+        identity: str | None = None,
     ) -> AgentlaneClient:
         """`plugins`: e.g. the SDK's OpenTelemetryPlugin, which carries the caller's trace
-        context into the session (the gateway does this with tracing on)."""
+        context into the session (the gateway does this with tracing on). `identity`: who this
+        client is in history and in the aborts it asks for (None: the SDK's `<pid>@<host>`)."""
         settings = settings or Settings.from_env()
-        return cls(await connect(settings, plugins=plugins), settings)
+        client = await connect(settings, plugins=plugins, identity=identity)
+        return cls(client, settings, plugins)
+
+    @classmethod
+    async def connect_cli(cls, settings: Settings | None = None) -> AgentlaneClient:
+        """The CLI's client: `agentlane-cli <user>@<host>` in history and in its aborts."""
+        return await cls.connect(settings, identity=cli_identity())
+
+    async def with_identity(self, identity: str) -> AgentlaneClient:
+        """The same server and settings under another identity (the SDK keeps one identity per
+        connection, so this is a connection of its own)."""
+        return await AgentlaneClient.connect(self.settings, self.plugins, identity)
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -345,6 +372,7 @@ class AgentlaneClient:
                 workspace=workspace,
                 source=source,
                 thinking=thinking,
+                by=self.client.identity,
             )
             check_inbound(message)
             if message.routing.callback_url is not None:
@@ -602,7 +630,7 @@ class AgentlaneClient:
         call = asyncio.ensure_future(
             self._with_backoff(
                 lambda: handle.execute_update(
-                    SessionWorkflow.abort_run, AbortRequest(reason=reason)
+                    SessionWorkflow.abort_run, AbortRequest(reason=reason, by=self.client.identity)
                 )
             )
         )
@@ -614,7 +642,9 @@ class AgentlaneClient:
         except _NoAnswer as gave_up:
             presence = gave_up.presence
         # The signal is durable: the run stops as soon as a worker picks the session up.
-        await handle.signal(SessionWorkflow.abort, AbortRequest(reason=reason))
+        await handle.signal(
+            SessionWorkflow.abort, AbortRequest(reason=reason, by=self.client.identity)
+        )
         if presence.polling:
             raise WorkerBusy(
                 f"abort recorded for session {key}, but {presence.describe()}: it takes effect "

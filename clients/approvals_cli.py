@@ -27,7 +27,7 @@ def approval_line(approval: PendingApproval, now: float | None = None) -> str:
 async def _approvals(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     pending = await client.approvals(args.session)
     if args.json:
         for approval in pending:
@@ -45,7 +45,7 @@ async def _approve(args: argparse.Namespace) -> int:
 
     from clients.api import AgentlaneClient, ApprovalRejected
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     try:
         receipt = await client.decide_approval(
             args.session,

@@ -112,7 +112,7 @@ async def _send(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_REJECTED
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     offset = await _offset_before_send(client, args.session) if args.watch else 0
     try:
         receipt = await client.send(
@@ -175,7 +175,7 @@ async def _watch(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
     from clients.render import TerminalRenderer
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     if not await client.session_ever_existed(args.session):
         print(f"error: session {args.session} does not exist", file=sys.stderr)
         return EXIT_NOT_FOUND
@@ -216,7 +216,7 @@ async def _watch(args: argparse.Namespace) -> int:
 async def _status(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     status = await client.status(args.session, on_wait=_tell_waiting)
     print(status.model_dump_json(indent=2, exclude_none=True))
     return 0
@@ -228,7 +228,7 @@ async def _tools(args: argparse.Namespace) -> int:
     from agentlane.messages import Routing
     from clients.api import AgentlaneClient
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     routing = Routing(channel=args.channel, to=args.to, thread=args.thread)
     try:
         report = await client.session_tools(args.session, routing=routing, sender=args.sender)
@@ -254,7 +254,7 @@ async def _tools(args: argparse.Namespace) -> int:
 async def _abort(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     receipt = await client.abort(args.session, args.reason, on_wait=_tell_waiting)
     print(receipt.note)
     if receipt.run_id is None:
@@ -270,7 +270,7 @@ async def _reset(args: argparse.Namespace) -> int:
 
     from clients.api import AgentlaneClient, SendRejected
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     try:
         receipt = await client.reset(args.session, args.reason, by=f"cli:{getpass.getuser()}")
     except SendRejected as err:
@@ -283,7 +283,7 @@ async def _reset(args: argparse.Namespace) -> int:
 async def _branch(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient, SendRejected
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     try:
         receipt = await client.branch(args.session, args.from_entry, args.to)
     except SendRejected as err:  # BranchRejected, or a configuration the new session cannot use
@@ -301,7 +301,7 @@ async def _queue(args: argparse.Namespace) -> int:
     from agentlane.queue_settings import QueueSettings
     from clients.api import AgentlaneClient, SendRejected
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     words = " ".join(args.directive)
     settings: QueueSettings | None
     try:
@@ -324,7 +324,7 @@ async def _queue(args: argparse.Namespace) -> int:
 async def _close(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     await client.close(args.session)
     print(f"session {args.session} closes once its queue is empty")
     return 0
@@ -333,7 +333,7 @@ async def _close(args: argparse.Namespace) -> int:
 async def _sessions(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     if args.view == "tree":
         from clients.session_text import tree_lines
 
@@ -379,7 +379,7 @@ async def _setup_namespace(args: argparse.Namespace) -> int:
 async def _transcript(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     entries = client.transcript(args.session)
     if not entries and not await client.session_exists(args.session):
         print(f"error: session {args.session} does not exist (no transcript)", file=sys.stderr)
@@ -420,7 +420,7 @@ async def _schedule(args: argparse.Namespace) -> int:
         except ScheduleSpecError as err:
             print(f"error: {err}", file=sys.stderr)
             return EXIT_REJECTED
-    client = await AgentlaneClient.connect()
+    client = await AgentlaneClient.connect_cli()
     try:
         if action == "create":
             view = await client.create_schedule(
@@ -649,7 +649,7 @@ async def _gc(args: argparse.Namespace) -> int:
     from clients.api import AgentlaneClient
 
     settings = Settings.from_env()
-    client = await AgentlaneClient.connect(settings)
+    client = await AgentlaneClient.connect_cli(settings)
     retention = (
         settings.payload_retention
         if args.retention_hours is None

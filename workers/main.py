@@ -53,6 +53,7 @@ from agentlane.tool_calls import worker_task_queue
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
 from clients.api import AgentlaneClient, SendRejected
+from clients.identities import ClientsByIdentity
 from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
@@ -122,7 +123,10 @@ def build_workers(
         store, WebhookSecretStore(settings, state), policy=lambda: config.current().webhooks
     )
     # A schedule's firing reaches its session the way a chat adapter does: through the client.
-    scheduled = ScheduledDelivery(AgentlaneClient(client, settings), rejected=(SendRejected,))
+    sessions = AgentlaneClient(client, settings)
+    scheduled = ScheduledDelivery(
+        sessions, rejected=(SendRejected,), as_identity=ClientsByIdentity(sessions)
+    )
     process_queue = worker_task_queue(settings.workflow_task_queue, process_tool.WORKER_ID)
     process_tool.set_worker_queue(process_queue)
     common = dict(

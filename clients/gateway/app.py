@@ -23,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -62,6 +63,7 @@ from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
 from clients.gateway.sse import session_events
 from clients.gateway.tracing import traced_request
+from clients.identities import ClientsByIdentity
 from clients.session_text import subagents_of
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,8 @@ class MessageBody(InboundMessage):
     model: str | None = Field(
         default=None, description="provider/model; only honoured when the session is created"
     )
+    # Who sent it is the token (the gateway's client identity), never the body's say.
+    by: SkipJsonSchema[None] = None
 
 
 def _no_nul(value: str | None) -> str | None:
@@ -253,6 +257,8 @@ class Gateway:
         self._lock = asyncio.Lock()
         self._config = ConfigWatcher(settings.data_dir)
         self._fanout: Fanout | None = None
+        # A client per token name, so what a token does carries its name in history.
+        self._as_token: ClientsByIdentity | None = None
         # With tracing on (`serve`), the client carries the trace context into the session.
         self.plugins: list[Any] = []
 
@@ -284,14 +290,28 @@ class Gateway:
                         self.settings, plugins=self.plugins
                     )
                 except Exception as err:
-                    raise Problem(
-                        503,
-                        "temporal-unreachable",
-                        "Temporal unreachable",
-                        f"cannot reach the Temporal server at {self.settings.temporal_address}: "
-                        f"{err}",
-                    ) from err
+                    raise _unreachable(self.settings.temporal_address, err) from err
             return self._client
+
+    async def client_as(self, token: TokenRecord) -> AgentlaneClient:
+        """The client whose identity is `gateway token <name>`: a message, an abort or a
+        reset it sends shows in history as that token's (the SDK keeps one identity per
+        connection, so one connection per token name, made on its first use)."""
+        if self._as_token is None:
+            self._as_token = ClientsByIdentity(await self.client())
+        try:
+            return await self._as_token(f"gateway token {token.name or token.id}")
+        except Exception as err:
+            raise _unreachable(self._as_token.base.settings.temporal_address, err) from err
+
+
+def _unreachable(address: str, err: Exception) -> Problem:
+    return Problem(
+        503,
+        "temporal-unreachable",
+        "Temporal unreachable",
+        f"cannot reach the Temporal server at {address}: {err}",
+    )
 
 
 bearer = HTTPBearer(
@@ -367,9 +387,14 @@ def session_key(key: str, token: Principal) -> str:
 SessionKey = Annotated[str, Depends(session_key)]
 
 
-async def _call(gw: Gateway, action: Callable[[AgentlaneClient], Awaitable[T]]) -> T:
-    """Run a client call; its errors become problem documents."""
-    client = await gw.client()
+async def _call(
+    gw: Gateway,
+    action: Callable[[AgentlaneClient], Awaitable[T]],
+    token: TokenRecord | None = None,
+) -> T:
+    """Run a client call (as `token`, for a call that acts on a session); its errors become
+    problem documents."""
+    client = await gw.client() if token is None else await gw.client_as(token)
     try:
         return await action(client)
     except SessionNotFound as err:
@@ -553,12 +578,14 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         tags=["sessions"],
         responses=errors,
     )
-    async def send_message(key: SessionKey, body: MessageBody, request: Request) -> SendReceipt:
+    async def send_message(
+        key: SessionKey, body: MessageBody, request: Request, token: Principal
+    ) -> SendReceipt:
         # The message's trace starts here, under the adapter's own `traceparent` if it sent one.
         with traced_request(request, "POST /v1/sessions/{key}/messages", key):
-            return await _send_message(key, body)
+            return await _send_message(key, body, token)
 
-    async def _send_message(key: str, body: MessageBody) -> SendReceipt:
+    async def _send_message(key: str, body: MessageBody, token: TokenRecord) -> SendReceipt:
         try:
             check_fields(body)  # NUL bytes and oversized fields, before any path or workflow
         except ValueError as err:
@@ -582,7 +609,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         }
         if body.workspace is not None:
             kwargs["workspace"] = _workspace_inside(gw.settings, body.workspace)
-        return await _call(gw, lambda c: c.send(key, body.text, **kwargs))
+        return await _call(gw, lambda c: c.send(key, body.text, **kwargs), token)
 
     @app.get(
         "/v1/sessions/{key}",
@@ -602,9 +629,11 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         tags=["sessions"],
         responses=errors,
     )
-    async def abort(key: SessionKey, body: AbortBody | None = None) -> AbortReceipt:
+    async def abort(
+        key: SessionKey, token: Principal, body: AbortBody | None = None
+    ) -> AbortReceipt:
         reason = (body or AbortBody()).reason
-        return await _call(gw, lambda c: c.abort(key, reason))
+        return await _call(gw, lambda c: c.abort(key, reason), token)
 
     @app.get(
         "/v1/sessions/{key}/approvals",
@@ -631,7 +660,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         by = body.by or f"gateway:{token.name or token.id}"
         approve = body.decision == "approve"
         return await _call(
-            gw, lambda c: c.decide_approval(key, approval_id, approve, body.reason, by=by)
+            gw, lambda c: c.decide_approval(key, approval_id, approve, body.reason, by=by), token
         )
 
     @app.post(
@@ -660,7 +689,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
     ) -> ResetReceipt:
         req = body or ResetBody()
         by = req.by or f"gateway:{token.name or token.id}"
-        return await _call(gw, lambda c: c.reset(key, req.reason, by=by))
+        return await _call(gw, lambda c: c.reset(key, req.reason, by=by), token)
 
     @app.get(
         "/v1/sessions/{key}/transcript",
