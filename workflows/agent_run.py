@@ -576,7 +576,8 @@ class AgentRunWorkflow(LegacyFailover):
                 heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
                 retry_policy=opts.MODEL_CALL_RETRY,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"turn {turn}: {self.failover.model().label()}",
+                # Turns as the CLI counts them (from 1); the stream's turn_index stays 0-based.
+                summary=f"turn {turn + 1}: {self.failover.model().label()}",
             )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
