@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus
 
 from agentlane.events import EventKind
 from agentlane.run import ExecutionResult, ExecutionStatus
@@ -166,10 +167,11 @@ async def test_six_children_at_once_all_aborted_with_their_parent(
     result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
     assert result.status == ExecutionStatus.ABORTED
     for child in children:
-        child_result = await client.client.get_workflow_handle(
-            child, result_type=ExecutionResult
-        ).result()
+        # An aborted child fails its workflow (type `aborted`) with its result.
+        child_result = await client.wait_for_run(child)
         assert child_result.status == ExecutionStatus.ABORTED, child
+        desc = await client.client.get_workflow_handle(child).describe()
+        assert desc.status == WorkflowExecutionStatus.FAILED, child
     assert time.monotonic() - started < 30
     assert_transcript_valid(client.transcript(key))
 
