@@ -29,10 +29,8 @@ from agentlane.run import ExecutionError, ExecutionResult, ExecutionStatus
 def outcome_failure(result: ExecutionResult, error_type: str) -> RunOutcomeError:
     """The failure a run that did not succeed ends its workflow with (no stack trace:
     agentlane/failure_converter.py)."""
-    error = result.error
-    message = error.message if error is not None else result.termination_reason.value
     return RunOutcomeError(
-        message or result.status.value,
+        said(result) or result.status.value,
         result.model_dump(mode="json"),
         type=error_type,
         non_retryable=True,
@@ -55,13 +53,19 @@ def result_of_failure(err: BaseException | None) -> ExecutionResult | None:
 
 
 def aborted_error(reason: str | None, by: str | None) -> ExecutionError:
-    """An abort's error: who asked, and why ("aborted by agentlane-cli ann@box: user abort")."""
-    why = reason or "aborted"
-    return ExecutionError(
-        kind=ExecutionErrorKind.ABORTED,
-        message=f"aborted by {by}: {why}" if by else why,
-        by=by,
-    )
+    """An abort's error: why (its message, as before), and who asked."""
+    return ExecutionError(kind=ExecutionErrorKind.ABORTED, message=reason or "aborted", by=by)
+
+
+def said(result: ExecutionResult) -> str:
+    """How the run's end reads in the UI: the error's message, and for an abort who asked
+    ("aborted by agentlane-cli ann@box: user abort")."""
+    error = result.error
+    if error is None:
+        return result.termination_reason.value
+    if error.kind == ExecutionErrorKind.ABORTED and error.by:
+        return f"aborted by {error.by}: {error.message}"
+    return error.message
 
 
 _ENDED = {
@@ -87,8 +91,7 @@ def outcome_details(result: ExecutionResult, label: str | None) -> str:
     if result.status == ExecutionStatus.SUCCESS:
         return f"{head}: {figures}"
     why = f"{label or result.status.value}, {result.termination_reason.value}"
-    message = result.error.message if result.error is not None else ""
-    return f"{head} ({why}): {message}\n\n{figures}"
+    return f"{head} ({why}): {said(result)}\n\n{figures}"
 
 
 def last_run_line(result: ExecutionResult, label: str | None, limit: int = 300) -> str:
@@ -97,7 +100,7 @@ def last_run_line(result: ExecutionResult, label: str | None, limit: int = 300) 
     line = f"run **{result.run_id}**: {_ENDED[result.status]}"
     if result.status == ExecutionStatus.SUCCESS or result.error is None:
         return f"{line} ({result.termination_reason.value})"
-    message = result.error.message
+    message = said(result)
     if len(message) > limit:
         message = message[: limit - 1] + "…"
     return f"{line} ({label or result.error.kind.value}): {message}"
