@@ -120,6 +120,7 @@ with workflow.unsafe.imports_passed_through():
         RestoreSessionInput,
     )
     from agentlane.thinking_levels import normalize_thinking_level
+    from agentlane.ui_text import plain
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
     from workflows.policy import search_attributes as attributes
@@ -1063,7 +1064,7 @@ class SessionWorkflow:
         self.s.queue = remove(self.s.queue, batch.seqs)
         self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         self.current_run_id = run_id
-        preview = " ".join(batch.turns[0].text.split())[:80]
+        preview = plain(batch.turns[0].text)
         held = self.s.in_flight
         run_attributes = self._attributes_at_run_start(request, batch)
         try:

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         SubagentSettings,
         subagent_key,
     )
+    from agentlane.ui_text import plain
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
     from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
@@ -241,7 +242,8 @@ class Subagents:
                 execution_timeout=timedelta(seconds=request.budget_seconds + 3600),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=(
-                    f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: {name}"
+                    f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: "
+                    f"{plain(name, 60)}"
                 ),
             )
         except ChildWorkflowError as err:

@@ -133,3 +133,10 @@ def test_expected_failures_have_no_stack_trace_and_others_keep_theirs(tmp_path: 
     assert isinstance(outcome_failure(FAILED, "timeout"), RunOutcomeError)
     bug = encoded(raised(ValueError("a bug")))
     assert "raise err" in bug.stack_trace
+
+
+def test_summary_rows_get_plain_text() -> None:
+    from agentlane.ui_text import plain
+
+    assert plain("run `pytest -q`\n and **then** say done") == "run pytest -q and then say done"
+    assert plain("x" * 100) == "x" * 79 + "…"
