@@ -42,6 +42,7 @@ def test_histories_are_present() -> None:
         "webhooks",
         "search_attributes",
         "scheduled",
+        "run_outcome",
     } <= scenarios
 
 

@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_wait import ApprovalWait
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
+    from workflows.patches import RUN_CODE_PATCH, RUN_FAILS_PATCH, Patches
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.loop_detection import (
@@ -78,7 +79,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.tool_policy import ToolSelection, select_tools
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
-    from workflows.run_patches import RUN_FAILS_PATCH, RunPatches
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.subagents import SUBAGENTS_PATCH, Subagents
     from workflows.telemetry import RunTelemetry
@@ -163,8 +163,8 @@ class AgentRunWorkflow(LegacyFailover):
     @workflow.init
     def __init__(self, inp: RunInput) -> None:
         self.req = inp.request
-        # Which changes are in force (one marker per run segment, workflows/run_patches.py).
-        self.patches = RunPatches()
+        # Which changes are in force (one marker per run segment, workflows/patches.py).
+        self.patches = Patches(RUN_CODE_PATCH)
         now = workflow.now()
         self.c = inp.carry or RunCarry(
             started_at=now,

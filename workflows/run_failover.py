@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.session import RunPhase
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
+    from workflows.patches import Patches
     from workflows.policy.auth_profiles import (
         advance,
         in_cooldown,
@@ -114,7 +115,6 @@ with workflow.unsafe.imports_passed_through():
         seconds_text,
         transient_kind,
     )
-    from workflows.run_patches import RunPatches
     from workflows.telemetry import RunTelemetry
 
 R = FailoverReason
@@ -143,7 +143,7 @@ class RunHost(Protocol):
     waiting_until: float | None
     waiting_reason: str | None
     telemetry: RunTelemetry
-    patches: RunPatches
+    patches: Patches
 
     def _emit(self, kind: EventKind, turn_index: int | None = None, **fields: object) -> None: ...
 

@@ -123,6 +123,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.ui_text import plain
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
+    from workflows.patches import SESSION_CODE_PATCH, Patches
     from workflows.policy import search_attributes as attributes
     from workflows.policy.approvals import closed_after, decision_problem
     from workflows.policy.idle_limit import idle_limit_seconds
@@ -179,6 +180,9 @@ DROP_RECORD_RETRY = timedelta(seconds=10)
 class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
+        # Which changes are in force: one marker per session run (workflows/patches.py), first.
+        self.patches = Patches(SESSION_CODE_PATCH)
+        self.patches.start()
         self.s: SessionState = inp.state
         self.child: ChildWorkflowHandle[AgentRunWorkflow, ExecutionResult] | None = None
         self.current_run_id: str | None = None
@@ -318,7 +322,7 @@ class SessionWorkflow:
         remembered = recent_key(item, self.s.key, qs.dedupe)
         if remembered is not None:
             self.s.recent_ids = remember(self.s.recent_ids, remembered, now)
-        accept_now = workflow.patched(ACCEPT_ON_ENQUEUE_PATCH)
+        accept_now = self.patches(ACCEPT_ON_ENQUEUE_PATCH)
         action = decide(mode, busy=self._busy() or bool(self.s.queue))
         if action == Action.RUN_NOW:
             self._enqueue(item, qs)
@@ -370,7 +374,7 @@ class SessionWorkflow:
         if self.s.webhook is not None:
             self.s.webhook.target = target
             return
-        if not workflow.patched(WEBHOOK_PATCH):
+        if not self.patches(WEBHOOK_PATCH):
             return
         self.s.webhook = WebhookState(target=target)
         self.hooks = WebhookQueue(self.s.key, self.s.webhook)
@@ -448,7 +452,7 @@ class SessionWorkflow:
 
     def _records_drops(self) -> bool:
         if self.records_drops is None:
-            self.records_drops = workflow.patched(RECORD_DROPS_PATCH)
+            self.records_drops = self.patches(RECORD_DROPS_PATCH)
         return self.records_drops
 
     def _drop(self, item: QueuedMessage, qs: QueueSettings) -> None:
@@ -877,7 +881,7 @@ class SessionWorkflow:
     async def _restore(self, inp: SessionInput) -> int:
         """Settings an earlier incarnation of this key recorded (those the opening message did
         not name), and where its event stream ended."""
-        if not inp.fresh or not workflow.patched(RESTORE_PATCH):
+        if not inp.fresh or not self.patches(RESTORE_PATCH):
             self.ready = True
             return 0
         restored: RestoredSession = await workflow.execute_local_activity(
@@ -972,7 +976,7 @@ class SessionWorkflow:
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
                         await workflow.wait_condition(self.hooks.idle)
-                    if workflow.patched(RECORD_ON_CLOSE_PATCH):
+                    if self.patches(RECORD_ON_CLOSE_PATCH):
                         # The next incarnation numbers its runs after this one's.
                         await self._record_session()
                     await workflow.get_external_workflow_handle(
@@ -980,7 +984,7 @@ class SessionWorkflow:
                     ).signal(SessionEventsWorkflow.close)
                     return
                 await self._continue_as_new()
-            if self._continue_as_new_due() and workflow.patched(HANDOVER_WITH_QUEUE_PATCH):
+            if self._continue_as_new_due() and self.patches(HANDOVER_WITH_QUEUE_PATCH):
                 await self._continue_as_new()
             head = self.s.queue[0]
             wait_ms = debounce_remaining_ms(
@@ -1143,7 +1147,7 @@ class SessionWorkflow:
         """The session's own (one upsert: phase running, and who and what if they changed),
         and the run's, which it starts with (no history event for those)."""
         if self.upserts_attributes is None:
-            self.upserts_attributes = workflow.patched(SEARCH_ATTRIBUTES_PATCH)
+            self.upserts_attributes = self.patches(SEARCH_ATTRIBUTES_PATCH)
         if not self.upserts_attributes:
             return None
         who = attributes.identity(

@@ -32,8 +32,8 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
+    from workflows.patches import Patches
     from workflows.policy import host_routing
-    from workflows.run_patches import RunPatches
 
 # Runs recorded before tools were routed to their workspace's host never pinned a host.
 HOST_ROUTING_PATCH = "tools-on-workspace-host"
@@ -47,7 +47,7 @@ class ToolRunner(Protocol):
     phase: RunPhase
     waiting_until: float | None
     waiting_reason: str | None
-    patches: RunPatches
+    patches: Patches
 
     def show(self, text: str) -> None: ...
 

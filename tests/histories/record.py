@@ -734,6 +734,33 @@ async def approvals(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def run_outcome(client: AgentlaneClient, ws: Path) -> None:
+    """Runs whose workflow status is their outcome (issue 25), each with one patch marker: one
+    that succeeds, one aborted after a tool call (who asked in its signal), one interrupted, one
+    that fails (its workspace gone), and a session that answers after each."""
+    r = await client.send_and_start("outcome", "read notes.txt then say read", workspace=str(ws))
+    await client.wait_for_run(r.run_id or "")
+    loop = " then ".join(f"write f{i}.txt with {i}" for i in range(60)) + " then say done"
+    r = await client.send_and_start("outcome", loop)
+    await asyncio.wait_for(
+        _until(client, "outcome", r.run_id or "", EventKind.TOOL_EXECUTION_END), 30
+    )
+    await client.abort("outcome", "enough")
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("outcome", loop)
+    await asyncio.sleep(0.2)
+    i = await client.send_and_start("outcome", "say switched", mode="interrupt")
+    await client.wait_for_run(i.run_id or "")
+    moved = ws.with_name(ws.name + "-away")
+    ws.rename(moved)
+    r = await client.send_and_start("outcome", "say into the void")
+    await client.wait_for_run(r.run_id or "")
+    moved.rename(ws)
+    await wait_idle(client, "outcome", runs=5, timeout=60)
+    r = await client.send_and_start("outcome", "say still here")
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -761,6 +788,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "subagents": subagents,
     "files_and_processes": files_and_processes,
     "approvals": approvals,
+    "run_outcome": run_outcome,
 }
 
 
