@@ -84,3 +84,13 @@ async def wait_idle(client: AgentlaneClient, key: str, runs: int, timeout: float
             await asyncio.sleep(0.2)
 
     await asyncio.wait_for(go(), timeout)
+
+
+async def update_identities(client: AgentlaneClient, workflow_id: str) -> set[str]:
+    """The client identities of the updates a workflow accepted (who sent its messages)."""
+    history = await client.client.get_workflow_handle(workflow_id).fetch_history()
+    return {
+        e.workflow_execution_update_accepted_event_attributes.accepted_request.meta.identity
+        for e in history.events
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    }

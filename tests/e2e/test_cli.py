@@ -17,6 +17,7 @@ import pytest
 
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import update_identities
 from tests.harness import REPO, Deployment
 
 
@@ -103,6 +104,14 @@ async def test_failed_and_aborted_runs_have_their_exit_codes(
     out = await acli(shared, "send", key, "say two")
     assert out.returncode == 3, out.stderr
     assert "error:" in out.stderr
+    # The CLI is `agentlane-cli <user>@<host>` in the session's history (issue 25).
+    from clients.api import cli_identity
+
+    client = await AgentlaneClient.connect(settings_for(shared))
+    identities = await update_identities(client, f"session:{key}")
+    assert identities == {cli_identity()} and cli_identity().startswith("agentlane-cli "), (
+        identities
+    )
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from clients.api import AgentlaneClient
 from clients.gateway.app import create_app
 from tests.conftest import settings_for
 from tests.e2e.gateway_support import GatewayServer
+from tests.e2e.support import update_identities
 from tests.harness import Deployment
 
 
@@ -120,11 +121,17 @@ async def test_send_status_duplicate_steer_interrupt_abort(
         assert interrupt.json()["disposition"] == "interrupted", interrupt.text
         second = await client.wait_for_run(f"session:{k}:run:2")
         assert second.status == ExecutionStatus.ABORTED
+        # Who interrupted and who aborted: the token, by name (issue 25).
+        assert second.error is not None and second.error.by == "gateway token tests"
         await wait_text_delta(http, k, f"session:{k}:run:3")
         abort = await http.post(f"/v1/sessions/{k}/abort", json={"reason": "adapter stop"})
         assert abort.status_code == 200 and abort.json()["run_id"] == f"session:{k}:run:3"
         third = await client.wait_for_run(f"session:{k}:run:3")
         assert third.status == ExecutionStatus.ABORTED
+        assert third.error is not None and third.error.by == "gateway token tests"
+        # The session's history says which token sent each message and asked for the abort.
+        identities = await update_identities(client, f"session:{k}")
+        assert identities == {"gateway token tests"}, identities
         idle = await http.post(f"/v1/sessions/{k}/abort")
         assert idle.json()["run_id"] is None
         users = [e for e in client.transcript(k) if e.role.value == "user"]

@@ -16,6 +16,7 @@ import pytest
 from agentlane.run import EntrySource, ExecutionStatus
 from clients.api import AgentlaneClient
 from clients.schedules import ScheduleNotFound, ScheduleRejected, ScheduleView
+from tests.e2e.support import update_identities
 from tests.e2e.test_cli import acli
 from tests.harness import Deployment
 
@@ -66,6 +67,9 @@ async def test_a_schedule_fires_cron_runs_skips_overlaps_pauses_and_resumes(
         assert result.status == ExecutionStatus.SUCCESS
         status = await client.status(session_key)
         assert status.last_result is not None and status.last_result.source == EntrySource.CRON
+        # The firing sent its message as `schedule <id>` (the session's history says so).
+        identities = await update_identities(client, f"session:{session_key}")
+        assert f"schedule {sid}" in identities, identities
         figures = {
             "first run done after s": round(time.monotonic() - started, 1),
             "firing to run start ms": round(
