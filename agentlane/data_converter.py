@@ -34,7 +34,7 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from agentlane.failure_converter import QuietFailureConverter
+from agentlane.failure_converter import QuietEncodedFailureConverter, QuietFailureConverter
 from agentlane.ids import storage_name
 from agentlane.private_files import write_private
 from agentlane.settings import Settings
@@ -227,7 +227,10 @@ def make_data_converter(
         )
     return DataConverter(
         payload_converter_class=CompactPydanticPayloadConverter,
-        failure_converter_class=QuietFailureConverter,
+        # Encrypted histories encrypt failure messages too (a run's error can quote the user).
+        failure_converter_class=(
+            QuietFailureConverter if codec is None else QuietEncodedFailureConverter
+        ),
         payload_codec=codec,
         external_storage=storage,
     )

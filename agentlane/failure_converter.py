@@ -7,6 +7,10 @@ model went silent, a run ended in error) it buries the type, reason and message 
 the SDK and absolute paths. Expected failures say so: activities raise them with the SDK's
 `BENIGN` category (which also keeps the worker from logging them with a traceback), and a run
 ends with a `RunOutcomeError`. Everything else keeps its stack trace.
+
+With payload encryption on, failures' messages and stack traces go into an encoded attribute
+the codec encrypts (the SDK's `encode_common_attributes`): a run's error message can quote the
+user, and the UI shows it through the codec server like any payload.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ def expected(exception: BaseException) -> bool:
     )
 
 
-def _without_stack_traces(failure: Failure) -> None:
-    while True:
-        failure.stack_trace = ""
-        if not failure.HasField("cause"):
-            return
-        failure = failure.cause
+def _drop_tracebacks(exception: BaseException) -> None:
+    """The exception and its causes lose their tracebacks (the converter writes what is left:
+    messages, types, details). It is being reported, never raised again."""
+    seen: set[int] = set()
+    err: BaseException | None = exception
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        err.__traceback__ = None
+        err = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
 
 
 class QuietFailureConverter(DefaultFailureConverter):
@@ -43,6 +50,13 @@ class QuietFailureConverter(DefaultFailureConverter):
     def to_failure(
         self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
     ) -> None:
-        super().to_failure(exception, payload_converter, failure)
         if expected(exception):
-            _without_stack_traces(failure)
+            _drop_tracebacks(exception)
+        super().to_failure(exception, payload_converter, failure)
+
+
+class QuietEncodedFailureConverter(QuietFailureConverter):
+    """The same, with messages and stack traces encoded (and so encrypted) by the codec."""
+
+    def __init__(self) -> None:
+        super().__init__(encode_common_attributes=True)

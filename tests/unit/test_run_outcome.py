@@ -140,3 +140,21 @@ def test_summary_rows_get_plain_text() -> None:
 
     assert plain("run `pytest -q`\n and **then** say done") == "run pytest -q and then say done"
     assert plain("x" * 100) == "x" * 79 + "…"
+
+
+async def test_with_encryption_a_runs_error_is_encrypted_and_still_quiet(tmp_path: Path) -> None:
+    import os
+
+    from agentlane.encryption import EncryptionCodec
+
+    codec = EncryptionCodec({"k1": os.urandom(32)}, "k1")
+    converter = make_data_converter(tmp_path, codec=codec)
+    failure = Failure()
+    err = raised(outcome_failure(ABORTED, "aborted"))
+    await converter.encode_failure(err, failure)
+    # What the server stores: no message, no stack trace, nothing readable.
+    assert failure.message == "Encoded failure" and failure.stack_trace == ""
+    assert b"gateway token ops" not in failure.SerializeToString()
+    decoded = await converter.decode_failure(failure)
+    assert decoded.message == "aborted by gateway token ops: enough"
+    assert result_of_failure(WorkflowFailureError(cause=decoded)) == ABORTED
