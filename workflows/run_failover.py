@@ -395,7 +395,13 @@ class Failover:
             code=failure.code,
         )
         what = (
-            transport_what(transport, failure.host or "?", failure.code, failure.received_chars)
+            transport_what(
+                transport,
+                failure.host or "?",
+                failure.provider,
+                failure.code,
+                failure.received_chars,
+            )
             if transport
             else None
         )
@@ -671,7 +677,8 @@ class Failover:
         error = CandidateError(
             message=decision.message or failure.message,
             reason=decision.reason,
-            status=decision.status or failure.status,
+            # A transport fault had no HTTP answer: no status is said (not the table's 408).
+            status=failure.status if failure.transport_kind else decision.status or failure.status,
             context_overflow=failure.reason == "context_overflow",
         )
         chain, outcome = record_failure(chain, ChainRef(model.provider, model.model), error)

@@ -396,8 +396,9 @@ async def test_a_json_answer_to_a_streamed_request_is_reported_at_once(
 async def test_a_cut_stream_is_made_again_with_a_jittered_backoff_announced(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    """A connection dropped mid-stream: the model activity's own retry (DESIGN decision 3),
-    after 0.5 s ± 20 %, announced once; the watcher ends with the second attempt's text."""
+    """A connection dropped mid-stream: the run makes the call again (issue 24; more in
+    test_transport_faults.py) after 0.5 s ± 20 %, announced once; the watcher ends with the
+    second attempt's text."""
     fake.script(
         Reply(text="cut short here and", fault=Fault.drop(after_deltas=2), api="openai-chat"),
         Reply(text="made again in full", api="openai-chat"),
@@ -407,9 +408,10 @@ async def test_a_cut_stream_is_made_again_with_a_jittered_backoff_announced(
     assert done.result.reply == "made again in full"
     ((code, text),) = warnings(done)
     assert code == "transport_retry"
-    assert text.startswith("Connection error (openai); retrying in ") and text.endswith(
-        " s (attempt 2)"
-    ), text
+    assert text.startswith(
+        f"Stream from 127.0.0.1:{fake.port} cut short after 12 characters (openai, ECONNRESET); "
+        "retrying in "
+    ) and text.endswith(" s (attempt 2)"), text
     (gap,) = gaps(fake.requests("openai-chat"))
     assert 0.35 <= gap <= 3.0, gap
 

@@ -180,22 +180,22 @@ def test_a_transport_fault_is_made_again_at_the_sdks_pace_within_the_budget() ->
 
 def test_what_failed_in_words() -> None:
     refused = TransportKind.CONNECTION_REFUSED
-    assert transport_what(refused, "127.0.0.1:9", "ECONNREFUSED", 0) == (
-        "connection refused by 127.0.0.1:9"
+    assert transport_what(refused, "127.0.0.1:9", "openai", "ECONNREFUSED", 0) == (
+        "connection refused by 127.0.0.1:9 (openai)"
     )
-    assert transport_what(TransportKind.CONNECTION, "api.openai.com", "ECONNRESET", 0) == (
-        "connection to api.openai.com lost (ECONNRESET)"
-    )
-    assert transport_what(TransportKind.CONNECTION, "nohost:80", "ENOTFOUND", None) == (
-        "host nohost:80 not found (ENOTFOUND)"
-    )
+    lost = transport_what(TransportKind.CONNECTION, "api.openai.com", "openai", "ECONNRESET", 0)
+    assert lost == "connection to api.openai.com lost (openai, ECONNRESET)"
+    unresolved = transport_what(TransportKind.CONNECTION, "nohost:80", "openai", "ENOTFOUND", None)
+    assert unresolved == "host nohost:80 not found (openai, ENOTFOUND)"
     cut = TransportKind.STREAM_CUT
-    assert transport_what(cut, "h:1", "stream_incomplete", 12) == (
-        "stream from h:1 cut short after 12 characters (stream_incomplete)"
+    assert transport_what(cut, "h:1", "anthropic", "stream_incomplete", 12) == (
+        "stream from h:1 cut short after 12 characters (anthropic, stream_incomplete)"
     )
-    assert transport_what(cut, "h:1", None, 1) == "stream from h:1 cut short after 1 character"
-    assert transport_what(cut, "h:1", "ECONNRESET", 0) == (
-        "stream from h:1 cut short before any output (ECONNRESET)"
+    assert transport_what(cut, "h:1", "anthropic", None, 1) == (
+        "stream from h:1 cut short after 1 character (anthropic)"
+    )
+    assert transport_what(cut, "h:1", "anthropic", "ECONNRESET", 0) == (
+        "stream from h:1 cut short before any output (anthropic, ECONNRESET)"
     )
 
 
@@ -209,7 +209,9 @@ def test_the_readme_quotes_of_a_transport_fault() -> None:
         kind=TRANSPORT,
     )
     assert plan is not None
-    what = transport_what(TransportKind.CONNECTION_REFUSED, "127.0.0.1:8080", "ECONNREFUSED", 0)
+    what = transport_what(
+        TransportKind.CONNECTION_REFUSED, "127.0.0.1:8080", "openai", "ECONNREFUSED", 0
+    )
     assert retrying_text(0, "openai", plan, what) == (
         "Connection refused by 127.0.0.1:8080 (openai); retrying in 0.5 s (attempt 2)"
     )
@@ -235,10 +237,10 @@ def test_the_readme_quotes_of_a_transport_fault() -> None:
         waited_seconds=0.5,
         budget_seconds=600,
         last_error="…",
-        what="host nohost not found (ENOTFOUND)",
+        what="host nohost not found (openai, ENOTFOUND)",
         why=unresolved_text("ENOTFOUND"),
     ) == (
-        "openai/gpt-4.1 kept failing: host nohost not found (ENOTFOUND) (openai) on 2 attempts, "
+        "openai/gpt-4.1 kept failing: host nohost not found (openai, ENOTFOUND) on 2 attempts, "
         "after waiting 0.5 s in all; a host name that does not resolve is tried once more only: "
         "check the base URL. Last error: …"
     )

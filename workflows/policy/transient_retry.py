@@ -171,21 +171,21 @@ def unresolved_text(code: str | None) -> str | None:
 
 
 def transport_what(
-    kind: TransportKind, host: str, code: str | None, received_chars: int | None
+    kind: TransportKind, host: str, provider: str, code: str | None, received_chars: int | None
 ) -> str:
-    """What failed, in words: 'connection refused by 127.0.0.1:9', 'connection to
-    api.openai.com lost (ECONNRESET)', 'stream from api.anthropic.com cut short after 12
-    characters (stream_incomplete)'."""
-    why = f" ({code})" if code else ""
+    """What failed, in words: 'connection refused by 127.0.0.1:9 (openai)', 'connection to
+    api.openai.com lost (openai, ECONNRESET)', 'stream from api.anthropic.com cut short after
+    12 characters (anthropic, stream_incomplete)'."""
+    said = f"({provider}, {code})" if code else f"({provider})"
     if kind is TransportKind.CONNECTION_REFUSED:
-        return f"connection refused by {host}"
+        return f"connection refused by {host} ({provider})"
     if kind is TransportKind.STREAM_CUT:
         got = received_chars or 0
         after = "before any output" if got == 0 else f"after {got} character{'s' * (got != 1)}"
-        return f"stream from {host} cut short {after}{why}"
+        return f"stream from {host} cut short {after} {said}"
     if code == UNRESOLVED_HOST_CODE:
-        return f"host {host} not found{why}"
-    return f"connection to {host} lost{why}"
+        return f"host {host} not found {said}"
+    return f"connection to {host} lost {said}"
 
 
 def chain_retry_text(status: int, provider: str, first: str) -> str:
@@ -215,9 +215,7 @@ def retrying_text(status: int, provider: str, plan: TransientRetry, what: str | 
     for a transport fault (`what`, see `transport_what`): 'Connection refused by 127.0.0.1:9
     (openai); retrying in 0.5 s (attempt 2)'."""
     told = " as the server asked (Retry-After)" if plan.retry_after else ""
-    failed = (
-        f"{what[:1].upper()}{what[1:]} ({provider})" if what else f"HTTP {status} from {provider}"
-    )
+    failed = f"{what[:1].upper()}{what[1:]}" if what else f"HTTP {status} from {provider}"
     return f"{failed}; retrying in {seconds_text(plan.delay)}{told} (attempt {plan.attempt})"
 
 
@@ -247,7 +245,7 @@ def gave_up_text(
             f"the next wait would pass {wait_bound_text(budget_seconds)} on waiting (the "
             "session's `max_wait_seconds`)."
         )
-    failed = f"{what} ({provider})" if what else f"HTTP {status} from {provider}"
+    failed = what or f"HTTP {status} from {provider}"
     return (
         f"{model} kept failing: {failed} on {tries}, after waiting "
         f"{seconds_text(waited_seconds)} in all; {why} Last error: {last_error}"
