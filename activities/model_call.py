@@ -231,7 +231,8 @@ def typed_failure(
     # An expected provider error is the run workflow's to decide on, not a worker fault: one
     # log line here, and BENIGN keeps the SDK from logging it again with a traceback.
     log.warning(
-        "model call failed: %s%s (status %s, code %s, provider %s, model %s)",
+        "model call failed: %s%s typed failure for the run (status %s, code %s, provider %s, "
+        "model %s)",
         reason,
         f" ({transport})" if transport else "",
         err.status,
