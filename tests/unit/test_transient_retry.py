@@ -215,6 +215,12 @@ def test_the_readme_quotes_of_a_transport_fault() -> None:
     assert retrying_text(0, "openai", plan, what) == (
         "Connection refused by 127.0.0.1:8080 (openai); retrying in 0.5 s (attempt 2)"
     )
+    cut = transport_what(
+        TransportKind.STREAM_CUT, "api.anthropic.com", "anthropic", "ECONNRESET", 12
+    )
+    assert retrying_text(0, "anthropic", plan, cut).startswith(
+        "Stream from api.anthropic.com cut short after 12 characters (anthropic, ECONNRESET); "
+    )
     assert gave_up_text(
         status=0,
         provider="openai",
