@@ -82,20 +82,30 @@ fallbacks = ["openai/fake-gpt"]
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer(anthropic_keys=[ENV_KEY, WORK_KEY], openai_keys=[OPENAI_KEY]) as srv:
+    with fake_server() as srv:
         yield srv
+
+
+def fake_server() -> FakeProviderServer:
+    """The fake with the test keys: two Anthropic profiles' and one OpenAI key."""
+    return FakeProviderServer(anthropic_keys=[ENV_KEY, WORK_KEY], openai_keys=[OPENAI_KEY])
 
 
 @pytest.fixture(scope="module")
 def deployment(
     server: object, fake: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    root = tmp_path_factory.mktemp("transient")
-    (root / "config.toml").write_text(config_toml(fake))
-    dep = make_deployment(server, root, ANTHROPIC_API_KEY=ENV_KEY, OPENAI_API_KEY=OPENAI_KEY)
-    dep.start_worker()
+    dep = deployed(server, tmp_path_factory.mktemp("transient"), config_toml(fake))
     yield dep
     dep.stop_workers()
+
+
+def deployed(server: object, root: Path, config: str) -> Deployment:
+    """A worker over `config`, with the keys in its environment."""
+    (root / "config.toml").write_text(config)
+    dep = make_deployment(server, root, ANTHROPIC_API_KEY=ENV_KEY, OPENAI_API_KEY=OPENAI_KEY)
+    dep.start_worker()
+    return dep
 
 
 @pytest.fixture(autouse=True)
@@ -108,6 +118,10 @@ def _healthy(deployment: Deployment, fake: FakeProviderServer) -> Iterator[None]
 
 @pytest.fixture
 def ws(deployment: Deployment) -> Path:
+    return new_workspace(deployment)
+
+
+def new_workspace(deployment: Deployment) -> Path:
     path = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
     path.mkdir(parents=True)
     return path

@@ -23,18 +23,19 @@ from agentlane.errors import ExecutionErrorKind
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus, TerminationReason
 from clients.api import AgentlaneClient
-from tests.conftest import make_deployment, settings_for
+from tests.conftest import settings_for
 from tests.e2e.support import Collected
 from tests.e2e.test_real_providers import Finished
 from tests.e2e.test_transient_errors import (
     APIS,
-    ENV_KEY,
     MODELS,
-    OPENAI_KEY,
     WORK_KEY,
     config_toml,
+    deployed,
+    fake_server,
     gaps,
     key_of,
+    new_workspace,
     run,
     warnings,
 )
@@ -82,7 +83,7 @@ fallbacks = ["openai/fake-gpt"]
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer(anthropic_keys=[ENV_KEY, WORK_KEY], openai_keys=[OPENAI_KEY]) as srv:
+    with fake_server() as srv:
         yield srv
 
 
@@ -95,10 +96,9 @@ def door(fake: FakeProviderServer) -> Door:
 def deployment(
     server: object, fake: FakeProviderServer, door: Door, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    root = tmp_path_factory.mktemp("transport")
-    (root / "config.toml").write_text(config_toml(fake) + door_toml(door))
-    dep = make_deployment(server, root, ANTHROPIC_API_KEY=ENV_KEY, OPENAI_API_KEY=OPENAI_KEY)
-    dep.start_worker()
+    dep = deployed(
+        server, tmp_path_factory.mktemp("transport"), config_toml(fake) + door_toml(door)
+    )
     yield dep
     dep.stop_workers()
 
@@ -115,9 +115,7 @@ def _healthy(deployment: Deployment, fake: FakeProviderServer, door: Door) -> It
 
 @pytest.fixture
 def ws(deployment: Deployment) -> Path:
-    path = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
-    path.mkdir(parents=True)
-    return path
+    return new_workspace(deployment)
 
 
 def cut(kind: Cut, api: Api) -> Reply:

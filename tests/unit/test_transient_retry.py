@@ -187,6 +187,8 @@ def test_what_failed_in_words() -> None:
     assert lost == "connection to api.openai.com lost (openai, ECONNRESET)"
     unresolved = transport_what(TransportKind.CONNECTION, "nohost:80", "openai", "ENOTFOUND", None)
     assert unresolved == "host nohost:80 not found (openai, ENOTFOUND)"
+    slow = transport_what(TransportKind.CONNECTION, "h:1", "openai", "ETIMEDOUT", None)
+    assert slow == "connection to h:1 timed out (openai, ETIMEDOUT)"
     cut = TransportKind.STREAM_CUT
     assert transport_what(cut, "h:1", "anthropic", "stream_incomplete", 12) == (
         "stream from h:1 cut short after 12 characters (anthropic, stream_incomplete)"

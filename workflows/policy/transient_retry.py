@@ -71,6 +71,8 @@ TRANSPORT_MAX_DELAY_SECONDS = 10.0
 # A host name that does not resolve is a typo more often than an outage.
 UNRESOLVED_HOST_CODE = "ENOTFOUND"
 MAX_UNRESOLVED_RETRIES = 1
+# No answer in the SDK client's own time (with the idle limit off, say).
+TIMED_OUT_CODE = "ETIMEDOUT"
 # The provider SDKs' default: two more tries before the error reaches the caller.
 MAX_OVERLOAD_RETRIES = 2
 # A Retry-After of 0 still gets a timer of its own (a zero-length timer is not a wait).
@@ -185,6 +187,8 @@ def transport_what(
         return f"stream from {host} cut short {after} {said}"
     if code == UNRESOLVED_HOST_CODE:
         return f"host {host} not found {said}"
+    if code == TIMED_OUT_CODE:
+        return f"connection to {host} timed out {said}"
     return f"connection to {host} lost {said}"
 
 
