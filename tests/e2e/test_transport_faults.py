@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import secrets
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from tests.e2e.test_real_providers import Finished
 from tests.e2e.test_transient_errors import (
     APIS,
     MODELS,
+    OPENAI_KEY,
     WORK_KEY,
     config_toml,
     deployed,
@@ -44,6 +46,7 @@ from tests.fakes.scripts import Api, Fault, Reply
 from tests.harness import Deployment
 from tests.store_support import clear_profile_state, read_profile_state
 
+OPENAI_WORK_KEY = "sk-proj-" + secrets.token_hex(24)
 # The same models behind the door (a port that refuses until opened).
 DOOR_MODELS: dict[Api, str] = {
     "anthropic": "anthropic/door-claude",
@@ -75,15 +78,36 @@ id = "door-reasoner"
 api = "openai-responses"
 base_url = "{door.base_url}/v1"
 
-[agents.doorchain]
+[agents.door_a]
 model = "anthropic/door-claude"
 fallbacks = ["openai/fake-gpt"]
+
+[agents.door_chat]
+model = "openai/door-gpt"
+fallbacks = ["anthropic/fake-claude"]
+
+[agents.door_resp]
+model = "openai/door-reasoner"
+fallbacks = ["anthropic/fake-claude"]
+
+[agents.chain_a]
+model = "anthropic/fake-claude"
+fallbacks = ["openai/fake-gpt"]
+
+[agents.chain_chat]
+model = "openai/fake-gpt"
+fallbacks = ["anthropic/fake-claude"]
+
+[agents.chain_resp]
+model = "openai/fake-reasoner"
+fallbacks = ["anthropic/fake-claude"]
 """
 
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeProviderServer]:
     with fake_server() as srv:
+        srv.set_keys(openai=[OPENAI_KEY, OPENAI_WORK_KEY])  # a second OpenAI profile's too
         yield srv
 
 
@@ -110,7 +134,9 @@ def _healthy(deployment: Deployment, fake: FakeProviderServer, door: Door) -> It
     door.close()
     yield
     door.close()
-    AuthStore.for_data_dir(deployment.data_dir).remove("anthropic:work")
+    store = AuthStore.for_data_dir(deployment.data_dir)
+    store.remove("anthropic:work")
+    store.remove("openai:work")
 
 
 @pytest.fixture
@@ -200,20 +226,12 @@ async def test_a_refused_connection_is_waited_out_until_the_server_is_up(
     """Nothing listens at the URL (a provider restarting); the run knocks again at the SDKs'
     pace and goes on once the server is up."""
     fake.script(Reply(text="the server is up", api=api))
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    key = f"t-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send_and_start(key, "hello", workspace=str(ws), model=DOOR_MODELS[api])
-    assert receipt.run_id
-    got = await watch_and_open(client, key, receipt.run_id, door, times)
-    result = await client.wait_for_run(receipt.run_id)
+    done = await send_through_the_door(deployment, door, ws, DOOR_MODELS[api], times)
+    result = done.result
     assert result.status == ExecutionStatus.SUCCESS, result.error
     assert result.reply == "the server is up"
     assert len(fake.requests(api)) == 1, "refused attempts never reach the server"
-    said = [
-        e.text or ""
-        for e in got.events
-        if e.kind == EventKind.WARNING and e.data.get("code") == "transport_retry"
-    ]
+    said = transport_warnings(done)
     provider = DOOR_MODELS[api].split("/")[0]
     refused = f"connection refused by 127.0.0.1:{door.port} ({provider})"
     assert len(said) == times, said
@@ -262,51 +280,75 @@ async def test_past_the_budget_the_run_ends_naming_what_failed(
     assert error.failure.reason == "timeout", "the failover reason stays SPEC §5.2's"
 
 
+async def send_through_the_door(
+    deployment: Deployment, door: Door, ws: Path, model: str, opened_after: int, **overrides: object
+) -> Finished:
+    """A run on a model behind the door, opened once `opened_after` waits were announced (never
+    when 0)."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = f"t-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        key, "hello", workspace=str(ws), model=model, session_overrides=overrides or None
+    )
+    assert receipt.run_id
+    got = await watch_and_open(client, key, receipt.run_id, door, opened_after or 1 << 30)
+    return Finished(client, key, got, await client.wait_for_run(receipt.run_id))
+
+
 @pytest.mark.parametrize("kind", ["refused", "reset", "drop"])
+@pytest.mark.parametrize("api", APIS)
 async def test_two_profiles_make_the_call_again_on_the_same_profile(
-    deployment: Deployment, fake: FakeProviderServer, door: Door, ws: Path, kind: str
+    deployment: Deployment, fake: FakeProviderServer, door: Door, ws: Path, api: Api, kind: str
 ) -> None:
     """The connection failed, not the key: no rotation, no cooldown."""
-    AuthStore.for_data_dir(deployment.data_dir).set_key("anthropic:work", "anthropic", WORK_KEY)
+    provider = MODELS[api].split("/")[0]
+    second = WORK_KEY if provider == "anthropic" else OPENAI_WORK_KEY
+    AuthStore.for_data_dir(deployment.data_dir).set_key(f"{provider}:work", provider, second)
     if kind == "refused":
-        fake.script(Reply(text="same key", api="anthropic"))
-        client = await AgentlaneClient.connect(settings_for(deployment))
-        key = f"t-{uuid.uuid4().hex[:8]}"
-        receipt = await client.send_and_start(
-            key, "hello", workspace=str(ws), model=DOOR_MODELS["anthropic"]
-        )
-        assert receipt.run_id
-        got = await watch_and_open(client, key, receipt.run_id, door, 2)
-        result = await client.wait_for_run(receipt.run_id)
-        codes = [str(e.data.get("code")) for e in got.events if e.kind == EventKind.WARNING]
-        assert result.status == ExecutionStatus.SUCCESS, result.error
-        assert codes == ["transport_retry", "transport_retry"], codes
+        fake.script(Reply(text="same key", api=api))
+        done = await send_through_the_door(deployment, door, ws, DOOR_MODELS[api], 2)
+        assert len(fake.requests(api)) == 1
     else:
-        fake.script(cut(kind, "anthropic"), cut(kind, "anthropic"), Reply(text="same key"))
-        done = await run(deployment, ws, MODELS["anthropic"])
-        assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
-        assert [code for code, _ in warnings(done)] == ["transport_retry"] * 2
-        keys = [key_of(r) for r in fake.requests("anthropic")]
+        fake.script(cut(kind, api), cut(kind, api), Reply(text="same key", api=api))
+        done = await run(deployment, ws, MODELS[api])
+        keys = [key_of(r) for r in fake.requests(api)]
         assert len(keys) == 3 and len(set(keys)) == 1, "the same profile every time"
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "same key"
+    assert [code for code, _ in warnings(done)] == ["transport_retry"] * 2
     state = read_profile_state(deployment.data_dir)
     assert not any(u.get("cooldown_until") for u in state.get("usage", {}).values())
 
 
+# Each API's model falls back to the other family's (agents in `door_toml`).
+FALLBACK: dict[Api, tuple[str, Api]] = {
+    "anthropic": ("openai/fake-gpt", "openai-chat"),
+    "openai-chat": ("anthropic/fake-claude", "anthropic"),
+    "openai-responses": ("anthropic/fake-claude", "anthropic"),
+}
+AGENTS: dict[Api, str] = {"anthropic": "a", "openai-chat": "chat", "openai-responses": "resp"}
+
+
 @pytest.mark.parametrize("kind", ["refused", "reset", "drop"])
+@pytest.mark.parametrize("api", APIS)
 async def test_past_the_budget_the_chain_falls_back_naming_what_failed(
-    deployment: Deployment, fake: FakeProviderServer, door: Door, ws: Path, kind: str
+    deployment: Deployment, fake: FakeProviderServer, door: Door, ws: Path, api: Api, kind: str
 ) -> None:
-    fake.script(Reply(text="from GPT", api="openai-chat"))
+    target, target_api = FALLBACK[api]
+    provider = MODELS[api].split("/")[0]
+    fake.script(Reply(text="from the fallback", api=target_api))
     if kind == "refused":
-        model, agent = DOOR_MODELS["anthropic"], "doorchain"
-        said = f"connection refused by 127.0.0.1:{door.port} (anthropic)"
+        model = DOOR_MODELS[api]
+        said = f"connection refused by 127.0.0.1:{door.port} ({provider})"
+        done = await send_through_the_door(
+            deployment, door, ws, model, 0, agent_id=f"door_{AGENTS[api]}", max_wait_seconds=1
+        )
     else:
-        fake.script(*[cut(kind, "anthropic") for _ in range(2)])
-        model, agent = MODELS["anthropic"], "chain"
-        said = what(kind, f"127.0.0.1:{fake.port}", "anthropic")
-    done = await run(deployment, ws, model, agent_id=agent, max_wait_seconds=1)
+        fake.script(*[cut(kind, api) for _ in range(2)])
+        model, said = MODELS[api], what(kind, f"127.0.0.1:{fake.port}", provider)
+        done = await run(deployment, ws, model, agent_id=f"chain_{AGENTS[api]}", max_wait_seconds=1)
     assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
-    assert done.result.reply == "from GPT"
+    assert done.result.reply == "from the fallback"
     codes = [code for code, _ in warnings(done)]
     assert codes == ["transport_retry", "model_fallback"], codes
     notice = [text for code, text in warnings(done) if code == "model_fallback"][0]
@@ -314,7 +356,7 @@ async def test_past_the_budget_the_chain_falls_back_naming_what_failed(
         f"{model} is unavailable (timeout; {model} kept failing: {said} on 2 attempts, after "
         "waiting 0."
     ), notice
-    assert notice.endswith("); falling back to openai/fake-gpt"), notice
+    assert notice.endswith(f"); falling back to {target}"), notice
 
 
 async def test_server_error_and_transport_waits_share_one_budget(
