@@ -435,7 +435,11 @@ class Failover:
             retrying_text(status, failure.provider, plan, what),
             {
                 "code": "transport_retry" if transport else "transient_retry",
-                **({"transport": transport.value} if transport else {"status": status}),
+                **(
+                    {"transport": transport.value, "host": failure.host}
+                    if transport
+                    else {"status": status}
+                ),
                 "attempt": plan.attempt,
                 "delay": plan.delay,
             },

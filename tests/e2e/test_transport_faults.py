@@ -196,6 +196,10 @@ async def test_a_transport_fault_is_waited_out_and_the_call_answers(
             text
         )
     assert [code for code, _ in warnings(done)] == ["transport_retry"] * times
+    data = [e.data for e in done.got.events if e.data.get("code") == "transport_retry"]
+    assert [d["attempt"] for d in data] == list(range(2, times + 2))
+    expected = "connection" if kind == "reset" else "stream_cut"
+    assert all(d["transport"] == expected and d["host"] == f"127.0.0.1:{fake.port}" for d in data)
     # Each call made again starts its message under an id of its own.
     starts = [e.event_id for e in done.got.events if e.kind == EventKind.MESSAGE_START]
     assert len(starts) == times + 1 and len(set(starts)) == times + 1, starts
