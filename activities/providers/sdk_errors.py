@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.utils
 import json
 import re
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -65,9 +66,15 @@ def retry_after_seconds(
 
 
 def transport_error(
-    err: BaseException, *, provider: str, model: str, secrets: Iterable[str | None]
+    err: BaseException,
+    *,
+    provider: str,
+    model: str,
+    secrets: Iterable[str | None],
+    started: bool = False,
 ) -> ProviderError:
-    """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way."""
+    """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way
+    (`started`: the server's 200 stream had begun)."""
     text = _describe(err)
     return ProviderError(
         redact(text, secrets),
@@ -75,6 +82,7 @@ def transport_error(
         model=model,
         code=_transport_code(err),
         transport=True,
+        stream_started=started,
     )
 
 
@@ -87,6 +95,7 @@ def stream_incomplete_error(
         model=model,
         code="stream_incomplete",
         transport=True,
+        stream_started=True,
     )
 
 
@@ -103,6 +112,7 @@ def malformed_stream_error(
         model=model,
         code="malformed_response",
         transport=True,
+        stream_started=True,
     )
 
 
@@ -176,6 +186,8 @@ def _transport_code(err: BaseException) -> str:
         current = current.__cause__ or current.__context__
     if any(isinstance(e, (httpx2.TimeoutException, TimeoutError)) for e in chain):
         return "ETIMEDOUT"
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return "ENOTFOUND"  # the host name does not resolve
     if any(isinstance(e, httpx2.ConnectError | ConnectionRefusedError) for e in chain):
         return "ECONNREFUSED"
     return "ECONNRESET"
