@@ -129,7 +129,14 @@ async def failed_run(
     client: AgentlaneClient, fake: FakeProviderServer, deployment: Deployment, ws: Path
 ) -> tuple[str, str, ExecutionResult]:
     key = f"down-{uuid.uuid4().hex[:8]}"
-    receipt = await client.send_and_start(key, "hello", workspace=str(ws), model=DOWN)
+    # A refused connection is retried within the wait budget: a short one here.
+    receipt = await client.send_and_start(
+        key,
+        "hello",
+        workspace=str(ws),
+        model=DOWN,
+        session_overrides={"max_wait_seconds": 2},
+    )
     assert receipt.run_id
     result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
     return key, receipt.run_id, result
