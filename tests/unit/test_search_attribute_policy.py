@@ -74,6 +74,10 @@ def test_error_labels() -> None:
     assert p.run_end_error(ExecutionStatus.ERROR, limited) == "rate_limit"
     aborted = ExecutionError(kind=ExecutionErrorKind.ABORTED, message="m")
     assert p.run_end_error(ExecutionStatus.ABORTED, aborted) == "aborted"
+    # A refused connection is no timeout, whatever its failover reason (issue 25).
+    down = ModelFailure(reason="timeout", message="refused", provider="x", model="y")
+    refused = ExecutionError(kind=ExecutionErrorKind.CONNECTION_REFUSED, message="m", failure=down)
+    assert p.run_end_error(ExecutionStatus.ERROR, refused) == "connection_refused"
 
 
 def test_quote_escapes_and_rejects_control_characters() -> None:

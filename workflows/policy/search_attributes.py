@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from agentlane import search_attributes as sa
+from agentlane.errors import ExecutionErrorKind
 from agentlane.run import ExecutionError, ExecutionStatus
 from agentlane.search_attribute_values import Value, Values
 from agentlane.session import RunPhase
@@ -47,12 +48,19 @@ def run_phase(phase: RunPhase) -> str:
     return RUNNING
 
 
+UNREACHABLE = frozenset({ExecutionErrorKind.CONNECTION_REFUSED, ExecutionErrorKind.CONNECTION})
+
+
 def error_label(error: ExecutionError | None) -> str | None:
     """The AgentLastError value of an error: the provider failure's reason when the error
     carries one (rate_limit, overloaded, billing, auth, context_overflow, ...: the words users
-    search for), else the execution error's kind (timeout, tool_error, aborted, ...)."""
+    search for), else the execution error's kind (timeout, tool_error, aborted, ...). A provider
+    that could not be reached says so (connection_refused, connection), not `timeout`, its
+    failover reason: a search for timeouts must not mix dead endpoints with slow models."""
     if error is None:
         return None
+    if error.kind in UNREACHABLE:
+        return error.kind.value
     if error.failure is not None and error.failure.reason:
         return error.failure.reason
     return error.kind.value
