@@ -828,11 +828,13 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             409: {"model": ProblemDocument, "description": "the message was sent already"},
         },
     )
-    async def agui_run(key: SessionKey, body: RunAgentInput, request: Request) -> Any:
+    async def agui_run(
+        key: SessionKey, body: RunAgentInput, request: Request, token: Principal
+    ) -> Any:
         with traced_request(request, "POST /v1/agui/{key}", key):
-            return await _agui_run(key, body)
+            return await _agui_run(key, body, token)
 
-    async def _agui_run(key: str, body: RunAgentInput) -> EventSourceResponse:
+    async def _agui_run(key: str, body: RunAgentInput, token: TokenRecord) -> EventSourceResponse:
         try:
             message = message_of(key, body)
         except AguiInputError as err:
@@ -846,7 +848,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             kwargs["model"] = message.model
         # Follow the stream from before the send: none of the run's events can be missed.
         start = await _call(gw, lambda c: _live_end(c, key))
-        receipt = await _call(gw, lambda c: c.send(key, message.text, **kwargs))
+        receipt = await _call(gw, lambda c: c.send(key, message.text, **kwargs), token)
         if receipt.disposition == SendDisposition.DUPLICATE:
             original = receipt.original
             raise Problem(
