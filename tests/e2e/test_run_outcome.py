@@ -229,6 +229,9 @@ async def test_a_failed_run_fails_and_an_aborted_one_says_who(
     both = f"AgentSessionKey IN ('{key}', '{busy_key}')"
     failed = await listed(t, f"{both} AND ExecutionStatus = 'Failed'", {run_id, busy.run_id})
     assert failed == {run_id, busy.run_id}
+    # Errors only, as the README says.
+    errors = f"{both} AND ExecutionStatus = 'Failed' AND AgentLastError != 'aborted'"
+    assert await listed(t, errors, {run_id}) == {run_id}
     completed = await listed(
         t,
         f"{both} AND WorkflowType = 'AgentRunWorkflow' AND ExecutionStatus = 'Completed'",
