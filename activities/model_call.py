@@ -114,10 +114,12 @@ def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
 def failure_headline(failure: ModelFailure) -> str:
     """A provider failure's message in history, where the UI shows it: reason, status, code,
     provider and model first, then the user-facing text ("rate_limit (429, rate_limit_error)
-    from anthropic/claude-x: ...")."""
+    from anthropic/claude-x: ..."). A transport fault names its kind (connection_refused, ...)
+    rather than its failover reason."""
     said = ", ".join(str(x) for x in (failure.status, failure.code) if x is not None)
     where = f"{failure.provider}/{failure.model}"
-    return f"{failure.reason}{f' ({said})' if said else ''} from {where}: {failure.message}"
+    what = failure.transport_kind.value if failure.transport_kind else failure.reason
+    return f"{what}{f' ({said})' if said else ''} from {where}: {failure.message}"
 
 
 @dataclass
@@ -693,7 +695,7 @@ class ModelCallActivity:
         )
         log.info("model call not sent: %s (%s)", failure.raw_message, checked.route.value)
         raise ApplicationError(
-            failure.message,
+            failure_headline(failure),
             failure.model_dump(mode="json"),
             type=MODEL_PROVIDER_ERROR,
             non_retryable=True,
@@ -728,7 +730,7 @@ class ModelCallActivity:
         )
         log.info("model call not sent: %s", failure.message)
         raise ApplicationError(
-            failure.message,
+            failure_headline(failure),
             failure.model_dump(mode="json"),
             type=MODEL_PROVIDER_ERROR,
             non_retryable=True,
