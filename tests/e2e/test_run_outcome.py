@@ -173,7 +173,7 @@ async def test_a_failed_run_fails_and_an_aborted_one_says_who(
     ]
     assert activity_failures
     for failed in activity_failures:
-        assert f" from {DOWN}: " in failed.message, failed.message
+        assert failed.message.startswith(f"connection_refused from {DOWN}: "), failed.message
         assert stack_traces(failed) == []
     # Its page says how it ended and why.
     details = await current_details(t, run_id)
