@@ -96,7 +96,7 @@ async def _run_session(settings: Settings, session: str, workspace: Path) -> int
     from clients.api import AgentlaneClient
     from clients.render import TerminalRenderer
 
-    client = await AgentlaneClient.connect(settings)
+    client = await AgentlaneClient.connect_cli(settings)
     offset = 0
     if await client.session_exists(session):
         offset = await client.events_offset(session)
