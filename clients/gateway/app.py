@@ -859,7 +859,8 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
                 + (f" (run {original.run_id})" if original and original.run_id else "")
                 + f"; follow its events with GET /v1/sessions/{key}/events?vocabulary=agui",
             )
-        client = await gw.client()
+        # Asking the session which run took the message is the token's doing too.
+        client = await gw.client_as(token)
 
         async def run_of_message() -> tuple[str | None, str]:
             joined = (SendDisposition.STARTED, SendDisposition.STEERED)

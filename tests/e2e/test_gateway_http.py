@@ -322,3 +322,28 @@ async def test_transcript_pages_and_reset(
         assert current["entries"][0]["id"] == marker and current["hidden"] == len(whole)
         every = (await http.get(f"/v1/sessions/{k}/transcript?all=true&limit=1000")).json()
         assert every["total"] == len(whole) + 1 and every["hidden"] == 0
+
+
+async def test_an_agui_run_is_sent_as_its_token(
+    gateway: GatewayServer, client: AgentlaneClient
+) -> None:
+    """AG-UI's HTTP transport sends the message as the token (issue 25), as the REST door does:
+    read here over plain HTTP, without the AG-UI client."""
+    k = key()
+    run_input = {
+        "threadId": k,
+        "runId": "r-1",
+        "messages": [{"id": f"{k}-m1", "role": "user", "content": "say hello there"}],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+    async with (
+        gateway.http(gateway.token(name="agui-app")) as http,
+        http.stream("POST", f"/v1/agui/{k}", json=run_input) as response,
+    ):
+        assert response.status_code == 200
+        body = "".join([chunk async for chunk in response.aiter_text()])
+    assert "RUN_FINISHED" in body, body[-500:]
+    assert await update_identities(client, f"session:{k}") == {"gateway token agui-app"}
