@@ -173,7 +173,9 @@ async def test_a_failed_run_fails_and_an_aborted_one_says_who(
     ]
     assert activity_failures
     for failed in activity_failures:
-        assert failed.message.startswith(f"connection_refused from {DOWN}: "), failed.message
+        # "connection_refused (ECONNREFUSED) from local/down: Could not connect ..."
+        assert failed.message.startswith("connection_refused ("), failed.message
+        assert f") from {DOWN}: Could not connect" in failed.message, failed.message
         assert stack_traces(failed) == []
     # Its page says how it ended and why.
     details = await current_details(t, run_id)
@@ -245,6 +247,32 @@ async def test_a_failed_run_fails_and_an_aborted_one_says_who(
         {session_workflow_id(key), events_workflow_id(key)},
     )
     assert everything == {session_workflow_id(key), events_workflow_id(key)}
+
+
+async def test_a_run_cancelled_from_the_ui_is_told_apart_too(
+    client: AgentlaneClient, ws: Path
+) -> None:
+    """The UI's "Request Cancellation" on a run: it ends as an abort does (Failed, `aborted`),
+    and the session goes on."""
+    t = client.client
+    key = f"cancel-{uuid.uuid4().hex[:8]}"
+    loop = " then ".join(f"write c{i}.txt with {i}" for i in range(200)) + " then say done"
+    busy = await client.send_and_start(key, loop, workspace=str(ws))
+    assert busy.run_id
+    await wait_tool_end(client, key, busy.run_id)
+    await t.get_workflow_handle(busy.run_id).cancel()
+    result = await asyncio.wait_for(client.wait_for_run(busy.run_id), 60)
+    assert result.status == ExecutionStatus.ABORTED
+    assert (await t.get_workflow_handle(busy.run_id).describe()).status == (
+        WorkflowExecutionStatus.FAILED
+    )
+    failure = await closing_failure(t, busy.run_id)
+    assert failure.application_failure_info.type == "aborted"
+    assert stack_traces(failure) == []
+    await wait_idle(client, key, runs=1, timeout=30)
+    again = await client.send_and_start(key, "say still here")
+    assert again.run_id
+    assert (await asyncio.wait_for(client.wait_for_run(again.run_id), 60)).reply == "still here"
 
 
 async def wait_tool_end(client: AgentlaneClient, key: str, run_id: str) -> None:
