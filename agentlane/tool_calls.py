@@ -51,3 +51,7 @@ class ToolCallOutcome(CompactModel):
     # Not run: this worker is not on the host the call was meant for (a local attempt on the
     # worker holding the workflow); the call goes to that host's queue instead.
     wrong_host: bool = False
+    # What the call was given and answered, for the Temporal UI (the local activity's marker or
+    # the activity's result): at most 1 KB, secrets redacted (agentlane/tool_preview.py). The
+    # whole result is in the transcript store.
+    preview: str = ""

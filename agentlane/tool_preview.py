@@ -1,0 +1,64 @@
+"""The preview a tool call's recorded result carries into history: what the call was given and
+what it answered, small enough for every step, secrets redacted (issue 25).
+
+Shape: the arguments as compact JSON on the first line, the output after it. Together at most
+`PREVIEW_BYTES` (UTF-8): a part too long keeps its head and its tail around a marker that says
+how much was left out. The arguments get at most `ARGS_BYTES` when the output needs the room
+(a `write` of a large file shows the start and end of its content, not all of it); the output
+gets the rest. Redaction happens before cutting, so a cut never leaves half a secret.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from agentlane.redaction import redact
+
+PREVIEW_BYTES = 1024
+ARGS_BYTES = 384
+# What stands for the part of a text that was left out (its figure in bytes).
+_GAP = "\n… [{n} bytes] …\n"
+
+
+def head_and_tail(text: str, limit: int) -> str:
+    """`text` within `limit` UTF-8 bytes: all of it, or its head and tail around a marker."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    # The marker's own size depends on the figure it shows; the largest figure bounds it.
+    room = max(limit - len(_GAP.format(n=len(data)).encode()), 0)
+    head, tail = data[: (room + 1) // 2], data[len(data) - room // 2 :] if room // 2 else b""
+    left_out = len(data) - len(head) - len(tail)
+    # A cut inside a multi-byte character drops that character's remains.
+    return head.decode(errors="ignore") + _GAP.format(n=left_out) + tail.decode(errors="ignore")
+
+
+def compact_args(arguments: dict[str, Any] | str) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def tool_preview(
+    arguments: dict[str, Any] | str,
+    output: str,
+    secrets: Iterable[str | None] = (),
+    limit: int = PREVIEW_BYTES,
+) -> str:
+    """The arguments (a JSON object, or the raw text the model sent) and the output, redacted,
+    within `limit` bytes together."""
+    known = list(secrets)
+    args = redact(compact_args(arguments), known)
+    out = redact(output, known)
+    budget = limit - 1  # the newline between them
+    args_size, out_size = len(args.encode()), len(out.encode())
+    if args_size + out_size <= budget:
+        return f"{args}\n{out}"
+    # The output keeps what the arguments do not need, and the arguments what it does not.
+    args_room = max(min(args_size, ARGS_BYTES), budget - out_size)
+    args = head_and_tail(args, args_room)
+    return f"{args}\n{head_and_tail(out, budget - len(args.encode()))}"
