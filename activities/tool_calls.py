@@ -261,13 +261,17 @@ class ToolActivities:
                     duration_ms=duration_ms,
                 ),
             )
+        preview = await self._preview(written, call)
+        summary = redact(str(written.meta.get("summary", "")))[:200]
         return ToolCallOutcome(
             is_error=written.is_error,
-            summary=redact(str(written.meta.get("summary", "")))[:200],
+            # Each step's result is in history: a summary the preview already shows (a path)
+            # and the host the run has pinned already are not written twice.
+            summary="" if summary in preview else summary,
             duration_ms=duration_ms,
             outcome_hash=self._outcome_hash(inp, written, call.arguments),
-            host=self.host,
-            preview=await self._preview(written, call),
+            host=None if inp.host == self.host else self.host,
+            preview=preview,
         )
 
     @staticmethod

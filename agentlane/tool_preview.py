@@ -1,7 +1,7 @@
 """The preview a tool call's recorded result carries into history: what the call was given and
 what it answered, small enough for every step, secrets redacted (issue 25).
 
-Shape: the arguments as compact JSON on the first line, the output after it. Together at most
+Shape: the arguments as `name=value` pairs on the first line, the output after it. Together at most
 `PREVIEW_BYTES` (UTF-8): a part too long keeps its head and its tail around a marker that says
 how much was left out. The arguments get at most `ARGS_BYTES` when the output needs the room
 (a `write` of a large file shows the start and end of its content, not all of it); the output
@@ -37,10 +37,18 @@ def head_and_tail(text: str, limit: int) -> str:
     return head.decode(errors="ignore") + _GAP.format(n=left_out) + tail.decode(errors="ignore")
 
 
+def _value(value: Any) -> str:
+    if isinstance(value, str) and value and not any(c.isspace() or c in "\"'=" for c in value):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def compact_args(arguments: dict[str, Any] | str) -> str:
+    """`name=value` pairs, a value that is not one plain word as JSON (`command="ls -la"`): what
+    JSON says, without the quotes that cost twice once the preview is itself a JSON string."""
     if isinstance(arguments, str):
         return arguments
-    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str)
+    return " ".join(f"{name}={_value(value)}" for name, value in arguments.items())
 
 
 def tool_preview(
@@ -49,8 +57,8 @@ def tool_preview(
     secrets: Iterable[str | None] = (),
     limit: int = PREVIEW_BYTES,
 ) -> str:
-    """The arguments (a JSON object, or the raw text the model sent) and the output, redacted,
-    within `limit` bytes together."""
+    """The arguments (an object, or the raw text the model sent when it was not one) and the
+    output, redacted, within `limit` bytes together."""
     known = list(secrets)
     args = redact(compact_args(arguments), known)
     out = redact(output, known)

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         UserTurn,
     )
+    from agentlane.static_details import run_details
     from agentlane.subagents import (
         SPAWN_READ,
         SPAWN_RECORD,
@@ -212,6 +213,7 @@ class Subagents:
                         f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: "
                         f"{name}"
                     ),
+                    static_details=run_details(request),
                 )
         finally:
             self.active -= 1
