@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from agentlane.redaction import redact
 from agentlane.run import ExecutionRequest
 
-PROMPT_PREVIEW_CHARS = 200
+# The run's static summary shows its first 80 characters already.
+PROMPT_PREVIEW_CHARS = 160
 
 
 def _one_line(text: str) -> str:
@@ -67,7 +68,8 @@ def run_details(req: ExecutionRequest, queued_behind: int = 0) -> str:
         ("source", req.source.value),
         ("sender", ", ".join(senders)),
         ("channel", ", ".join(channels)),
-        ("messages", len(req.prompt)),
+        # One message is the usual case; more are a batch the queue collected.
+        ("messages", len(req.prompt) if len(req.prompt) > 1 else None),
         ("queued behind it", queued_behind or None),
     ]
     if req.spawn_depth:

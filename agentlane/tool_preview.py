@@ -20,21 +20,23 @@ from agentlane.redaction import redact
 
 PREVIEW_BYTES = 1024
 ARGS_BYTES = 384
-# What stands for the part of a text that was left out (its figure in bytes).
-_GAP = "\n… [{n} bytes] …\n"
+# What stands for the part of a text that was left out (its figure in bytes): on lines of its
+# own in the output, inline in the arguments (whose line ends where the output starts).
+OUTPUT_GAP = "\n… [{n} bytes] …\n"
+ARGS_GAP = " … [{n} bytes] … "
 
 
-def head_and_tail(text: str, limit: int) -> str:
+def head_and_tail(text: str, limit: int, gap: str = OUTPUT_GAP) -> str:
     """`text` within `limit` UTF-8 bytes: all of it, or its head and tail around a marker."""
     data = text.encode()
     if len(data) <= limit:
         return text
     # The marker's own size depends on the figure it shows; the largest figure bounds it.
-    room = max(limit - len(_GAP.format(n=len(data)).encode()), 0)
+    room = max(limit - len(gap.format(n=len(data)).encode()), 0)
     head, tail = data[: (room + 1) // 2], data[len(data) - room // 2 :] if room // 2 else b""
     left_out = len(data) - len(head) - len(tail)
     # A cut inside a multi-byte character drops that character's remains.
-    return head.decode(errors="ignore") + _GAP.format(n=left_out) + tail.decode(errors="ignore")
+    return head.decode(errors="ignore") + gap.format(n=left_out) + tail.decode(errors="ignore")
 
 
 def _value(value: Any) -> str:
@@ -60,7 +62,8 @@ def tool_preview(
     """The arguments (an object, or the raw text the model sent when it was not one) and the
     output, redacted, within `limit` bytes together."""
     known = list(secrets)
-    args = redact(compact_args(arguments), known)
+    # One line: raw arguments (text that was not an object) may hold line breaks.
+    args = redact(compact_args(arguments), known).replace("\n", " ")
     out = redact(output, known)
     budget = limit - 1  # the newline between them
     args_size, out_size = len(args.encode()), len(out.encode())
@@ -68,5 +71,5 @@ def tool_preview(
         return f"{args}\n{out}"
     # The output keeps what the arguments do not need, and the arguments what it does not.
     args_room = max(min(args_size, ARGS_BYTES), budget - out_size)
-    args = head_and_tail(args, args_room)
+    args = head_and_tail(args, args_room, ARGS_GAP)
     return f"{args}\n{head_and_tail(out, budget - len(args.encode()))}"

@@ -1,0 +1,158 @@
+"""What the Temporal UI shows of a run while it runs and of what its tools did (issue 25), read
+the way the UI reads it, through the Temporal client: the built-in metadata query (current
+details), describe (static details, pending activities with their heartbeat details) and the
+history (tool results with their previews, local activities' markers included)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import WorkflowHandle
+
+from agentlane.ids import session_workflow_id
+from agentlane.redaction import REDACTED
+from agentlane.run import ExecutionStatus
+from agentlane.tool_preview import PREVIEW_BYTES
+from clients.api import AgentlaneClient
+
+# Not shaped like any provider's key: only the `*_KEY=` rule can catch it.
+SECRET = "zq" + secrets.token_hex(12)
+LINES = 8
+COMMAND = (
+    f"MY_SERVICE_KEY={SECRET} sh -c "
+    f"'for i in $(seq 1 {LINES}); do echo line $i; sleep 0.4; done; echo done'"
+)
+
+
+async def current_details(handle: WorkflowHandle[Any, Any]) -> str:
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return str(meta.current_details)
+
+
+async def decode(client: AgentlaneClient, payloads: list[Payload]) -> list[Any]:
+    return await client.client.data_converter.decode(payloads)
+
+
+async def exec_heartbeats(client: AgentlaneClient, handle: WorkflowHandle[Any, Any]) -> Any:
+    """The heartbeat details of the run's pending tool_exec activity, once it has some."""
+    desc = await handle.describe()
+    for pending in desc.raw_description.pending_activities:
+        if pending.activity_type.name == "tool_exec" and pending.heartbeat_details.payloads:
+            (details,) = await decode(client, list(pending.heartbeat_details.payloads))
+            return details
+    return None
+
+
+async def outcome_previews(client: AgentlaneClient, handle: WorkflowHandle[Any, Any]) -> dict:
+    """Tool name -> the outcome its history holds: a regular activity's result, or a local
+    activity's marker result."""
+    found: dict[str, dict[str, Any]] = {}
+    scheduled: dict[int, str] = {}
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = attrs.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attrs2 = event.activity_task_completed_event_attributes
+            name = scheduled.get(attrs2.scheduled_event_id, "")
+            if name.startswith("tool_"):
+                (found[name],) = await decode(client, list(attrs2.result.payloads))
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            if marker.marker_name != "core_local_activity":
+                continue
+            (data,) = await decode(client, list(marker.details["data"].payloads))
+            if str(data.get("activity_type", "")).startswith("tool_"):
+                (found[data["activity_type"]],) = await decode(
+                    client, list(marker.details["result"].payloads)
+                )
+    return found
+
+
+async def test_a_running_exec_shows_its_command_progress_and_preview(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    receipt = await client.send_and_start(
+        session_key,
+        f"run `{COMMAND}` then write notes2.txt with hello there",
+        workspace=str(workspace),
+        sender="alice",
+    )
+    assert receipt.run_id
+    run = client.client.get_workflow_handle(receipt.run_id)
+    session = client.client.get_workflow_handle(session_workflow_id(session_key))
+
+    # While the command runs: the run's page names the turn and the command; Pending
+    # Activities shows heartbeats that grow.
+    seen: list[dict[str, Any]] = []
+    details = ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        beat = await exec_heartbeats(client, run)
+        if beat is not None:
+            seen.append(beat)
+            details = await current_details(run)
+            grown = seen[-1].get("output_bytes", 0) > seen[0].get("output_bytes", 0)
+            if len(seen) >= 2 and grown and seen[0].get("output_bytes"):
+                break
+        await asyncio.sleep(0.5)
+    assert len(seen) >= 2, "no heartbeat details on the running tool_exec"
+    first, last = seen[0], seen[-1]
+    assert last["tool"] == "exec"
+    assert last["elapsed_s"] > first["elapsed_s"]
+    assert last["output_bytes"] > first.get("output_bytes", 0)
+    assert last["last_line"].startswith("line ")
+    assert SECRET not in json.dumps(seen)
+    assert "turn 1: exec `" in details, details
+    assert "for i in $(seq 1" in details and " since " in details, details
+    assert SECRET not in details
+    running = await current_details(session)
+    assert "running run 1" in running, running
+
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+
+    # What the tools did, in the history: bounded previews, the secret redacted.
+    outcomes = await outcome_previews(client, run)
+    exec_preview = outcomes["tool_exec"]["preview"]
+    assert len(exec_preview.encode()) <= PREVIEW_BYTES
+    assert SECRET not in exec_preview
+    assert f"MY_SERVICE_KEY={REDACTED}" in exec_preview
+    assert f"line {LINES}" in exec_preview and "done" in exec_preview
+    # write runs as a local activity: its preview is in the marker.
+    write_preview = outcomes["tool_write"]["preview"]
+    assert write_preview.startswith('path=notes2.txt content="hello there"\n'), write_preview
+    assert "Wrote 11 characters" in write_preview
+    # The history holds the secret nowhere but in the user's own message (the run's input and
+    # the model call that appends it to the transcript): not in the call's summary, its
+    # activity's summary, its result.
+    async for event in run.fetch_history_events():
+        carries_message = event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED or (
+            event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and "append_user" in str(event)
+        )
+        if not carries_message:
+            assert SECRET not in str(event), event
+
+    # Static details: the session's and the run's pages say what they are about.
+    session_page = await (await session.describe()).static_details()
+    assert session_page is not None
+    assert str(workspace) in session_page and "offline/planner" in session_page
+    assert "**agent:** main" in session_page and "**created by:**" in session_page
+    run_page = await (await run.describe()).static_details()
+    assert run_page is not None
+    assert "**model:** offline/planner" in run_page and "**source:** chat" in run_page
+    assert "**sender:** alice" in run_page
+    assert "> run `MY_SERVICE_KEY=" in run_page and SECRET not in run_page
+
+    # At the end, the run's page says how it ended; the session's that it is idle.
+    assert "success (no_tool_calls)" in await current_details(run)
+    assert "idle since" in await current_details(session)
