@@ -416,6 +416,19 @@ class AgentlaneClient:
             **self._session_start_options(key, state, channel, sender),
         )
 
+    def _session_details(
+        self, state: SessionState, channel: str | None = None, sender: str | None = None
+    ) -> str:
+        """The session's static details in the UI: what it works on and who made it."""
+        return session_details(
+            workspace=state.settings.workspace,
+            model=state.settings.model.label(),
+            agent=state.settings.agent_id,
+            channel=channel,
+            created_by=self.client.identity,
+            sender=sender,
+        )
+
     def _session_start_options(
         self,
         key: str,
@@ -432,14 +445,7 @@ class AgentlaneClient:
         if state is not None:
             # What the session's page in the UI shows for good (markdown; ignored, like the
             # attributes below, when the session already runs).
-            options["static_details"] = session_details(
-                workspace=state.settings.workspace,
-                model=state.settings.model.label(),
-                agent=state.settings.agent_id,
-                channel=channel,
-                created_by=self.client.identity,
-                sender=sender,
-            )
+            options["static_details"] = self._session_details(state, channel, sender)
             # Findable from its start (no history event for these); the session upserts what
             # changes later. Ignored when the session already runs (USE_EXISTING).
             options["search_attributes"] = typed_attributes(
