@@ -41,11 +41,13 @@ async def decode(client: AgentlaneClient, payloads: list[Payload]) -> list[Any]:
     return await client.client.data_converter.decode(payloads)
 
 
-async def exec_heartbeats(client: AgentlaneClient, handle: WorkflowHandle[Any, Any]) -> Any:
-    """The heartbeat details of the run's pending tool_exec activity, once it has some."""
+async def pending_heartbeats(
+    client: AgentlaneClient, handle: WorkflowHandle[Any, Any], activity_type: str
+) -> Any:
+    """The heartbeat details of the run's pending activity of that type, once it has some."""
     desc = await handle.describe()
     for pending in desc.raw_description.pending_activities:
-        if pending.activity_type.name == "tool_exec" and pending.heartbeat_details.payloads:
+        if pending.activity_type.name == activity_type and pending.heartbeat_details.payloads:
             (details,) = await decode(client, list(pending.heartbeat_details.payloads))
             return details
     return None
@@ -96,7 +98,7 @@ async def test_a_running_exec_shows_its_command_progress_and_preview(
     details = ""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        beat = await exec_heartbeats(client, run)
+        beat = await pending_heartbeats(client, run, "tool_exec")
         if beat is not None:
             seen.append(beat)
             details = await current_details(run)
@@ -156,3 +158,30 @@ async def test_a_running_exec_shows_its_command_progress_and_preview(
     # At the end, the run's page says how it ended; the session's that it is idle.
     assert "success (no_tool_calls)" in await current_details(run)
     assert "idle since" in await current_details(session)
+
+
+async def test_a_streaming_model_call_shows_its_progress(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    receipt = await client.send_and_start(
+        session_key, "count slowly to 80", workspace=str(workspace)
+    )
+    assert receipt.run_id
+    run = client.client.get_workflow_handle(receipt.run_id)
+    seen: list[dict[str, Any]] = []
+    details = ""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(seen) < 3:
+        beat = await pending_heartbeats(client, run, "call_model")
+        if beat is not None and beat.get("deltas"):
+            seen.append(beat)
+            details = await current_details(run)
+        await asyncio.sleep(0.4)
+    assert len(seen) >= 2, "no heartbeat details on the streaming call_model"
+    assert seen[-1]["model"] == "offline/planner"
+    assert seen[-1]["deltas"] > seen[0]["deltas"]
+    assert seen[-1]["approx_tokens"] > seen[0]["approx_tokens"]
+    assert 0 <= seen[-1]["since_last_delta_s"] < 2
+    assert details.startswith("turn 1: calling offline/planner"), details
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS
