@@ -43,6 +43,8 @@ _ASSIGNED = re.compile(
     (?P<value>"[^"\n]*"|'[^'\n]*'|[^\s"',;&}\]]+)
     """
 )
+# Cheap to search for: only text that holds one of these words can hold such an assignment.
+_ASSIGNED_HINT = re.compile(r"(?i)key|secret|token|passw")
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+@")
 
 # Environment variables whose values are secrets by their name.
@@ -55,7 +57,8 @@ def redact_known(text: str, secrets: Iterable[str | None]) -> str:
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
         if len(secret) >= SECRET_MIN_LENGTH:
             text = text.replace(secret, REDACTED)
-    return _MASKED_KEY.sub(REDACTED, text)
+    # The pattern is slow on long text; most text has no run of asterisks at all.
+    return _MASKED_KEY.sub(REDACTED, text) if "***" in text else text
 
 
 def _assigned(match: re.Match[str]) -> str:
@@ -71,7 +74,8 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = redact_known(text, secrets)
     text = _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", text)
     text = _BEARER.sub(rf"\1\2{REDACTED}", text)
-    text = _ASSIGNED.sub(_assigned, text)
+    if _ASSIGNED_HINT.search(text):
+        text = _ASSIGNED.sub(_assigned, text)
     return _KEY_SHAPES.sub(REDACTED, text)
 
 

@@ -20,6 +20,7 @@ from agentlane.redaction import redact
 
 PREVIEW_BYTES = 1024
 ARGS_BYTES = 384
+WIDE = 2
 # What stands for the part of a text that was left out (its figure in bytes): on lines of its
 # own in the output, inline in the arguments (whose line ends where the output starts).
 OUTPUT_GAP = "\n… [{n} bytes] …\n"
@@ -53,6 +54,12 @@ def compact_args(arguments: dict[str, Any] | str) -> str:
     return " ".join(f"{name}={_value(value)}" for name, value in arguments.items())
 
 
+def _ends(text: str, limit: int) -> str:
+    """The head and tail of `text`, each `WIDE` times what a preview can show of it."""
+    keep = WIDE * limit
+    return text if len(text) <= 2 * keep else f"{text[:keep]}\n{text[-keep:]}"
+
+
 def tool_preview(
     arguments: dict[str, Any] | str,
     output: str,
@@ -62,9 +69,12 @@ def tool_preview(
     """The arguments (an object, or the raw text the model sent when it was not one) and the
     output, redacted, within `limit` bytes together."""
     known = list(secrets)
+    # Only the ends of a long text can be shown: redacting all of a 50 KB output would cost tens
+    # of milliseconds. The ends kept are wide enough that a secret cut at their edge is never
+    # within what is shown.
     # One line: raw arguments (text that was not an object) may hold line breaks.
-    args = redact(compact_args(arguments), known).replace("\n", " ")
-    out = redact(output, known)
+    args = redact(_ends(compact_args(arguments), limit), known).replace("\n", " ")
+    out = redact(_ends(output, limit), known)
     budget = limit - 1  # the newline between them
     args_size, out_size = len(args.encode()), len(out.encode())
     if args_size + out_size <= budget:

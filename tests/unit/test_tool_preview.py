@@ -117,3 +117,13 @@ def test_head_and_tail_counts_bytes_and_says_what_it_left_out() -> None:
     multibyte = head_and_tail("€" * 500, 64)
     assert len(multibyte.encode()) <= 64
     multibyte.encode()  # no split character left behind
+
+
+def test_a_long_output_is_redacted_only_where_it_can_be_shown() -> None:
+    # Only the ends of a long output are redacted (cheap); a secret anywhere else, even cut
+    # where the redacted ends stop, never reaches the preview.
+    for at in range(1500, 2600, 7):
+        output = "a" * at + OPENAI + "b" * 100_000
+        preview = tool_preview({}, output)
+        assert OPENAI[:8] not in preview and "sk-" not in preview, at
+        assert len(preview.encode()) <= PREVIEW_BYTES
