@@ -265,10 +265,10 @@ class ToolActivities:
         summary = redact(str(written.meta.get("summary", "")))[:200]
         return ToolCallOutcome(
             is_error=written.is_error,
-            # Each step's result is in history: a summary the preview already shows (a path)
-            # and the host the run has pinned already are not written twice.
+            # Each step's result is in history: a summary the preview already shows (a path),
+            # the host the run has pinned already and the duration (the events' times say it)
+            # are not written twice.
             summary="" if summary in preview else summary,
-            duration_ms=duration_ms,
             outcome_hash=self._outcome_hash(inp, written, call.arguments),
             host=None if inp.host == self.host else self.host,
             preview=preview,

@@ -19,7 +19,7 @@ from agentlane.redaction import redact
 from agentlane.run import ExecutionRequest
 
 # The run's static summary shows its first 80 characters already.
-PROMPT_PREVIEW_CHARS = 160
+PROMPT_PREVIEW_CHARS = 120
 
 
 def _one_line(text: str) -> str:

@@ -41,6 +41,8 @@ class ToolCallOutcome(CompactModel):
     tool_call_id: str = ""
     is_error: bool = False
     summary: str = ""
+    # Written by earlier versions; left out now (the history's event times say it, and the
+    # transcript entry and the tool's end event carry it).
     duration_ms: int = 0
     replayed: bool = False
     # For loop detection (SPEC §14): a short hash of what the call produced.

@@ -22,6 +22,7 @@ from agentlane.redaction import REDACTED
 from agentlane.run import ExecutionStatus
 from agentlane.tool_preview import PREVIEW_BYTES
 from clients.api import AgentlaneClient
+from tests.e2e.support import wait_idle
 
 # Not shaped like any provider's key: only the `*_KEY=` rule can catch it.
 SECRET = "zq" + secrets.token_hex(12)
@@ -117,7 +118,11 @@ async def test_a_running_exec_shows_its_command_progress_and_preview(
     assert "for i in $(seq 1" in details and " since " in details, details
     assert SECRET not in details
     running = await current_details(session)
-    assert "running run 1" in running, running
+    assert "running run 1" in running and "queued" not in running, running
+    queued = await client.send(session_key, "say next", mode="followup")
+    assert queued.disposition.value == "queued", queued
+    running = await current_details(session)
+    assert "running run 1" in running and "; 1 message queued" in running, running
 
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS, result.error
@@ -157,6 +162,7 @@ async def test_a_running_exec_shows_its_command_progress_and_preview(
 
     # At the end, the run's page says how it ended; the session's that it is idle.
     assert "success (no_tool_calls)" in await current_details(run)
+    await wait_idle(client, session_key, runs=2)
     assert "idle since" in await current_details(session)
 
 

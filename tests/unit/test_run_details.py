@@ -123,7 +123,7 @@ def test_run_static_details_cut_and_redact_the_prompt() -> None:
     text = run_details(_request("deploy with API_KEY=hunter2hunter2 " + "word " * 100))
     preview = text.partition("\n\n> ")[2]
     assert "hunter2hunter2" not in preview and "API_KEY=<redacted>" in preview
-    assert len(preview) <= 160 and preview.endswith("…")
+    assert len(preview) <= 120 and preview.endswith("…")
     assert "messages" not in text  # one message: the usual case, not spelled out
 
 
