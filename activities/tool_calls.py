@@ -67,15 +67,28 @@ STREAM_OUTPUT_CHARS = 16_000
 PREVIEW_ARG_CHARS = 2_000
 
 
+# Redacted a little past where a text is cut, so that the cut never leaves half a secret.
+_REDACT_MARGIN = 256
+
+
+def stream_text(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, secret-shaped values redacted (agentlane/redaction.py):
+    the stream's events land in the events workflow's history."""
+    return redact(text[: limit + _REDACT_MARGIN])[:limit]
+
+
 def preview_args(arguments: dict[str, Any]) -> dict[str, Any]:
     """Tool arguments for the stream: long strings (a file's content) cut to a preview that
-    says how long they were."""
+    says how long they were, secret-shaped values redacted."""
     out: dict[str, Any] = {}
     for name, value in arguments.items():
         if isinstance(value, str) and len(value) > PREVIEW_ARG_CHARS:
             value = (
-                f"{value[:PREVIEW_ARG_CHARS]}… [{len(value) - PREVIEW_ARG_CHARS} more characters]"
+                f"{stream_text(value, PREVIEW_ARG_CHARS)}… "
+                f"[{len(value) - PREVIEW_ARG_CHARS} more characters]"
             )
+        elif isinstance(value, str):
+            value = redact(value)
         out[name] = value
     return out
 
@@ -257,7 +270,7 @@ class ToolActivities:
                     EventKind.TOOL_EXECUTION_END,
                     success=not written.is_error,
                     summary=written.meta.get("summary", ""),
-                    text=written.text[:2000],
+                    text=stream_text(written.text, 2000),
                     duration_ms=duration_ms,
                 ),
             )

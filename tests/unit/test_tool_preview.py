@@ -127,3 +127,14 @@ def test_a_long_output_is_redacted_only_where_it_can_be_shown() -> None:
         preview = tool_preview({}, output)
         assert OPENAI[:8] not in preview and "sk-" not in preview, at
         assert len(preview.encode()) <= PREVIEW_BYTES
+
+
+def test_the_event_streams_tool_previews_are_redacted_too() -> None:
+    from activities.tool_calls import preview_args, stream_text
+
+    shown = preview_args({"command": f"curl -H 'x-api-key: {OPENAI}' h", "n": 2})
+    assert OPENAI not in shown["command"] and shown["n"] == 2
+    long = preview_args({"content": "a" * 1990 + f" TOKEN={OPENAI} " + "b" * 5000})
+    assert OPENAI[:6] not in long["content"] and long["content"].endswith("more characters]")
+    # A secret across the cut is redacted whole before the cut, never shown in part.
+    assert "sk-" not in stream_text("a" * 1994 + " " + ANTHROPIC, 2000)
