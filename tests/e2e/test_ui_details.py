@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
@@ -22,6 +23,7 @@ from agentlane.redaction import REDACTED
 from agentlane.run import ExecutionStatus
 from agentlane.tool_preview import PREVIEW_BYTES
 from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import wait_idle
 
 # Not shaped like any provider's key: only the `*_KEY=` rule can catch it.
@@ -191,3 +193,39 @@ async def test_a_streaming_model_call_shows_its_progress(
     assert details.startswith("turn 1: calling offline/planner"), details
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS
+
+
+async def test_a_wait_says_until_when_and_the_end_says_why(
+    server: object, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A run waiting for a person's approval says for what and until when; aborted, its page
+    says so with the reason."""
+    dep = make_deployment(server, tmp_path_factory.mktemp("ui-approval"))
+    (dep.data_dir / "config.toml").write_text(
+        '[tools.approval]\nrequire = ["exec"]\ntimeout_seconds = 600\n'
+    )
+    dep.start_worker()
+    try:
+        client = await AgentlaneClient.connect(settings_for(dep))
+        ws = dep.data_dir / "ws" / "approval"
+        ws.mkdir(parents=True)
+        key = f"ui-{secrets.token_hex(5)}"
+        receipt = await client.send_and_start(key, "run `echo hi`", workspace=str(ws))
+        assert receipt.run_id
+        run = client.client.get_workflow_handle(receipt.run_id)
+        details = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "waiting for approval" not in details:
+            details = await current_details(run)
+            await asyncio.sleep(0.3)
+        first_line = details.partition("\n")[0]
+        assert first_line.startswith("turn 1: waiting for approval **"), details
+        assert " of exec: " in first_line and "(until " in first_line, details
+        await client.abort(key)
+        result = await client.wait_for_run(receipt.run_id)
+        assert result.status == ExecutionStatus.ABORTED
+        ended = await current_details(run)
+        assert "aborted (abort_signal)" in ended and result.error is not None
+        assert result.error.message in ended, ended
+    finally:
+        dep.stop_workers()
