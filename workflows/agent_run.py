@@ -618,7 +618,10 @@ class AgentRunWorkflow(LegacyFailover):
         recovery = self.context_recovery
         if failure.reason == "context_overflow" and self._recovers():
             return True, await recovery.after_overflow(failure)
-        timed_out = failure.idle_timed_out or failure.reason == "timeout"
+        # A connection that failed is no slow model: compacting would not help (issue 24).
+        timed_out = failure.idle_timed_out or (
+            failure.reason == "timeout" and failure.transport_kind is None
+        )
         due = timed_out and recovery.timeout_compaction_due(failure) and self._recovers()
         if due and await recovery.after_timeout(failure):
             return True, None

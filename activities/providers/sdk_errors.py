@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -56,9 +57,15 @@ def retry_after_seconds(
 
 
 def transport_error(
-    err: BaseException, *, provider: str, model: str, secrets: Iterable[str | None]
+    err: BaseException,
+    *,
+    provider: str,
+    model: str,
+    secrets: Iterable[str | None],
+    started: bool = False,
 ) -> ProviderError:
-    """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way."""
+    """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way
+    (`started`: the server's 200 stream had begun)."""
     text = _describe(err)
     return ProviderError(
         redact(text, secrets),
@@ -66,6 +73,7 @@ def transport_error(
         model=model,
         code=_transport_code(err),
         transport=True,
+        stream_started=started,
     )
 
 
@@ -78,6 +86,7 @@ def stream_incomplete_error(
         model=model,
         code="stream_incomplete",
         transport=True,
+        stream_started=True,
     )
 
 
@@ -94,6 +103,7 @@ def malformed_stream_error(
         model=model,
         code="malformed_response",
         transport=True,
+        stream_started=True,
     )
 
 
@@ -167,6 +177,8 @@ def _transport_code(err: BaseException) -> str:
         current = current.__cause__ or current.__context__
     if any(isinstance(e, (httpx2.TimeoutException, TimeoutError)) for e in chain):
         return "ETIMEDOUT"
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return "ENOTFOUND"  # the host name does not resolve
     if any(isinstance(e, httpx2.ConnectError | ConnectionRefusedError) for e in chain):
         return "ECONNREFUSED"
     return "ECONNRESET"
