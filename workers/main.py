@@ -57,6 +57,8 @@ from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
 from workers.in_flight import InFlight
+from workers.memory_trace import MemoryTraceConfigError
+from workers.memory_trace import start_from_env as start_memory_trace
 from workers.sandbox import workflow_runner
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
@@ -231,6 +233,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
     make_private_dir(settings.data_dir)
+    memory_trace = start_memory_trace()
     telemetry = setup_telemetry(settings.metrics_address)
     client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
     publishers = SessionPublishers(settings.stream_batch_interval)
@@ -275,8 +278,9 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    if gc is not None:
-        gc.cancel()
+    for background in (gc, memory_trace):
+        if background is not None:
+            background.cancel()
     started = time.monotonic()
     cut_short = not await _shut_down(workers, hurry)
     if cut_short:
@@ -383,7 +387,12 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(2)
     try:
         status = asyncio.run(run_worker(settings))
-    except (EncryptionConfigError, TelemetryConfigError, StoreError) as err:
+    except (
+        EncryptionConfigError,
+        TelemetryConfigError,
+        StoreError,
+        MemoryTraceConfigError,
+    ) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     sys.stdout.flush()
