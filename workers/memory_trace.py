@@ -6,7 +6,8 @@ Python has allocated (traced), the source lines whose allocations grew most sinc
 dump and since the first, and the object types whose count grew most. RSS growing while the
 traced bytes stay flat points outside the Python heap (the SDK's Rust core, allocator
 fragmentation). `AGENTLANE_TRACEMALLOC_FRAMES` (default 1) keeps more frames per allocation (a
-slower worker, and the top growth grouped by call stack too).
+slower worker, and the top growth grouped by call stack too); 0 traces nothing and writes only
+RSS, glibc's figures and the object counts (no cost between dumps).
 
 Costly (tracing slows allocation, each dump holds the event loop for a moment): for diagnosis,
 not for production.
@@ -15,6 +16,7 @@ not for production.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import logging
 import os
@@ -51,6 +53,42 @@ def rss_bytes() -> int:
     return 0
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def malloc_figures() -> str:
+    """glibc's own account (every arena): bytes in use by C and Rust code (and Python's large
+    objects) against bytes free inside the heap. Free bytes that grow while use does not are
+    fragmentation, not a leak."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return "malloc: n/a"
+    mallinfo2.restype = _MallInfo2
+    info = mallinfo2()
+    mb = 2**20
+    return (
+        f"malloc: in use {info.uordblks / mb:.1f} MB, free in heap {info.fordblks / mb:.1f} MB,"
+        f" mmapped {info.hblkhd / mb:.1f} MB"
+    )
+
+
 def _type_counts() -> Counter[str]:
     return Counter(type(o).__qualname__ for o in gc.get_objects())
 
@@ -68,7 +106,8 @@ class MemoryTrace:
         self.first_rss = 0
 
     def dump(self) -> None:
-        snapshot = tracemalloc.take_snapshot().filter_traces(_NOISE)
+        tracing = tracemalloc.is_tracing()
+        snapshot = tracemalloc.take_snapshot().filter_traces(_NOISE) if tracing else None
         types = _type_counts()
         rss = rss_bytes()
         traced, peak = tracemalloc.get_traced_memory()
@@ -76,18 +115,18 @@ class MemoryTrace:
         w = self.out.write
         w(
             f"\n=== {minutes:.1f} min: RSS {rss / 2**20:.1f} MB"
-            f" ({(rss - self.first_rss) / 2**20:+.1f} since the first dump),"
-            f" traced {traced / 2**20:.1f} MB (peak {peak / 2**20:.1f} MB),"
-            f" {len(types)} object types, {sum(types.values())} objects\n"
+            f" ({(rss - (self.first_rss or rss)) / 2**20:+.1f} since the first dump),"
+            + (f" traced {traced / 2**20:.1f} MB (peak {peak / 2**20:.1f} MB)," if tracing else "")
+            + f" {sum(types.values())} objects; {malloc_figures()}\n"
         )
-        if self.first is None:
+        if not self.first_rss:
             self.first, self.first_types, self.first_rss = snapshot, types, rss
         else:
-            assert self.previous is not None
-            self._diff("since the previous dump", snapshot, self.previous, "lineno")
-            self._diff("since the first dump", snapshot, self.first, "lineno")
-            if self.frames > 1:
-                self._diff("since the first dump, by stack", snapshot, self.first, "traceback")
+            if snapshot is not None and self.first is not None and self.previous is not None:
+                self._diff("since the previous dump", snapshot, self.previous, "lineno")
+                self._diff("since the first dump", snapshot, self.first, "lineno")
+                if self.frames > 1:
+                    self._diff("since the first dump, by stack", snapshot, self.first, "traceback")
             grown = [(name, n - self.first_types[name]) for name, n in types.items()]
             grown.sort(key=lambda item: -item[1])
             w("-- object counts grown since the first dump\n")
@@ -117,15 +156,17 @@ class MemoryTrace:
 
 
 async def trace_forever(path: Path, interval: float, frames: int) -> None:
-    tracemalloc.start(frames)
+    if frames:
+        tracemalloc.start(frames)
     log.warning(
         "tracemalloc on (%d frames): memory growth every %.0f s to %s", frames, interval, path
     )
     with path.open("a") as out:
         trace = MemoryTrace(out, frames)
         while True:
-            # Each dump holds the loop for a moment (snapshots and the object walk are C code).
-            trace.dump()
+            # In a thread: the diffs are Python code that takes seconds with many frames, and a
+            # loop held that long times out the worker's workflow tasks.
+            await asyncio.to_thread(trace.dump)
             await asyncio.sleep(interval)
 
 
@@ -139,6 +180,6 @@ def start_from_env() -> asyncio.Task[None] | None:
         frames = int(os.environ.get("AGENTLANE_TRACEMALLOC_FRAMES", "1"))
     except ValueError as err:
         raise MemoryTraceConfigError(f"AGENTLANE_TRACEMALLOC_MINUTES / _FRAMES: {err}") from err
-    if minutes <= 0 or frames < 1:
-        raise MemoryTraceConfigError("AGENTLANE_TRACEMALLOC_MINUTES must be > 0 and _FRAMES >= 1")
+    if minutes <= 0 or frames < 0:
+        raise MemoryTraceConfigError("AGENTLANE_TRACEMALLOC_MINUTES must be > 0 and _FRAMES >= 0")
     return asyncio.create_task(trace_forever(Path(target), minutes * 60, frames))
