@@ -104,7 +104,7 @@ def build_workers(
 ) -> list[Worker]:
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order. `state`: the store (store/)."""
-    store = TranscriptStore(state, settings.transcripts_dir)
+    store = TranscriptStore(state, settings.transcripts_dir, settings.transcript_cache_bytes)
     resolver = ProviderResolver(settings, store=state)
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
     compaction = CompactionActivity(store, resolver, publishers)
