@@ -160,7 +160,7 @@ def build_workers(
                 AnnouncementPublisher(publishers).publish_announcements,
                 ApprovalSteps(store, publishers).approval_step,
             ],
-            max_concurrent_workflow_tasks=50,
+            max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
