@@ -57,6 +57,7 @@ from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
 from workers.in_flight import InFlight
+from workers.malloc_tuning import limit_arenas, start_trimming
 from workers.memory_trace import MemoryTraceConfigError
 from workers.memory_trace import start_from_env as start_memory_trace
 from workers.sandbox import workflow_runner
@@ -234,6 +235,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     a supervisor restarts the process and an operator can see why)."""
     make_private_dir(settings.data_dir)
     memory_trace = start_memory_trace()
+    trimming = start_trimming()
     telemetry = setup_telemetry(settings.metrics_address)
     client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
     publishers = SessionPublishers(settings.stream_batch_interval)
@@ -278,7 +280,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    for background in (gc, memory_trace):
+    for background in (gc, memory_trace, trimming):
         if background is not None:
             background.cancel()
     started = time.monotonic()
@@ -382,6 +384,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         settings = Settings.from_env()
+        # Before the SDK starts its threads: glibc makes its arenas as threads first allocate.
+        limit_arenas()
     except ValueError as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)

@@ -73,8 +73,8 @@ class _MallInfo2(ctypes.Structure):
 
 def malloc_figures() -> str:
     """glibc's own account (every arena): bytes in use by C and Rust code (and Python's large
-    objects) against bytes free inside the heap. Free bytes that grow while use does not are
-    fragmentation, not a leak."""
+    objects) against bytes free inside the heap (whether or not `malloc_trim` gave their pages
+    back). Free bytes that grow while use does not are fragmentation, not a leak."""
     try:
         libc = ctypes.CDLL(None)
         mallinfo2 = libc.mallinfo2
