@@ -9,8 +9,9 @@ next, the last to the run's end), accept p50/p99 (`send_and_start` returned: the
 the session), run p50, the worker's and the server's CPU per step, the worker's RSS at the end
 of the level and its workflow tasks over 1 s (TMPRL1104, by workflow type).
 
-A level can carry worker settings: `300:AGENTLANE_MAX_WORKFLOW_TASKS=8` runs 300 sessions on a
-worker started with that variable.
+A level can carry its own window and worker settings: `20x600` measures 20 sessions for 10
+minutes (noting the worker's RSS every `--rss-every` seconds), `300:AGENTLANE_MAX_WORKFLOW_TASKS=8`
+runs 300 sessions on a worker started with that variable.
 
     .venv/bin/python bench/bench_ladder.py --levels 1,20,100,300,500 --seconds 60
 """
@@ -56,12 +57,15 @@ STEPS_PER_RUN = 5
 class Level:
     sessions: int
     env: dict[str, str] = field(default_factory=dict)
+    seconds: float | None = None  # the measured window, when not `--seconds`
 
     @classmethod
     def parse(cls, spec: str) -> Level:
-        count, _, settings = spec.partition(":")
+        """`N`, `NxSECONDS`, and either with `:VAR=VALUE;VAR=VALUE` (worker settings)."""
+        head, _, settings = spec.partition(":")
+        count, _, seconds = head.partition("x")
         env = dict(item.split("=", 1) for item in settings.split(";") if item)
-        return cls(int(count), env)
+        return cls(int(count), env, float(seconds) if seconds else None)
 
     @property
     def label(self) -> str:
@@ -146,7 +150,12 @@ async def run_level(stack: Stack, level: Level, args: argparse.Namespace, table:
     cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
     measuring[0] = True
     window_start = time.monotonic()
-    await asyncio.sleep(args.seconds)
+    window = level.seconds or args.seconds
+    rss_seen: list[str] = []
+    while (left := window_start + window - time.monotonic()) > 0:
+        # A long window shows whether the worker's memory levels off.
+        await asyncio.sleep(min(left, args.rss_every))
+        rss_seen.append(f"{(time.monotonic() - began) / 60:.1f} min {rss_mb(worker.pid):.0f} MB")
     measuring[0] = False
     span = time.monotonic() - window_start
     now_cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
@@ -180,6 +189,8 @@ async def run_level(stack: Stack, level: Level, args: argparse.Namespace, table:
         f"{len(out.runs)} runs, {out.step_count / span:.1f} steps/s, RSS {worker_rss:.0f} MB; "
         f"tasks over {TASK_WARN_SECONDS} s: {slow.describe()}"
     )
+    if len(rss_seen) > 1:
+        note(f"  {level.label} sessions, worker RSS: {', '.join(rss_seen)}")
     dep.stop_workers()
 
 
@@ -189,6 +200,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=60, help="measured window per level")
     parser.add_argument("--warmup-cap", type=float, default=240)
     parser.add_argument("--sample", type=int, default=5, help="read the history of 1 run in N")
+    parser.add_argument("--rss-every", type=float, default=120, help="seconds between RSS notes")
     args = parser.parse_args()
     if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
         args.levels, args.seconds, args.warmup_cap = "1,3", 10, 30
