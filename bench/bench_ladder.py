@@ -121,7 +121,7 @@ async def run_level(stack: Stack, level: Level, args: argparse.Namespace, table:
                 assert receipt.run_id
                 result = await client.wait_for_run(receipt.run_id)
             except Exception as err:
-                print(f"error in {key}: {err}", file=sys.stderr)
+                print(f"error in {key}: {err!r}", file=sys.stderr)
                 out.errors += measuring[0]
                 await asyncio.sleep(1)
                 continue

@@ -271,7 +271,7 @@ async def main() -> None:
                     assert receipt.run_id
                     result = await client.wait_for_run(receipt.run_id)
                 except Exception as err:
-                    print(f"error in {key}: {err}", file=sys.stderr)
+                    print(f"error in {key}: {err!r}", file=sys.stderr)
                     windows[-1].errors += 1
                     await asyncio.sleep(1)
                     continue
