@@ -40,6 +40,7 @@ from activities.liveness import IdleTimeout, heartbeat_forever, with_idle_limit
 from activities.model_output.pipeline import Emission, OutputPipeline
 from activities.model_output.think_tags import ReasoningMode
 from activities.profile_listing import SharedCooldowns
+from activities.progress_details import ModelProgress
 from activities.providers.base import (
     Finish,
     ModelRequest,
@@ -82,6 +83,7 @@ from agentlane.model_calls import (
     ToolCallRef,
 )
 from agentlane.pricing import priced
+from agentlane.redaction import redact
 from agentlane.settings import Settings
 from agentlane.tool_catalog import canonical_tool_name
 from agentlane.tool_signatures import call_signature, is_known_poll
@@ -107,7 +109,8 @@ def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
         detail = " ".join(f"{action} {target or ''}".split())
     else:
         detail = " ".join(str(arguments.get("command" if name == "exec" else "path", "")).split())
-    line = f"{name} {detail}".strip()
+    # In history (the run's step results) and the activity's summary: no secrets.
+    line = redact(f"{name} {detail}".strip())
     return line if len(line) <= 120 else line[:117] + "…"
 
 
@@ -579,15 +582,19 @@ class ModelCallActivity:
                 blocks += 1
 
         received = 0  # characters of text and reasoning the provider sent
-        beats = asyncio.create_task(heartbeat_forever())
+        # Heartbeats show the call's progress in the Temporal UI's Pending Activities.
+        progress = ModelProgress(inp.model.label())
+        beats = asyncio.create_task(heartbeat_forever(details=progress.details))
         try:
             stream = resolved.provider.stream(request, resolved.credentials)
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):
                 if isinstance(event, TextDelta):
                     received += len(event.text)
+                    progress.delta(event.text)
                     deliver(pipeline.text(event.text), final=False)
                 elif isinstance(event, ReasoningDelta):
                     received += len(event.text)
+                    progress.delta(event.text)
                     deliver(pipeline.native_reasoning(event.text), final=False)
                 elif isinstance(event, ToolCallComplete):
                     acc.tool_calls.append(event)

@@ -22,7 +22,6 @@ from temporalio.exceptions import ApplicationError
 
 from agentlane.errors import ExecutionErrorKind
 from agentlane.failure_converter import RunOutcomeError
-from agentlane.pricing import cost_label
 from agentlane.run import ExecutionError, ExecutionResult, ExecutionStatus
 
 
@@ -68,39 +67,13 @@ def said(result: ExecutionResult) -> str:
     return error.message
 
 
-_ENDED = {
-    ExecutionStatus.SUCCESS: "succeeded",
-    ExecutionStatus.ERROR: "failed",
-    ExecutionStatus.ABORTED: "aborted",
-}
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def outcome_details(result: ExecutionResult, label: str | None) -> str:
-    """The run's current details once it ended (markdown, shown on its page in the UI): how it
-    ended, why, and its figures."""
-    usage = result.usage.accumulated
-    figures = (
-        f"{_count(result.turns, 'turn')}, {_count(result.tool_calls, 'tool call')}, "
-        f"{usage.total} tokens, cost {cost_label(usage.cost)}"
-    )
-    head = f"run **{result.run_id}** {_ENDED[result.status]}"
-    if result.status == ExecutionStatus.SUCCESS:
-        return f"{head}: {figures}"
-    why = f"{label or result.status.value}, {result.termination_reason.value}"
-    return f"{head} ({why}): {said(result)}\n\n{figures}"
-
-
 def last_run_line(result: ExecutionResult, label: str | None, limit: int = 300) -> str:
-    """The session's line about its latest run: "run **id**: failed (timeout): <message>";
+    """The session's words on its latest run: "**<run id>**: error (connection_refused): <message>";
     `label` is the error's (what AgentLastError and the run's failure type say)."""
-    line = f"run **{result.run_id}**: {_ENDED[result.status]}"
+    line = f"**{result.run_id}**: {result.status.value}"
     if result.status == ExecutionStatus.SUCCESS or result.error is None:
         return f"{line} ({result.termination_reason.value})"
-    message = said(result)
+    message = " ".join(said(result).split())
     if len(message) > limit:
         message = message[: limit - 1] + "…"
     return f"{line} ({label or result.error.kind.value}): {message}"

@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
         TerminationReason,
         UserTurn,
     )
-    from agentlane.run_outcome import aborted_error, outcome_details, outcome_failure
+    from agentlane.run_outcome import aborted_error, outcome_failure, said
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
     from agentlane.settings import model_task_queue
@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
     from workflows.patches import RUN_CODE_PATCH, RUN_FAILS_PATCH, Patches
+    from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.loop_detection import (
@@ -278,14 +279,20 @@ class AgentRunWorkflow(LegacyFailover):
         return self.c.warnings
 
     def show(self, text: str) -> None:
-        """What the run is doing, on its page in the Temporal UI."""
-        workflow.set_current_details(
-            f"run **{self.req.run_id}** on {self.failover.model().label()}; {text}"
-        )
+        """What the run is doing, on its page in the Temporal UI; a wait says until when."""
+        until = self.waiting_until if self.phase == RunPhase.WAITING else None
+        self.tell(run_details.step(self.c.turn_index, text, until))
         # Failover and context recovery say here what they changed (waiting, compacting, a new
         # profile or model): what the run's page shows and what the UI's list finds change
         # together.
         self._upsert_attributes()
+
+    def tell(self, line: str) -> None:
+        """The run's page in the Temporal UI: `line` (what it does now), then which run on which
+        model. No history event, no search attribute."""
+        workflow.set_current_details(
+            run_details.run_page(line, self.req.run_id, self.failover.model().label())
+        )
 
     def _upsert_attributes(self, end: ExecutionResult | None = None) -> None:
         """Search attributes that changed (workflows/policy/search_attributes.py): phase,
@@ -542,6 +549,7 @@ class AgentRunWorkflow(LegacyFailover):
         if last and last.kind == EventKind.TURN_END and last.turn_index == turn - 1:
             close_turn = bool(announce.pop().has_tool_calls)
         tools = self.tools()
+        self.tell(run_details.calling(turn, self.failover.model().label()))
         try:
             result: ModelCallResult = await workflow.execute_activity(
                 CALL_MODEL,
@@ -816,6 +824,7 @@ class AgentRunWorkflow(LegacyFailover):
             tool_name=name,
         )
         outcome: ToolCallOutcome | LoopEnd
+        self.tell(run_details.running_tool(turn, name, summary, workflow.time()))
         try:
             if owner_queue:
                 # About a background process: on the worker that holds it.
@@ -914,7 +923,18 @@ class AgentRunWorkflow(LegacyFailover):
             workspace_host=self.c.workspace_host,
             provider_windows=merged_windows(self.req.provider_windows, self.c.provider_windows),
         )
-        workflow.set_current_details(outcome_details(result, attributes.error_label(result.error)))
+        workflow.set_current_details(
+            run_details.ended(
+                self.req.run_id,
+                status.value,
+                reason.value,
+                turns=turns,
+                tokens=self.c.usage.accumulated.total,
+                cost=cost_label(self.c.usage.accumulated.cost),
+                # How it ended, and for an abort who asked (agentlane/run_outcome.py).
+                message=said(result) if end.error is not None else None,
+            )
+        )
         finish = FinishRunInput(
             result=result,
             unanswered_reason=end.unanswered or Unanswered.RUN_STOPPED,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import email.utils
 import json
-import re
 import socket
 import time
 from collections.abc import Iterable, Mapping
@@ -20,19 +19,11 @@ from typing import Any
 import httpx2
 
 from activities.providers.base import ProviderError
+from agentlane.redaction import REDACTED as REDACTED  # re-exported: tests compare against it
+from agentlane.redaction import redact_known
 
-REDACTED = "<redacted>"
-# A token that contains a run of asterisks: how APIs echo a masked key.
-_MASKED_KEY = re.compile(r"[^\s'\"`,;:()]*\*{3,}[^\s'\"`,;:().]*")
-_SECRET_MIN_LENGTH = 4
-
-
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    # Longest first: a secret that contains another must go whole, not leave its rest behind.
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        if len(secret) >= _SECRET_MIN_LENGTH:
-            text = text.replace(secret, REDACTED)
-    return _MASKED_KEY.sub(REDACTED, text)
+# Provider errors name only the secrets the caller knows (agentlane/redaction.py).
+redact = redact_known
 
 
 def compact_json(value: Any) -> str:

@@ -179,13 +179,14 @@ async def test_a_failed_run_fails_and_an_aborted_one_says_who(
         assert stack_traces(failed) == []
     # Its page says how it ended and why.
     details = await current_details(t, run_id)
-    assert "failed" in details and "Could not connect" in details, details
+    assert "error (error)" in details and "Could not connect" in details, details
 
     # The session did not fail with it, and answers the next message once the model is back.
     session = await t.get_workflow_handle(session_workflow_id(key)).describe()
     assert session.status == WorkflowExecutionStatus.RUNNING
     await wait_idle(client, key, runs=1, timeout=30)
-    assert "failed" in await current_details(t, session_workflow_id(key))
+    session_details = await current_details(t, session_workflow_id(key))
+    assert f"**{run_id}**: error (connection_refused): Could not connect" in session_details
     fake_model = CONFIG.format(base_url=fake.openai_base_url)
     (deployment.data_dir / "config.toml").write_text(fake_model)
     fake.script(Reply(text="back again"))

@@ -17,7 +17,6 @@ from agentlane.run import ExecutionError, ExecutionResult, ExecutionStatus, Term
 from agentlane.run_outcome import (
     aborted_error,
     last_run_line,
-    outcome_details,
     outcome_failure,
     result_of_failure,
     said,
@@ -69,11 +68,8 @@ def test_an_abort_says_who_asked_where_the_ui_shows_it() -> None:
     assert ABORTED.error is not None and ABORTED.error.message == "enough"
     assert said(ABORTED) == "aborted by gateway token ops: enough"
     assert outcome_failure(ABORTED, "aborted").message == "aborted by gateway token ops: enough"
-    details = outcome_details(ABORTED, "aborted")
-    assert details.startswith("run **session:k:run:1** aborted (aborted, abort_signal): aborted by")
-    assert "1 turn, 0 tool calls, 0 tokens" in details
     assert last_run_line(ABORTED, "aborted") == (
-        "run **session:k:run:1**: aborted (aborted): aborted by gateway token ops: enough"
+        "**session:k:run:1**: aborted (aborted): aborted by gateway token ops: enough"
     )
 
 
@@ -91,9 +87,9 @@ def test_other_failures_are_not_a_result() -> None:
     assert result_of_failure(None) is None
 
 
-def test_details_of_a_success_and_a_long_message() -> None:
-    assert outcome_details(result(ExecutionStatus.SUCCESS), None) == (
-        "run **session:k:run:1** succeeded: 1 turn, 0 tool calls, 0 tokens, cost unpriced"
+def test_the_sessions_line_on_a_success_and_a_long_message() -> None:
+    assert last_run_line(result(ExecutionStatus.SUCCESS), None) == (
+        "**session:k:run:1**: success (no_tool_calls)"
     )
     long = result(
         ExecutionStatus.ERROR,
