@@ -1,17 +1,18 @@
 """Removes offloaded payloads once nothing can read them (`agentlane gc`, and every worker on a
-timer).
+timer), on either backend of the store, and the files earlier versions offloaded.
 
 Every payload the SDK offloads has an owner, the workflow whose history references it (the
-driver files it under that owner, `agentlane/data_converter.py`). A payload is read only by a
-replay of its owner's history (a worker that lost its cache), by a client fetching a result, or,
-for the input a run continues as new with, by the next run's replays. So an owner's payloads go:
+driver records it with that owner, `store/payload_driver.py`; one payload can have several).
+A payload is read only by a replay of its owner's history (a worker that lost its cache), by a
+client fetching a result, or, for the input a run continues as new with, by the next run's
+replays. So an owner is released, and a payload no owner holds any more goes:
 - once its run closed (completed, failed, cancelled, terminated, timed out) more than `grace`
   ago, or its history is gone (the namespace's retention);
 - for a run that continued as new, once the run after it is closed too (its input may be here);
 - an owner named without a run (a child's input, stored before the child had a run id), once
   the workflow id's latest run is closed.
-Payloads of the flat layout (a client's own large inputs, and everything written by earlier
-versions) have no owner: they go after `retention`.
+Payloads without an owner (a client's own large input, stored before its workflow existed; the
+flat file layout of earlier versions) go `retention` after they were last stored.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentlane.data_converter import LocalFileStorageDriver, PayloadOwner
+from store.interface import Store
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +40,15 @@ log = logging.getLogger(__name__)
 class GcReport:
     owners_removed: int = 0
     owners_kept: int = 0
+    payloads: int = 0
     files: int = 0
     bytes: int = 0
 
     def line(self) -> str:
         return (
-            f"removed {self.files} payload files ({self.bytes} bytes) of "
-            f"{self.owners_removed} closed workflow runs; {self.owners_kept} owners still open"
+            f"removed {self.payloads} payloads and {self.files} payload files "
+            f"({self.bytes} bytes) of {self.owners_removed} closed workflow runs; "
+            f"{self.owners_kept} owners still open"
         )
 
 
@@ -84,24 +88,61 @@ async def _next_run(client: Client, workflow_id: str, run_id: str) -> str | None
     return None
 
 
+class _Closed:
+    """Whether owners are past their grace, asking Temporal once per workflow run."""
+
+    def __init__(self, client: Client, grace: timedelta) -> None:
+        self.client = client
+        self.grace = grace
+        self.now = datetime.now(UTC)
+        self._seen: dict[tuple[str, str | None], bool] = {}
+
+    async def __call__(self, workflow_id: str, run_id: str | None) -> bool:
+        place = (workflow_id, run_id)
+        if place not in self._seen:
+            try:
+                closed = await _closed_since(self.client, workflow_id, run_id)
+            except RPCError as err:
+                log.warning("payload gc: could not describe %s: %s", workflow_id, err)
+                closed = None
+            self._seen[place] = closed is not None and self.now - closed >= self.grace
+        return self._seen[place]
+
+
 async def collect(
     client: Client,
-    driver: LocalFileStorageDriver,
+    store: Store,
+    files: LocalFileStorageDriver | None = None,
     *,
     grace: timedelta,
     retention: timedelta,
     dry_run: bool = False,
 ) -> GcReport:
+    """One round: release the owners whose runs closed `grace` ago, then remove what no owner
+    holds (in the store, and the files earlier versions offloaded under `files`)."""
     report = GcReport()
-    now = datetime.now(UTC)
+    closed = _Closed(client, grace)
+    cutoff = time.time() - retention.total_seconds()
+    for owner in await store.payload_owners():
+        if not await closed(owner.workflow_id, owner.run_id):
+            report.owners_kept += 1
+            continue
+        report.owners_removed += 1
+        if not dry_run:
+            await store.release_payload_owner(owner)
+    if not dry_run:
+        report.payloads, report.bytes = await store.sweep_payloads(cutoff)
+    if files is not None:
+        await _collect_files(files, closed, report, cutoff, dry_run)
+    return report
+
+
+async def _collect_files(
+    driver: LocalFileStorageDriver, closed: _Closed, report: GcReport, cutoff: float, dry_run: bool
+) -> None:
     owners: list[PayloadOwner] = await asyncio.to_thread(driver.owners)
     for owner in owners:
-        try:
-            closed = await _closed_since(client, owner.workflow_id, owner.run_id)
-        except RPCError as err:
-            log.warning("payload gc: could not describe %s: %s", owner.workflow_id, err)
-            closed = None
-        if closed is None or now - closed < grace:
+        if not await closed(owner.workflow_id, owner.run_id):
             report.owners_kept += 1
             continue
         report.owners_removed += 1
@@ -112,16 +153,15 @@ async def collect(
             report.files += files
             report.bytes += size
     if not dry_run:
-        cutoff = time.time() - retention.total_seconds()
         files, size = await asyncio.to_thread(driver.remove_unowned_older_than, cutoff)
         report.files += files
         report.bytes += size
-    return report
 
 
 async def collect_forever(
     client: Client,
-    driver: LocalFileStorageDriver,
+    store: Store,
+    files: LocalFileStorageDriver | None,
     *,
     interval: timedelta,
     grace: timedelta,
@@ -131,9 +171,9 @@ async def collect_forever(
     while True:
         await asyncio.sleep(interval.total_seconds())
         try:
-            report = await collect(client, driver, grace=grace, retention=retention)
+            report = await collect(client, store, files, grace=grace, retention=retention)
         except Exception as err:  # the next round tries again
             log.warning("payload gc failed: %s", err)
             continue
-        if report.files:
+        if report.payloads or report.files:
             log.info("payload gc: %s", report.line())

@@ -1,10 +1,17 @@
 """A payload over the threshold crosses workflow boundaries through the SDK's ExternalStorage
-(local files), not inside the history."""
+into the store (not the history), owned by its workflow and collected once that has closed: on
+the embedded store and on PostgreSQL."""
 
 from __future__ import annotations
 
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
+import pytest_asyncio
 
 from agentlane.data_converter import LocalFileStorageDriver
 from agentlane.ids import session_workflow_id
@@ -13,23 +20,78 @@ from agentlane.payload_gc import collect
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
+from store.interface import Store
+from store.models import PayloadOwnerRef
+from store.open import open_store
+from tests.conftest import make_deployment, settings_for
 from tests.harness import Deployment
+from tests.postgres_cluster import shared_cluster, unavailable_reason
+
+pytestmark = pytest.mark.e2e
+
+BIG = "say " + "é" * (MAX_MESSAGE_CHARS - 4)  # about 200 KB in UTF-8, over the 128 KiB threshold
 
 
-async def test_large_message_is_offloaded(
-    client: AgentlaneClient, shared: Deployment, session_key: str, workspace: Path
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def deployment(
+    request: pytest.FixtureRequest, server: object, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    env = {}
+    if request.param == "postgresql":
+        reason = unavailable_reason()
+        if reason:
+            pytest.skip(reason)
+        env["AGENTLANE_DATABASE_URL"] = shared_cluster().create_database(
+            f"offload_{uuid.uuid4().hex[:8]}"
+        )
+    dep = make_deployment(server, tmp_path_factory.mktemp(f"offload-{request.param}"), **env)
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+@pytest_asyncio.fixture
+async def client(deployment: Deployment) -> AsyncIterator[AgentlaneClient]:
+    yield await AgentlaneClient.connect(settings_for(deployment))
+
+
+@pytest_asyncio.fixture
+async def store(deployment: Deployment) -> AsyncIterator[Store]:
+    opened = await open_store(settings_for(deployment))
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def ws(deployment: Deployment) -> Path:
+    path = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
+    path.mkdir(parents=True)
+    return path
+
+
+def key() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+async def owners_of(store: Store) -> dict[str, PayloadOwnerRef]:
+    return {o.workflow_id: o for o in await store.payload_owners()}
+
+
+async def test_large_message_is_offloaded_to_the_store(
+    client: AgentlaneClient, deployment: Deployment, store: Store, ws: Path
 ) -> None:
-    # Two bytes per character in UTF-8: about 200 KB, over the 128 KiB offload threshold.
-    text = "say " + "é" * (MAX_MESSAGE_CHARS - 4)
-    receipt = await client.send_and_start(session_key, text, workspace=str(workspace))
+    session_key = key()
+    receipt = await client.send_and_start(session_key, BIG, workspace=str(ws))
     assert receipt.run_id
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS
     assert result.reply == "é" * (MAX_MESSAGE_CHARS - 4)
     users = [e for e in client.transcript(session_key) if e.role == Role.USER]
-    assert users[0].text == text
-    stored = list((shared.data_dir / "payloads").rglob("*"))
-    assert any(p.is_file() and p.stat().st_size > 150_000 for p in stored)
+    assert users[0].text == BIG
+    # In the store, owned by the run it is the input of; no payload files any more.
+    run_owner = (await owners_of(store))[receipt.run_id]
+    assert run_owner.run_id
+    assert not list((deployment.data_dir / "payloads").rglob("*"))
     for workflow_id in (session_workflow_id(session_key), receipt.run_id):
         history = await client.client.get_workflow_handle(workflow_id).fetch_history()
         raw = history.to_json()
@@ -37,25 +99,36 @@ async def test_large_message_is_offloaded(
         assert len(raw) < 120_000, f"{workflow_id} history holds {len(raw)} bytes"
 
 
-async def test_offloaded_payloads_have_an_owner_and_go_when_it_closes(
-    client: AgentlaneClient, shared: Deployment, session_key: str, workspace: Path
+async def test_offloaded_payloads_go_when_their_owner_closes(
+    client: AgentlaneClient, deployment: Deployment, store: Store, ws: Path
 ) -> None:
-    text = "say " + "é" * (MAX_MESSAGE_CHARS - 4)
-    receipt = await client.send_and_start(session_key, text, workspace=str(workspace))
+    session_key = key()
+    receipt = await client.send_and_start(session_key, BIG, workspace=str(ws))
     assert receipt.run_id
-    result = await client.wait_for_run(receipt.run_id)
-    assert result.status == ExecutionStatus.SUCCESS
-    driver = LocalFileStorageDriver(shared.data_dir / "payloads")
-    owners = {o.workflow_id: o for o in driver.owners()}
-    # The run's input (the message) is filed under the run, a workflow that has closed now.
+    assert (await client.wait_for_run(receipt.run_id)).status == ExecutionStatus.SUCCESS
+    owners = await owners_of(store)
     run_owner = owners[receipt.run_id]
-    assert any(p.stat().st_size > 150_000 for p in run_owner.folder.iterdir())
     open_ids = {session_workflow_id(session_key)} & owners.keys()
-    report = await collect(client.client, driver, grace=timedelta(0), retention=timedelta(days=365))
-    assert report.owners_removed >= 1 and report.files >= 1
-    assert not run_owner.folder.exists()
-    left = {o.workflow_id for o in driver.owners()}
-    assert open_ids <= left, "a running workflow's payloads are kept"
+    before = (await store.status()).counts["payloads"]
+    # An old payload file of the earlier layout, owned by the same closed run: it goes too.
+    files = LocalFileStorageDriver(deployment.data_dir / "payloads")
+    folder = deployment.data_dir / "payloads" / "wf" / receipt.run_id / run_owner.run_id
+    folder.mkdir(parents=True)
+    (folder / ".owner").write_text(
+        f'{{"workflow_id": "{receipt.run_id}", "run_id": "{run_owner.run_id}"}}'
+    )
+    (folder / hashlib.sha256(b"old").hexdigest()).write_bytes(b"old")
+
+    report = await collect(
+        client.client, store, files, grace=timedelta(0), retention=timedelta(days=365)
+    )
+    assert report.owners_removed >= 1 and report.payloads >= 1 and report.files == 1
+    assert report.bytes > 150_000
+    left = await owners_of(store)
+    assert receipt.run_id not in left
+    assert open_ids <= left.keys(), "a running workflow's payloads are kept"
+    assert (await store.status()).counts["payloads"] < before
+    assert not folder.exists()
     # Nothing the session still needs was removed: it goes on.
     again = await client.send_and_start(session_key, "say still here")
     assert again.run_id
