@@ -1,7 +1,8 @@
 """Throughput with more worker processes, on the embedded store and on PostgreSQL (issue 20),
 and the store's own latency.
 
-    python bench/bench_hosts.py [--quick]      (from the repository root, with the venv's Python)
+    python bench/bench_hosts.py [--quick] [--parts abc] [--backends embedded,postgresql]
+                                                (from the repository root, with the venv's Python)
 
 (a) Runs completed per second and steps per second with 1, 2 and 3 worker processes on one
     task queue: S sessions at once, one message each of K steps (`write fN.txt with x`, the
@@ -15,8 +16,16 @@ and the store's own latency.
     write (the compare-and-set), p50 and p99. The embedded store writes with synchronous=FULL;
     PostgreSQL runs with fsync on (a throw-away server from `tests/postgres_cluster.py`,
     loopback TCP), so each commit is durable on both.
+(c) Many sessions active at once, one worker: `--many` sessions (500) each get one 1-step
+    message (a model call asking for a write, the write, the final model call), sent at a
+    steady `--rate` (messages/s) so that the machine keeps up and every session stays open
+    (its session workflow waits for the next message) while the later ones run. A step's
+    overhead is, as in bench_engine, one model call's scheduling to the next one's, with the
+    offline model at zero latency: all of it is the engine and the store. p50 / p99 over the
+    steps of the last half of the sessions (sampled from their histories: by then hundreds are
+    open), per backend, and PostgreSQL's p99 against the embedded store's.
 
-Both tables depend on what else the machine runs: figures from one run compare with each
+The tables depend on what else the machine runs: figures from one run compare with each
 other, not with another machine's.
 """
 
@@ -37,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 from agentlane.run import ExecutionStatus  # noqa: E402
 from agentlane.settings import Settings  # noqa: E402
 from agentlane.transcript import Role, TranscriptEntry  # noqa: E402
+from bench.bench_engine import engine_steps  # noqa: E402
 from bench.common import (  # noqa: E402
     Figures,
     Stack,
@@ -45,6 +55,7 @@ from bench.common import (  # noqa: E402
     median,
     note,
     settings_for,
+    workflow_chain,
 )
 from clients.api import AgentlaneClient  # noqa: E402
 from store.interface import Store  # noqa: E402
@@ -150,62 +161,151 @@ async def store_latency(store: Store, rounds: int) -> dict[str, list[float]]:
     return out
 
 
+async def many_sessions(
+    stack: Stack, backend: str, url: str | None, sessions: int, rate: float, sample: int
+) -> list[float]:
+    """Step times (s) of the sampled later sessions, with `sessions` sent at `rate`/s."""
+    (dep,) = make_group(stack, backend, 1, url)
+    await asyncio.to_thread(dep.start_worker, 120)
+    try:
+        client = await AgentlaneClient.connect(settings_for(dep))
+        ws = stack.root / f"many-{backend}-{uuid.uuid4().hex[:6]}"
+        await burst(client, ws, 1, 2)  # warm-up
+        tag = uuid.uuid4().hex[:6]
+        keys = [f"m-{tag}-{n}" for n in range(sessions)]
+        started = time.monotonic()
+        runs: list[str] = []
+        for n, key in enumerate(keys):
+            # Open loop: the next message at its time, whatever the earlier ones do.
+            await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
+            (ws / key).mkdir(parents=True)
+            receipt = await client.send_and_start(key, instruction(1), workspace=str(ws / key))
+            runs.append(receipt.run_id or "")
+        results = await asyncio.gather(*(client.wait_for_run(r) for r in runs))
+        bad = [r for r in results if r.status != ExecutionStatus.SUCCESS]
+        if bad:
+            raise RuntimeError(f"{len(bad)} runs did not succeed: {bad[0].error}")
+        note(f"  {backend}: {sessions} sessions in {time.monotonic() - started:.0f} s")
+        later = runs[sessions // 2 :]
+        picked = later[:: max(1, len(later) // sample)]
+        steps: list[float] = []
+        for run_id in picked:
+            steps += engine_steps(await workflow_chain(client.client, run_id)).total
+        return steps
+    finally:
+        dep.stop_workers()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a short run that checks the script")
+    parser.add_argument("--parts", default="abc", help="which parts to run (default abc)")
+    parser.add_argument(
+        "--backends", default="embedded,postgresql", help="comma-separated (default both)"
+    )
+    parser.add_argument("--many", type=int, default=500, help="(c): sessions (default 500)")
+    parser.add_argument("--rate", type=float, default=4.0, help="(c): messages/s (default 4)")
     args = parser.parse_args()
     quick = args.quick or bool(__import__("os").environ.get("AGENTLANE_BENCH_QUICK"))
     sessions, steps, rounds = (4, 2, 50) if quick else (20, 5, 500)
     counts = [1, 2] if quick else [1, 2, 3]
-    reason = unavailable_reason()
+    many, sample = (20, 10) if quick else (args.many, 100)
+    wanted = args.backends.split(",")
+    reason = unavailable_reason() if "postgresql" in wanted else "not asked for"
     if reason:
         note(f"PostgreSQL unavailable ({reason}): the embedded store only")
     figures = Figures()
     cluster = None if reason else PostgresCluster.create(fsync=True)
     try:
         async with bench_stack("hosts") as stack:
-            backends: list[tuple[str, str | None]] = [("embedded", None)]
+            backends: list[tuple[str, str | None]] = []
+            if "embedded" in wanted:
+                backends.append(("embedded", None))
             if cluster is not None:
                 backends.append(("postgresql", cluster.create_database("bench")))
 
-            table = Table(
-                f"(a) {sessions} sessions x {steps} steps at once, offline model",
-                ["store", "workers", "runs/s", "steps/s"],
-            )
-            for backend, url in backends:
-                for workers in counts:
-                    runs_s, steps_s = await throughput(
-                        stack, backend, url, workers, sessions, steps
-                    )
-                    table.add(backend, workers, runs_s, steps_s)
-                    figures.add(f"hosts_{backend}_{workers}w_runs_per_s", runs_s, "runs/s")
-                    figures.add(f"hosts_{backend}_{workers}w_steps_per_s", steps_s, "steps/s")
-                    note(f"  {backend}, {workers} worker(s): {steps_s:.1f} steps/s")
-            table.print()
-
-            lat = Table(
-                f"(b) store latency, {rounds} sequential operations (ms)",
-                ["store", "append p50", "append p99", "read p50", "read p99", "cas p50", "cas p99"],
-            )
-            for backend, url in backends:
-                settings = Settings(data_dir=stack.root / f"latency-{backend}", database_url=url)
-                store = await open_store(settings)
-                try:
-                    got = await store_latency(store, rounds)
-                finally:
-                    await store.close()
-                row: list[object] = [backend]
-                for op in ("append", "cooldown_read", "cooldown_write"):
-                    p50_ms, p99_ms = median(got[op]) * 1000, p99(got[op]) * 1000
-                    row += [p50_ms, p99_ms]
-                    figures.add(f"store_{backend}_{op}_p50", p50_ms, "ms")
-                    figures.add(f"store_{backend}_{op}_p99", p99_ms, "ms")
-                lat.add(*row)
-            lat.print()
+            if "a" in args.parts:
+                await part_a(stack, backends, figures, counts, sessions, steps)
+            if "b" in args.parts:
+                await part_b(stack, backends, figures, rounds)
+            if "c" in args.parts:
+                await part_c(stack, backends, figures, many, args.rate, sample)
     finally:
         if cluster is not None:
             cluster.destroy()
     figures.print()
+
+
+async def part_a(
+    stack: Stack,
+    backends: list[tuple[str, str | None]],
+    figures: Figures,
+    counts: list[int],
+    sessions: int,
+    steps: int,
+) -> None:
+    table = Table(
+        f"(a) {sessions} sessions x {steps} steps at once, offline model",
+        ["store", "workers", "runs/s", "steps/s"],
+    )
+    for backend, url in backends:
+        for workers in counts:
+            runs_s, steps_s = await throughput(stack, backend, url, workers, sessions, steps)
+            table.add(backend, workers, runs_s, steps_s)
+            figures.add(f"hosts_{backend}_{workers}w_runs_per_s", runs_s, "runs/s")
+            figures.add(f"hosts_{backend}_{workers}w_steps_per_s", steps_s, "steps/s")
+            note(f"  {backend}, {workers} worker(s): {steps_s:.1f} steps/s")
+    table.print()
+
+
+async def part_b(
+    stack: Stack, backends: list[tuple[str, str | None]], figures: Figures, rounds: int
+) -> None:
+    lat = Table(
+        f"(b) store latency, {rounds} sequential operations (ms)",
+        ["store", "append p50", "append p99", "read p50", "read p99", "cas p50", "cas p99"],
+    )
+    for backend, url in backends:
+        settings = Settings(data_dir=stack.root / f"latency-{backend}", database_url=url)
+        store = await open_store(settings)
+        try:
+            got = await store_latency(store, rounds)
+        finally:
+            await store.close()
+        row: list[object] = [backend]
+        for op in ("append", "cooldown_read", "cooldown_write"):
+            p50_ms, p99_ms = median(got[op]) * 1000, p99(got[op]) * 1000
+            row += [p50_ms, p99_ms]
+            figures.add(f"store_{backend}_{op}_p50", p50_ms, "ms")
+            figures.add(f"store_{backend}_{op}_p99", p99_ms, "ms")
+        lat.add(*row)
+    lat.print()
+
+
+async def part_c(
+    stack: Stack,
+    backends: list[tuple[str, str | None]],
+    figures: Figures,
+    many: int,
+    rate: float,
+    sample: int,
+) -> None:
+    table = Table(
+        f"(c) {many} sessions open, one 1-step message each at {rate:g}/s, one worker (ms)",
+        ["store", "steps", "step p50", "step p99"],
+    )
+    p99s: dict[str, float] = {}
+    for backend, url in backends:
+        got = await many_sessions(stack, backend, url, many, rate, sample)
+        p50_ms, p99s[backend] = median(got) * 1000, p99(got) * 1000
+        table.add(backend, len(got), p50_ms, p99s[backend])
+        figures.add(f"many_{backend}_step_p50", p50_ms, "ms")
+        figures.add(f"many_{backend}_step_p99", p99s[backend], "ms")
+    table.print()
+    if len(p99s) == 2:
+        extra = p99s["postgresql"] - p99s["embedded"]
+        note(f"PostgreSQL's p99 step against the embedded store's: {extra:+.1f} ms")
+        figures.add("many_postgresql_minus_embedded_step_p99", extra, "ms")
 
 
 if __name__ == "__main__":
