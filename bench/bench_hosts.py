@@ -16,14 +16,13 @@ and the store's own latency.
     write (the compare-and-set), p50 and p99. The embedded store writes with synchronous=FULL;
     PostgreSQL runs with fsync on (a throw-away server from `tests/postgres_cluster.py`,
     loopback TCP), so each commit is durable on both.
-(c) Many sessions active at once, one worker: `--many` sessions (500) each get one 1-step
-    message (a model call asking for a write, the write, the final model call), sent at a
-    steady `--rate` (messages/s) so that the machine keeps up and every session stays open
-    (its session workflow waits for the next message) while the later ones run. A step's
-    overhead is, as in bench_engine, one model call's scheduling to the next one's, with the
-    offline model at zero latency: all of it is the engine and the store. p50 / p99 over the
-    steps of the last half of the sessions (sampled from their histories: by then hundreds are
-    open), per backend, and PostgreSQL's p99 against the embedded store's.
+(c) Many sessions active at once, one worker: `--many` sessions (500) are opened (one short
+    run each; each session workflow then stays open, waiting for its next message, its
+    transcript and records in the store), then 40 of them, spread over the 500, each run a
+    K-step message, 4 at a time. A step's overhead is, as in bench_engine, one model call's
+    scheduling to the next one's, with the offline model at zero latency: all of it is the
+    engine and the store. p50 / p99 per backend, and PostgreSQL's p99 against the embedded
+    store's.
 
 The tables depend on what else the machine runs: figures from one run compare with each
 other, not with another machine's.
@@ -62,6 +61,10 @@ from store.interface import Store  # noqa: E402
 from store.open import open_store  # noqa: E402
 from tests.harness import Deployment  # noqa: E402
 from tests.postgres_cluster import PostgresCluster, unavailable_reason  # noqa: E402
+
+# (c): how many of the open sessions run a message while the others stay open, how many at once.
+PROBES = 40
+PROBE_AT_ONCE = 4
 
 
 def p99(values: list[float]) -> float:
@@ -162,9 +165,10 @@ async def store_latency(store: Store, rounds: int) -> dict[str, list[float]]:
 
 
 async def many_sessions(
-    stack: Stack, backend: str, url: str | None, sessions: int, rate: float, sample: int
+    stack: Stack, backend: str, url: str | None, sessions: int, probes: int, steps: int
 ) -> list[float]:
-    """Step times (s) of the sampled later sessions, with `sessions` sent at `rate`/s."""
+    """Step times (s) of `probes` sessions running `steps` steps each, `PROBE_AT_ONCE` at a
+    time, while `sessions` sessions are open."""
     (dep,) = make_group(stack, backend, 1, url)
     await asyncio.to_thread(dep.start_worker, 120)
     try:
@@ -174,24 +178,30 @@ async def many_sessions(
         tag = uuid.uuid4().hex[:6]
         keys = [f"m-{tag}-{n}" for n in range(sessions)]
         started = time.monotonic()
-        runs: list[str] = []
-        for n, key in enumerate(keys):
-            # Open loop: the next message at its time, whatever the earlier ones do.
-            await asyncio.sleep(max(0.0, started + n / rate - time.monotonic()))
-            (ws / key).mkdir(parents=True)
-            receipt = await client.send_and_start(key, instruction(1), workspace=str(ws / key))
-            runs.append(receipt.run_id or "")
-        results = await asyncio.gather(*(client.wait_for_run(r) for r in runs))
-        bad = [r for r in results if r.status != ExecutionStatus.SUCCESS]
-        if bad:
-            raise RuntimeError(f"{len(bad)} runs did not succeed: {bad[0].error}")
-        note(f"  {backend}: {sessions} sessions in {time.monotonic() - started:.0f} s")
-        later = runs[sessions // 2 :]
-        picked = later[:: max(1, len(later) // sample)]
-        steps: list[float] = []
-        for run_id in picked:
-            steps += engine_steps(await workflow_chain(client.client, run_id)).total
-        return steps
+        for chunk in range(0, sessions, 100):
+            receipts = await asyncio.gather(
+                *(client.send_and_start(k, "say open") for k in keys[chunk : chunk + 100])
+            )
+            await asyncio.gather(*(client.wait_for_run(r.run_id or "") for r in receipts))
+        note(f"  {backend}: {sessions} sessions open in {time.monotonic() - started:.0f} s")
+        times: list[float] = []
+        gate = asyncio.Semaphore(PROBE_AT_ONCE)
+
+        async def probe(key: str) -> None:
+            async with gate:
+                (ws / key).mkdir(parents=True)
+                receipt = await client.send_and_start(
+                    key, instruction(steps), workspace=str(ws / key)
+                )
+                result = await client.wait_for_run(receipt.run_id or "")
+                if result.status != ExecutionStatus.SUCCESS or result.tool_calls != steps:
+                    raise RuntimeError(f"probe {key}: {result.status} {result.error}")
+                chain = await workflow_chain(client.client, receipt.run_id or "")
+                times.extend(engine_steps(chain).total)
+
+        # Probes among the open sessions, spread over them (the oldest are the coldest).
+        await asyncio.gather(*(probe(k) for k in keys[:: max(1, sessions // probes)][:probes]))
+        return times
     finally:
         dep.stop_workers()
 
@@ -203,13 +213,12 @@ async def main() -> None:
     parser.add_argument(
         "--backends", default="embedded,postgresql", help="comma-separated (default both)"
     )
-    parser.add_argument("--many", type=int, default=500, help="(c): sessions (default 500)")
-    parser.add_argument("--rate", type=float, default=4.0, help="(c): messages/s (default 4)")
+    parser.add_argument("--many", type=int, default=500, help="(c): open sessions (default 500)")
     args = parser.parse_args()
     quick = args.quick or bool(__import__("os").environ.get("AGENTLANE_BENCH_QUICK"))
     sessions, steps, rounds = (4, 2, 50) if quick else (20, 5, 500)
     counts = [1, 2] if quick else [1, 2, 3]
-    many, sample = (20, 10) if quick else (args.many, 100)
+    many, probes = (20, 4) if quick else (args.many, PROBES)
     wanted = args.backends.split(",")
     reason = unavailable_reason() if "postgresql" in wanted else "not asked for"
     if reason:
@@ -229,7 +238,7 @@ async def main() -> None:
             if "b" in args.parts:
                 await part_b(stack, backends, figures, rounds)
             if "c" in args.parts:
-                await part_c(stack, backends, figures, many, args.rate, sample)
+                await part_c(stack, backends, figures, many, probes, steps)
     finally:
         if cluster is not None:
             cluster.destroy()
@@ -287,16 +296,17 @@ async def part_c(
     backends: list[tuple[str, str | None]],
     figures: Figures,
     many: int,
-    rate: float,
-    sample: int,
+    probes: int,
+    steps: int,
 ) -> None:
     table = Table(
-        f"(c) {many} sessions open, one 1-step message each at {rate:g}/s, one worker (ms)",
+        f"(c) {many} sessions open; {probes} of them run {steps} steps, {PROBE_AT_ONCE} at a "
+        "time; one worker (ms)",
         ["store", "steps", "step p50", "step p99"],
     )
     p99s: dict[str, float] = {}
     for backend, url in backends:
-        got = await many_sessions(stack, backend, url, many, rate, sample)
+        got = await many_sessions(stack, backend, url, many, probes, steps)
         p50_ms, p99s[backend] = median(got) * 1000, p99(got) * 1000
         table.add(backend, len(got), p50_ms, p99s[backend])
         figures.add(f"many_{backend}_step_p50", p50_ms, "ms")
