@@ -5,6 +5,8 @@ the embedded store and on PostgreSQL."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -24,7 +26,7 @@ from store.interface import Store
 from store.models import PayloadOwnerRef
 from store.open import open_store
 from tests.conftest import make_deployment, settings_for
-from tests.harness import Deployment
+from tests.harness import REPO, Deployment
 from tests.postgres_cluster import shared_cluster, unavailable_reason
 
 pytestmark = pytest.mark.e2e
@@ -133,3 +135,31 @@ async def test_offloaded_payloads_go_when_their_owner_closes(
     again = await client.send_and_start(session_key, "say still here")
     assert again.run_id
     assert (await client.wait_for_run(again.run_id)).reply == "still here"
+
+
+async def test_agentlane_gc_counts_then_removes(
+    client: AgentlaneClient, deployment: Deployment, store: Store, ws: Path
+) -> None:
+    receipt = await client.send_and_start(key(), BIG, workspace=str(ws))
+    assert receipt.run_id
+    assert (await client.wait_for_run(receipt.run_id)).status == ExecutionStatus.SUCCESS
+    assert receipt.run_id in await owners_of(store)
+    env = {**deployment.env(), "AGENTLANE_PAYLOAD_GRACE_S": "0"}
+
+    def gc(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "clients.cli", "gc", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert gc("--dry-run").startswith("would have removed")
+    assert receipt.run_id in await owners_of(store), "a dry run removes nothing"
+    out = gc()
+    assert out.startswith("removed ") and " 0 payloads " not in out, out
+    assert receipt.run_id not in await owners_of(store)
