@@ -8,9 +8,13 @@ client fetching a result, or, for the input a run continues as new with, by the 
 replays. So an owner is released, and a payload no owner holds any more goes:
 - once its run closed (completed, failed, cancelled, terminated, timed out) more than `grace`
   ago, or its history is gone (the namespace's retention);
-- for a run that continued as new, once the run after it is closed too (its input may be here);
+- for a run that continued as new, once the run after it has closed too, in any way,
+  continuing as new included (that run's input may be here; a long-lived session's older runs
+  so release theirs one by one, not all at its very end);
 - an owner named without a run (a child's input, stored before the child had a run id), once
-  the workflow id's latest run is closed.
+  the workflow id's latest run is closed;
+- a child run that continued from another, also not before the parent run that awaited it has
+  closed (the parent's replays read the child's result, which such a run owns itself).
 Payloads without an owner (a client's own large input, stored before its workflow existed; the
 flat file layout of earlier versions) go `retention` after they were last stored.
 """
@@ -52,9 +56,12 @@ class GcReport:
         )
 
 
-async def _closed_since(client: Client, workflow_id: str, run_id: str | None) -> datetime | None:
-    """When the run (or the id's latest run) closed; None while it is open. A history that is
-    gone counts as closed long ago."""
+async def _closed_since(
+    client: Client, workflow_id: str, run_id: str | None, *, follow: bool = True
+) -> datetime | None:
+    """When the run (or the id's latest run) closed, for a run that continued as new when the
+    run after it closed (`follow`); None while it is open. A history that is gone counts as
+    closed long ago."""
     try:
         desc = await client.get_workflow_handle(workflow_id, run_id=run_id).describe()
     except RPCError as err:
@@ -63,13 +70,24 @@ async def _closed_since(client: Client, workflow_id: str, run_id: str | None) ->
         raise
     if desc.status in (None, WorkflowExecutionStatus.RUNNING):
         return None
-    if desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW and run_id is not None:
-        # The next run's input may be one of this run's payloads: wait for that run too.
+    if follow and desc.status == WorkflowExecutionStatus.CONTINUED_AS_NEW and run_id is not None:
+        # The next run's input may be one of this run's payloads: wait for that run to close
+        # (its own continuing as new counts: what it hands on, it owns).
         following = await _next_run(client, workflow_id, run_id)
         if following is None:
             return None
-        return await _closed_since(client, workflow_id, following)
-    return desc.close_time or datetime.now(UTC)
+        return await _closed_since(client, workflow_id, following, follow=False)
+    closed = desc.close_time or datetime.now(UTC)
+    first_run = desc.raw_description.workflow_execution_info.first_run_id
+    if desc.parent_id and first_run and first_run != desc.run_id:
+        # A child that continued as new stores its result under itself (the SDK names the
+        # parent only for a first run's result), and the parent run that awaited it reads it
+        # on every replay: wait for that run to close too.
+        parent = await _closed_since(client, desc.parent_id, desc.parent_run_id, follow=False)
+        if parent is None:
+            return None
+        closed = max(closed, parent)
+    return closed
 
 
 async def _next_run(client: Client, workflow_id: str, run_id: str) -> str | None:

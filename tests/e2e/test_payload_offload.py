@@ -4,6 +4,7 @@ the embedded store and on PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import subprocess
 import sys
@@ -163,3 +164,103 @@ async def test_agentlane_gc_counts_then_removes(
     out = gc()
     assert out.startswith("removed ") and " 0 payloads " not in out, out
     assert receipt.run_id not in await owners_of(store)
+
+
+@pytest.fixture(scope="module")
+def offloading(server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """A deployment that offloads every payload over 512 bytes: a session's continue-as-new
+    input is offloaded too, owned by the run that hands it on."""
+    dep = make_deployment(
+        server, tmp_path_factory.mktemp("offload-small"), AGENTLANE_PAYLOAD_OFFLOAD_BYTES="512"
+    )
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+async def session_runs(client: AgentlaneClient, workflow_id: str, at_least: int) -> list[str]:
+    """The run ids of a workflow id, oldest first (visibility lags: wait for `at_least`)."""
+    for _ in range(100):
+        found = [
+            (w.start_time, w.run_id)
+            async for w in client.client.list_workflows(f"WorkflowId = '{workflow_id}'")
+        ]
+        if len(found) >= at_least:
+            return [run for _, run in sorted(found)]
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{workflow_id}: fewer than {at_least} runs listed")
+
+
+async def test_a_session_releases_what_each_run_handed_on_once_the_next_closed(
+    offloading: Deployment,
+) -> None:
+    settings = settings_for(offloading)
+    client = await AgentlaneClient.connect(settings)
+    store = await open_store(settings)
+    try:
+        session_key = key()
+        wid = session_workflow_id(session_key)
+        overrides: dict[str, object] = {"continue_as_new_after_events": 20}
+        for n in range(6):
+            receipt = await client.send_and_start(
+                session_key, f"say hello {n}", session_overrides=overrides if n == 0 else None
+            )
+            assert (await client.wait_for_run(receipt.run_id or "")).reply == f"hello {n}"
+        runs = await session_runs(client, wid, 3)
+        owned = {o.run_id for o in await store.payload_owners() if o.workflow_id == wid}
+        assert runs[0] in owned, "the first run handed its state on through the store"
+
+        report = await collect(
+            client.client, store, grace=timedelta(0), retention=timedelta(days=365)
+        )
+        assert report.payloads >= 1
+        left = {o.run_id for o in await store.payload_owners() if o.workflow_id == wid}
+        # What a run handed on goes once the run after it closed (it continued as new too);
+        # the running run's input, owned by the run before it, stays.
+        assert runs[0] not in left
+        assert runs[-2] in left
+
+        # A new worker (no cache: it replays the running session from its history) goes on.
+        offloading.stop_workers()
+        offloading.start_worker()
+        again = await client.send_and_start(session_key, "say still here")
+        assert (await client.wait_for_run(again.run_id or "")).reply == "still here"
+    finally:
+        await store.close()
+
+
+async def test_a_result_a_continued_run_owns_stays_while_its_parent_reads_it(
+    offloading: Deployment, tmp_path: Path
+) -> None:
+    settings = settings_for(offloading)
+    client = await AgentlaneClient.connect(settings)
+    store = await open_store(settings)
+    try:
+        session_key = key()
+        steps = " then ".join(f"write f{i}.txt with {i}" for i in range(8))
+        long_reply = "word " * 200  # its result is over the 512-byte threshold
+        receipt = await client.send_and_start(
+            session_key,
+            f"{steps} then say {long_reply}",
+            workspace=str(tmp_path),
+            session_overrides={"run_continue_as_new_after_events": 25},
+        )
+        assert receipt.run_id
+        result = await client.wait_for_run(receipt.run_id)
+        assert result.status == ExecutionStatus.SUCCESS and result.tool_calls == 8
+        runs = await session_runs(client, receipt.run_id, 2)
+        owned = {o.run_id for o in await store.payload_owners() if o.workflow_id == receipt.run_id}
+        assert runs[-1] in owned, "the last run of the chain owns its result"
+
+        await collect(client.client, store, grace=timedelta(0), retention=timedelta(days=365))
+        owned = {o.run_id for o in await store.payload_owners() if o.workflow_id == receipt.run_id}
+        assert runs[-1] in owned, "kept while the session's run that awaited it is open"
+
+        # A new worker replays the session, reading the run's result: it is there.
+        offloading.stop_workers()
+        offloading.start_worker()
+        again = await client.send_and_start(session_key, "say still here")
+        done = await asyncio.wait_for(client.wait_for_run(again.run_id or ""), 90)
+        assert done.reply == "still here"
+    finally:
+        await store.close()
