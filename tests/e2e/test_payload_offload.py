@@ -47,7 +47,12 @@ def deployment(
         env["AGENTLANE_DATABASE_URL"] = shared_cluster().create_database(
             f"offload_{uuid.uuid4().hex[:8]}"
         )
-    dep = make_deployment(server, tmp_path_factory.mktemp(f"offload-{request.param}"), **env)
+    yield from started(
+        make_deployment(server, tmp_path_factory.mktemp(f"offload-{request.param}"), **env)
+    )
+
+
+def started(dep: Deployment) -> Iterator[Deployment]:
     dep.start_worker()
     yield dep
     dep.stop_workers()
@@ -166,18 +171,6 @@ async def test_agentlane_gc_counts_then_removes(
     assert receipt.run_id not in await owners_of(store)
 
 
-@pytest.fixture(scope="module")
-def offloading(server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    """A deployment that offloads every payload over 512 bytes: a session's continue-as-new
-    input is offloaded too, owned by the run that hands it on."""
-    dep = make_deployment(
-        server, tmp_path_factory.mktemp("offload-small"), AGENTLANE_PAYLOAD_OFFLOAD_BYTES="512"
-    )
-    dep.start_worker()
-    yield dep
-    dep.stop_workers()
-
-
 async def session_runs(client: AgentlaneClient, workflow_id: str, at_least: int) -> list[str]:
     """The run ids of a workflow id, oldest first (visibility lags: wait for `at_least`)."""
     for _ in range(100):
@@ -191,13 +184,37 @@ async def session_runs(client: AgentlaneClient, workflow_id: str, at_least: int)
     raise AssertionError(f"{workflow_id}: fewer than {at_least} runs listed")
 
 
-async def test_a_session_releases_what_each_run_handed_on_once_the_next_closed(
-    offloading: Deployment,
+async def owned_runs(store: Store, workflow_id: str) -> set[str | None]:
+    return {o.run_id for o in await store.payload_owners() if o.workflow_id == workflow_id}
+
+
+async def goes_on_after_a_replay(
+    dep: Deployment, client: AgentlaneClient, session_key: str
 ) -> None:
-    settings = settings_for(offloading)
-    client = await AgentlaneClient.connect(settings)
-    store = await open_store(settings)
-    try:
+    """A new worker (no cache: it replays the running session from its history, reading every
+    payload it references) takes the session's next message."""
+    dep.stop_workers()
+    dep.start_worker()
+    again = await client.send_and_start(session_key, "say still here")
+    done = await asyncio.wait_for(client.wait_for_run(again.run_id or ""), 90)
+    assert done.reply == "still here"
+
+
+class TestEveryPayloadOffloaded:
+    """A deployment that offloads every payload over 512 bytes: a session's continue-as-new
+    input is offloaded too, owned by the run that hands it on (the embedded store)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def deployment(
+        cls, server: object, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[Deployment]:
+        root = tmp_path_factory.mktemp("offload-small")
+        yield from started(make_deployment(server, root, AGENTLANE_PAYLOAD_OFFLOAD_BYTES="512"))
+
+    async def test_a_session_releases_what_each_run_handed_on_once_the_next_closed(
+        self, deployment: Deployment, client: AgentlaneClient, store: Store
+    ) -> None:
         session_key = key()
         wid = session_workflow_id(session_key)
         overrides: dict[str, object] = {"continue_as_new_after_events": 20}
@@ -207,35 +224,22 @@ async def test_a_session_releases_what_each_run_handed_on_once_the_next_closed(
             )
             assert (await client.wait_for_run(receipt.run_id or "")).reply == f"hello {n}"
         runs = await session_runs(client, wid, 3)
-        owned = {o.run_id for o in await store.payload_owners() if o.workflow_id == wid}
-        assert runs[0] in owned, "the first run handed its state on through the store"
+        assert runs[0] in await owned_runs(store, wid), "the first run handed its state on"
 
         report = await collect(
             client.client, store, grace=timedelta(0), retention=timedelta(days=365)
         )
         assert report.payloads >= 1
-        left = {o.run_id for o in await store.payload_owners() if o.workflow_id == wid}
-        # What a run handed on goes once the run after it closed (it continued as new too);
-        # the running run's input, owned by the run before it, stays.
+        left = await owned_runs(store, wid)
+        # What a run handed on goes once the run after it closed (it continued as new too); the
+        # running run's input, owned by the run before it, stays.
         assert runs[0] not in left
         assert runs[-2] in left
+        await goes_on_after_a_replay(deployment, client, session_key)
 
-        # A new worker (no cache: it replays the running session from its history) goes on.
-        offloading.stop_workers()
-        offloading.start_worker()
-        again = await client.send_and_start(session_key, "say still here")
-        assert (await client.wait_for_run(again.run_id or "")).reply == "still here"
-    finally:
-        await store.close()
-
-
-async def test_a_result_a_continued_run_owns_stays_while_its_parent_reads_it(
-    offloading: Deployment, tmp_path: Path
-) -> None:
-    settings = settings_for(offloading)
-    client = await AgentlaneClient.connect(settings)
-    store = await open_store(settings)
-    try:
+    async def test_a_result_a_continued_run_owns_stays_while_its_parent_reads_it(
+        self, deployment: Deployment, client: AgentlaneClient, store: Store, tmp_path: Path
+    ) -> None:
         session_key = key()
         steps = " then ".join(f"write f{i}.txt with {i}" for i in range(8))
         long_reply = "word " * 200  # its result is over the 512-byte threshold
@@ -249,18 +253,10 @@ async def test_a_result_a_continued_run_owns_stays_while_its_parent_reads_it(
         result = await client.wait_for_run(receipt.run_id)
         assert result.status == ExecutionStatus.SUCCESS and result.tool_calls == 8
         runs = await session_runs(client, receipt.run_id, 2)
-        owned = {o.run_id for o in await store.payload_owners() if o.workflow_id == receipt.run_id}
-        assert runs[-1] in owned, "the last run of the chain owns its result"
+        assert runs[-1] in await owned_runs(store, receipt.run_id), "it owns its result"
 
         await collect(client.client, store, grace=timedelta(0), retention=timedelta(days=365))
-        owned = {o.run_id for o in await store.payload_owners() if o.workflow_id == receipt.run_id}
-        assert runs[-1] in owned, "kept while the session's run that awaited it is open"
-
-        # A new worker replays the session, reading the run's result: it is there.
-        offloading.stop_workers()
-        offloading.start_worker()
-        again = await client.send_and_start(session_key, "say still here")
-        done = await asyncio.wait_for(client.wait_for_run(again.run_id or ""), 90)
-        assert done.reply == "still here"
-    finally:
-        await store.close()
+        assert runs[-1] in await owned_runs(store, receipt.run_id), (
+            "kept while the session's run that awaited it is open"
+        )
+        await goes_on_after_a_replay(deployment, client, session_key)
