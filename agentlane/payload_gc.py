@@ -11,8 +11,10 @@ replays. So an owner is released, and a payload no owner holds any more goes:
 - for a run that continued as new, once the run after it has closed too, in any way,
   continuing as new included (that run's input may be here; a long-lived session's older runs
   so release theirs one by one, not all at its very end);
-- an owner named without a run (a child's input, stored before the child had a run id), once
-  the workflow id's latest run is closed;
+- an owner named without a run (a child's input, stored before the child had a run id; a
+  message a client sent to a session), once the workflow id's latest run is closed, and what
+  it stored before a later run of the id started, once that run has closed (a long-lived
+  session's messages go run by run);
 - a child run that continued from another, also not before the parent run that awaited it has
   closed (the parent's replays read the child's result, which such a run owns itself).
 Payloads without an owner (a client's own large input, stored before its workflow existed; the
@@ -36,6 +38,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentlane.data_converter import LocalFileStorageDriver, PayloadOwner
 from store.interface import Store
+from store.models import PayloadOwnerRef
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +109,27 @@ async def _next_run(client: Client, workflow_id: str, run_id: str) -> str | None
     return None
 
 
+async def _later_run_closed(
+    client: Client, owner: PayloadOwnerRef, closed_before: datetime
+) -> float | None:
+    """For an owner without a run: the start (epoch seconds) of the latest run of its workflow
+    id that started after the owner's oldest payload was stored and closed before
+    `closed_before`; None if none has. What was stored before that run started was read by a
+    run before it, or by that run (a message accepted at its start), all closed now."""
+    if "'" in owner.workflow_id or "\\" in owner.workflow_id:
+        return None  # not quotable in a visibility query: kept until the latest run closes
+    since = datetime.fromtimestamp(owner.oldest, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    latest: datetime | None = None
+    query = (
+        f"WorkflowId = '{owner.workflow_id}' AND StartTime > '{since}' "
+        "AND ExecutionStatus != 'Running'"
+    )
+    async for run in client.list_workflows(query):
+        if run.close_time is not None and run.close_time <= closed_before:
+            latest = run.start_time if latest is None else max(latest, run.start_time)
+    return None if latest is None else latest.timestamp()
+
+
 class _Closed:
     """Whether owners are past their grace, asking Temporal once per workflow run."""
 
@@ -140,14 +164,21 @@ async def collect(
     holds (in the store, and the files earlier versions offloaded under `files`)."""
     report = GcReport()
     closed = _Closed(client, grace)
-    cutoff = time.time() - retention.total_seconds()
+    started = time.time()
+    cutoff = started - retention.total_seconds()
     for owner in await store.payload_owners():
+        # What the owner stored before this bound, nothing can read any more.
+        bound: float | None = started
         if not await closed(owner.workflow_id, owner.run_id):
+            bound = None
+            if owner.run_id is None:
+                bound = await _later_run_closed(client, owner, closed.now - grace)
+        if bound is None:
             report.owners_kept += 1
             continue
         report.owners_removed += 1
         if not dry_run:
-            await store.release_payload_owner(owner)
+            await store.release_payload_owner(owner, bound)
     if not dry_run:
         report.payloads, report.bytes = await store.sweep_payloads(cutoff)
     if files is not None:

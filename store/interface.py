@@ -269,8 +269,9 @@ class Store(abc.ABC):
     async def payload_owners(self) -> list[PayloadOwnerRef]: ...
 
     @abc.abstractmethod
-    async def release_payload_owner(self, owner: PayloadOwnerRef) -> int:
-        """The owner no longer needs its payloads (its workflow closed): how many it held."""
+    async def release_payload_owner(self, owner: PayloadOwnerRef, stored_before: float) -> int:
+        """The owner no longer needs what it stored before `stored_before` (epoch seconds; its
+        workflow closed since): how many payloads it let go."""
 
     @abc.abstractmethod
     async def sweep_payloads(self, unowned_before: float) -> tuple[int, int]:

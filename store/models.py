@@ -70,3 +70,5 @@ class PayloadOwnerRef(BaseModel):
 
     workflow_id: str
     run_id: str | None = None
+    # As listed by the store: when the owner's oldest payload was stored (epoch seconds).
+    oldest: float = 0.0

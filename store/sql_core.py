@@ -612,9 +612,10 @@ class SqlStore(Store):
             )
             if owner is not None:
                 await tx.execute(
-                    "INSERT INTO payload_owners (workflow_id, run_id, digest) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO NOTHING",
-                    (owner.workflow_id, owner.run_id or "", digest),
+                    "INSERT INTO payload_owners (workflow_id, run_id, digest, stored) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (workflow_id, run_id, digest) "
+                    "DO UPDATE SET stored = excluded.stored",
+                    (owner.workflow_id, owner.run_id or "", digest, time.time()),
                 )
 
         await self._session(put, tx=True)
@@ -632,14 +633,17 @@ class SqlStore(Store):
 
     async def payload_owners(self) -> list[PayloadOwnerRef]:
         rows = await self._all(
-            "SELECT DISTINCT workflow_id, run_id FROM payload_owners ORDER BY 1, 2"
+            "SELECT workflow_id, run_id, MIN(stored) FROM payload_owners "
+            "GROUP BY workflow_id, run_id ORDER BY 1, 2"
         )
-        return [PayloadOwnerRef(workflow_id=w, run_id=r or None) for w, r in rows]
+        return [
+            PayloadOwnerRef(workflow_id=w, run_id=r or None, oldest=float(t)) for w, r, t in rows
+        ]
 
-    async def release_payload_owner(self, owner: PayloadOwnerRef) -> int:
+    async def release_payload_owner(self, owner: PayloadOwnerRef, stored_before: float) -> int:
         return await self._count(
-            "DELETE FROM payload_owners WHERE workflow_id = ? AND run_id = ?",
-            (owner.workflow_id, owner.run_id or ""),
+            "DELETE FROM payload_owners WHERE workflow_id = ? AND run_id = ? AND stored < ?",
+            (owner.workflow_id, owner.run_id or "", stored_before),
         )
 
     async def sweep_payloads(self, unowned_before: float) -> tuple[int, int]:

@@ -260,3 +260,31 @@ class TestEveryPayloadOffloaded:
             "kept while the session's run that awaited it is open"
         )
         await goes_on_after_a_replay(deployment, client, session_key)
+
+    async def test_a_session_lets_go_of_messages_its_closed_runs_read(
+        self, deployment: Deployment, client: AgentlaneClient, store: Store
+    ) -> None:
+        session_key = key()
+        wid = session_workflow_id(session_key)
+        overrides: dict[str, object] = {"continue_as_new_after_events": 20}
+        long_text = "say " + "word " * 150  # over the 512-byte threshold: offloaded
+        for n in range(6):
+            receipt = await client.send_and_start(
+                session_key,
+                long_text if n == 0 else f"say hello {n}",
+                session_overrides=overrides if n == 0 else None,
+            )
+            assert (await client.wait_for_run(receipt.run_id or "")).status == (
+                ExecutionStatus.SUCCESS
+            )
+        await session_runs(client, wid, 3)
+        # A client's message names the session, not one of its runs.
+        (before,) = [
+            o for o in await store.payload_owners() if o.workflow_id == wid and not o.run_id
+        ]
+
+        await collect(client.client, store, grace=timedelta(0), retention=timedelta(days=365))
+        after = [o for o in await store.payload_owners() if o.workflow_id == wid and not o.run_id]
+        # The first message went with the run that read it; the newest stay.
+        assert not after or after[0].oldest > before.oldest
+        await goes_on_after_a_replay(deployment, client, session_key)

@@ -20,6 +20,7 @@ def blob(n: int) -> tuple[str, bytes]:
 RUN_A = PayloadOwnerRef(workflow_id="session:a", run_id="r1")
 RUN_B = PayloadOwnerRef(workflow_id="run:b", run_id="r2")
 ANY_C = PayloadOwnerRef(workflow_id="child:c")
+NOW = float("inf")  # release whatever the owner stored
 
 
 async def test_owned_payloads_go_once_their_last_owner_is_released(store: Store) -> None:
@@ -28,23 +29,25 @@ async def test_owned_payloads_go_once_their_last_owner_is_released(store: Store)
     await store.put_payload(d2, p2, RUN_A)
     await store.put_payload(d2, p2, RUN_B)  # the same bytes in two histories: stored once
     await store.put_payload(d3, p3, ANY_C)
-    assert await store.payload_owners() == sorted(
-        [RUN_A, RUN_B, ANY_C], key=lambda o: (o.workflow_id, o.run_id or "")
+    listed = await store.payload_owners()
+    assert [(o.workflow_id, o.run_id) for o in listed] == sorted(
+        [(o.workflow_id, o.run_id) for o in (RUN_A, RUN_B, ANY_C)], key=lambda o: (o[0], o[1] or "")
     )
+    assert all(0 < o.oldest <= time.time() for o in listed)
     assert (await store.status()).counts["payloads"] == 3
     # Nothing released: nothing goes, however old.
     assert await store.sweep_payloads(time.time() + 3600) == (0, 0)
 
-    assert await store.release_payload_owner(RUN_A) == 2
+    assert await store.release_payload_owner(RUN_A, NOW) == 2
     removed, size = await store.sweep_payloads(0.0)
     assert (removed, size) == (1, len(p1)), "d2 is still RUN_B's"
     assert await store.payload(d1) is None and await store.payload(d2) == p2
 
-    assert await store.release_payload_owner(ANY_C) == 1
-    assert await store.release_payload_owner(RUN_B) == 1
+    assert await store.release_payload_owner(ANY_C, NOW) == 1
+    assert await store.release_payload_owner(RUN_B, NOW) == 1
     assert await store.sweep_payloads(0.0) == (2, len(p2) + len(p3))
     assert await store.payload_owners() == []
-    assert await store.release_payload_owner(RUN_B) == 0
+    assert await store.release_payload_owner(RUN_B, NOW) == 0
 
 
 async def test_unowned_payloads_go_after_the_retention(store: Store) -> None:
@@ -64,7 +67,7 @@ async def test_unowned_payloads_go_after_the_retention(store: Store) -> None:
 async def test_a_payload_claimed_again_is_not_swept(store: Store) -> None:
     d1, p1 = blob(1)
     await store.put_payload(d1, p1, RUN_A)
-    await store.release_payload_owner(RUN_A)
+    await store.release_payload_owner(RUN_A, NOW)
     # Another workflow offloads the same bytes before the sweep: it keeps them.
     await store.put_payload(d1, p1, RUN_B)
     assert await store.sweep_payloads(time.time()) == (0, 0)
@@ -75,7 +78,7 @@ async def test_sweeps_racing_puts_never_lose_a_claimed_payload(store: Store) -> 
     digests = [blob(n) for n in range(40)]
     for digest, data in digests:
         await store.put_payload(digest, data, RUN_A)
-    await store.release_payload_owner(RUN_A)
+    await store.release_payload_owner(RUN_A, NOW)
 
     async def claim_all() -> None:
         for digest, data in digests:
@@ -115,3 +118,17 @@ async def test_stream_starts_kept_as_delivery_rows_move_to_their_table(
     assert await store.delivery_progress("stream-start/chat:1") is None
     assert await store.delivery_progress("webhook-delivery-1") == '{"offset": 4}'
     assert await store.migrate() == latest
+
+
+async def test_an_owner_releases_only_what_it_stored_before_the_bound(store: Store) -> None:
+    (d1, p1), (d2, p2) = blob(1), blob(2)
+    await store.put_payload(d1, p1, ANY_C)
+    await asyncio.sleep(0.05)
+    bound = time.time()
+    await asyncio.sleep(0.05)
+    await store.put_payload(d2, p2, ANY_C)  # e.g. a message a later run of the id received
+    assert await store.release_payload_owner(ANY_C, bound) == 1
+    assert await store.sweep_payloads(0.0) == (1, len(p1))
+    assert await store.payload(d2) == p2
+    (left,) = await store.payload_owners()
+    assert left.workflow_id == ANY_C.workflow_id and left.oldest > bound

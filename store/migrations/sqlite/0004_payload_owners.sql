@@ -9,6 +9,9 @@ CREATE TABLE payload_owners (
     -- '' for any run of the workflow id (a child's input, stored before it had a run id).
     run_id TEXT NOT NULL,
     digest TEXT NOT NULL,
+    -- When the owner last stored it: an owner without a run releases only what was stored
+    -- before a later run of its workflow started (agentlane/payload_gc.py).
+    stored REAL NOT NULL,
     PRIMARY KEY (workflow_id, run_id, digest)
 );
 
