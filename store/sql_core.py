@@ -650,11 +650,13 @@ class SqlStore(Store):
         orphan = "NOT EXISTS (SELECT 1 FROM payload_owners o WHERE o.digest = payloads.digest)"
 
         async def sweep(tx: Tx) -> tuple[int, int, bool]:
-            # Lock the candidates first (PostgreSQL), then delete in a statement of its own:
-            # it sees every owner committed meanwhile, so a payload just claimed stays.
+            # Lock the candidates first (PostgreSQL; in one order, so two hosts sweeping at once
+            # never deadlock), then delete in a statement of its own: it sees every owner
+            # committed meanwhile, so a payload just claimed stays.
             found = await tx.fetch(
                 f"SELECT digest, length(data) FROM payloads WHERE {orphan} "
-                f"AND (owned = ? OR created < ?) LIMIT {SWEEP_CHUNK}{self.lock_rows}",
+                "AND (owned = ? OR created < ?) "
+                f"ORDER BY digest LIMIT {SWEEP_CHUNK}{self.lock_rows}",
                 (True, unowned_before),
             )
             if not found:
