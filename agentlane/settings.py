@@ -175,6 +175,7 @@ class Settings(BaseModel):
             transcript_cache_bytes=int(float(_env("TRANSCRIPT_CACHE_MB", "64")) * 2**20),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
+            payload_offload_threshold=int(_env("PAYLOAD_OFFLOAD_BYTES", str(128 * 1024))),
             payload_grace=timedelta(seconds=float(_env("PAYLOAD_GRACE_S", "600"))),
             payload_retention=timedelta(hours=float(_env("PAYLOAD_RETENTION_H", "168"))),
             payload_gc_interval=timedelta(seconds=float(_env("PAYLOAD_GC_INTERVAL_S", "600"))),

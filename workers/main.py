@@ -220,13 +220,14 @@ def build_workers(
     ]
 
 
-def start_payload_gc(client: Client, settings: Settings) -> asyncio.Task[None] | None:
+def start_payload_gc(client: Client, settings: Settings, state: Store) -> asyncio.Task[None] | None:
     """Offloaded payloads nothing can read any more are removed on a timer (payload_gc.py)."""
     if settings.payload_gc_interval.total_seconds() <= 0:
         return None
     return asyncio.create_task(
         collect_forever(
             client,
+            state,
             LocalFileStorageDriver(settings.payloads_dir),
             interval=settings.payload_gc_interval,
             grace=settings.payload_grace,
@@ -254,7 +255,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     hurry = asyncio.Event()
     _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
-    gc = start_payload_gc(client, settings)
+    gc = start_payload_gc(client, settings, state)
     log.info(
         "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s)",
         os.getpid(),
