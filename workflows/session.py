@@ -630,7 +630,8 @@ class SessionWorkflow:
 
     @workflow.signal
     def approval_opened(self, approval: PendingApproval) -> None:
-        if approval.run_id == self.current_run_id:
+        # A sub-agent's approval names the session's run it belongs to (`root_run_id`).
+        if (approval.root_run_id or approval.run_id) == self.current_run_id:
             self.s.approvals = [*self.s.approvals, approval]
 
     @workflow.signal
@@ -649,7 +650,10 @@ class SessionWorkflow:
         pending = next(a for a in self.s.approvals if a.id == decision.id)
         self.deciding.add(decision.id)
         try:
-            if self.child is not None:
+            if pending.root_run_id:
+                # A sub-agent's run (a child of the session's run) waits: told directly.
+                await self._tell_subagent(pending, decision)
+            elif self.child is not None:
                 try:
                     await self.child.signal(AgentRunWorkflow.decide_approval, decision)
                 except Exception:
@@ -663,6 +667,15 @@ class SessionWorkflow:
         wanted = ApprovalOutcome.APPROVED if decision.approve else ApprovalOutcome.DENIED
         note = "" if closed.outcome == wanted else f"the approval ended first: {closed.outcome}"
         return ApprovalReceipt(id=decision.id, outcome=closed.outcome, tool=pending.tool, note=note)
+
+    @staticmethod
+    async def _tell_subagent(pending: PendingApproval, decision: ApprovalDecision) -> None:
+        run = workflow.get_external_workflow_handle(pending.run_id)
+        try:
+            await run.signal(AgentRunWorkflow.decide_approval, decision)
+        except Exception:
+            # Ended meanwhile: its top-level run's end closes the approval.
+            workflow.logger.info("approval: sub-agent run %s already ended", pending.run_id)
 
     @decide_approval.validator
     def validate_decide_approval(self, decision: ApprovalDecision) -> None:
@@ -1108,7 +1121,7 @@ class SessionWorkflow:
                 [
                     ApprovalClosed(id=a.id, outcome=ApprovalOutcome.CANCELLED)
                     for a in self.s.approvals
-                    if a.run_id == run_id
+                    if (a.root_run_id or a.run_id) == run_id
                 ]
             )
             self.child = None

@@ -173,6 +173,9 @@ class Subagents:
             spawned_by=req.run_id,
             loop_detection=req.loop_detection,
             approvals=req.approvals,
+            # Its approvals are decided in the top-level session (workflows/approval_wait.py).
+            root_session_key=req.root_session_key or req.session_key,
+            root_run_id=req.root_run_id or req.run_id,
             max_turns=req.max_turns,
             context_window=req.context_window,
             context_window_source=req.context_window_source,

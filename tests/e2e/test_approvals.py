@@ -429,3 +429,66 @@ def test_web_chat_buttons_approve_and_deny(
     ws = settings_for(approving).workspaces_dir / storage_name(k)
     assert (ws / "web.txt").exists()
     assert not (ws / "web-no.txt").exists()
+
+
+async def test_a_sub_agents_call_is_listed_and_decided_in_its_top_level_session(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path, gateway: GatewayServer
+) -> None:
+    configure(approving)
+    k = key()
+    receipt = await aclient.send_and_start(
+        k,
+        'spawn a sub-agent to "run `echo sub > sub.txt` then say child done" then say parent done',
+        workspace=str(ws),
+    )
+    assert receipt.run_id
+    # The sub-agent has no session of its own: its approval waits in the parent's list.
+    approval = await pending_approval(aclient, k)
+    assert approval.tool == "exec"
+    assert approval.session_key.startswith("agent:main:subagent:")
+    assert approval.run_id == f"session:{approval.session_key}:run:1"
+    assert approval.root_run_id == receipt.run_id
+    assert not (ws / "sub.txt").exists()
+    async with gateway.http(gateway.token(name="approver")) as http:
+        listed = await http.get(f"/v1/sessions/{k}/approvals")
+        assert [a["session_key"] for a in listed.json()] == [approval.session_key]
+        ok = await http.post(
+            f"/v1/sessions/{k}/approvals/{approval.id}",
+            json={"decision": "approve"},
+        )
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["outcome"] == "approved"
+    result = await asyncio.wait_for(aclient.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert (result.reply or "").startswith("parent done")
+    assert (ws / "sub.txt").read_text().strip() == "sub"
+    assert await aclient.approvals(k) == []
+    # Watchers of the parent session see the sub-agent's approval come and go.
+    events = [e for e in await events_of(aclient, k, receipt.run_id) if e.run_id == approval.run_id]
+    assert [e.kind for e in events] == [EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_DECIDED]
+    assert all(e.session_key == k for e in events)
+
+
+async def test_a_sub_agents_approval_expires_like_any_other(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    configure(approving, timeout=2)
+    k = key()
+    receipt = await aclient.send_and_start(
+        k,
+        'spawn a sub-agent to "run `echo late > sub-late.txt` then say child moved on" '
+        "then say parent done",
+        workspace=str(ws),
+    )
+    assert receipt.run_id
+    approval = await pending_approval(aclient, k)
+    result = await asyncio.wait_for(aclient.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert not (ws / "sub-late.txt").exists()
+    child_results = [
+        e.text or "" for e in aclient.transcript(approval.session_key) if e.role == Role.TOOL
+    ]
+    assert child_results[0].startswith("Approval expired") and "2 s" in child_results[0]
+    assert await aclient.approvals(k) == []
+    with pytest.raises(ApprovalRejected, match="has expired"):
+        await aclient.decide_approval(k, approval.id, approve=True)
