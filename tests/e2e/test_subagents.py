@@ -165,12 +165,19 @@ async def test_six_children_at_once_all_aborted_with_their_parent(
     await client.abort(key, "stop the fan-out")
     result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
     assert result.status == ExecutionStatus.ABORTED
+    child_tokens = 0
     for child in children:
         child_result = await client.client.get_workflow_handle(
             child, result_type=ExecutionResult
         ).result()
         assert child_result.status == ExecutionStatus.ABORTED, child
+        assert child_result.usage.accumulated.total > 0
+        child_tokens += child_result.usage.accumulated.total
     assert time.monotonic() - started < 30
+    # The aborted children's tokens count in the parent's run, and so in its session.
+    assert result.usage.accumulated.total > child_tokens
+    status = await client.status(key)
+    assert status.usage.total >= result.usage.accumulated.total
     assert_transcript_valid(client.transcript(key))
 
 
