@@ -184,6 +184,15 @@ def build_workers(
             max_concurrent_activities=settings.max_concurrent_model_calls,
             **common,  # type: ignore[arg-type]
         ),
+        # The sub-agent lane (workflows/subagents.py): sub-agents' model calls, in slots of
+        # their own, so a fan-out neither waits for nor crowds out the sessions' own runs.
+        Worker(
+            client,
+            task_queue=settings.subagent_model_task_queue,
+            activities=[model.call_model],
+            max_concurrent_activities=settings.max_concurrent_subagent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
         # Calls about a background process this worker holds (activities/tools/process_tool.py)
         # come to this worker alone, on its own queue.
         Worker(

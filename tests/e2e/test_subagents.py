@@ -221,3 +221,58 @@ async def test_child_survives_a_kill_of_its_worker_during_a_tool_call(
     assert_transcript_valid(child_entries)
     exec_result = next(e for e in child_entries if e.role == Role.TOOL and e.tool_name == "exec")
     assert exec_result.is_error and "interrupted" in exec_result.text
+
+
+async def test_the_sub_agent_lane_holds_a_workers_sub_agent_model_calls(
+    server: object, tmp_path: Path
+) -> None:
+    """SPEC §2's sub-agent lane, per worker: with 2 slots, four sub-agents whose model calls
+    take 2 s each never have more than two calls running at once; the parent's own calls are
+    on the global lane's queue."""
+    root = tmp_path / "lane"
+    root.mkdir()
+    (root / "config.toml").write_text(CONFIG)
+    dep = make_deployment(server, root, AGENTLANE_MAX_SUBAGENT_MODEL_CALLS="2")
+    dep.start_worker()
+    try:
+        client = await AgentlaneClient.connect(settings_for(dep))
+        workspace = root / "ws"
+        workspace.mkdir()
+        receipt = await client.send_and_start(
+            "subagent-lane", "spawn 4 sub-agents to `count slowly to 40`", workspace=str(workspace)
+        )
+        assert receipt.run_id
+        result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        children = await child_run_ids(client, receipt.run_id, 4)
+        spans: list[tuple[float, float]] = []
+        for child in children:
+            scheduled: dict[int, str] = {}
+            started: dict[int, float] = {}
+            async for e in client.client.get_workflow_handle(child).fetch_history_events():
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    attrs = e.activity_task_scheduled_event_attributes
+                    if attrs.activity_type.name == "call_model":
+                        scheduled[e.event_id] = attrs.task_queue.name
+                elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    started[e.event_id] = e.event_time.ToDatetime().timestamp()
+                elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    attrs2 = e.activity_task_completed_event_attributes
+                    if attrs2.scheduled_event_id in scheduled:
+                        begin = started[attrs2.started_event_id]
+                        spans.append((begin, e.event_time.ToDatetime().timestamp()))
+            assert set(scheduled.values()) == {f"{dep.task_queue}-subagent-model"}
+        assert len(spans) == 4
+        # At any moment, at most two of the sub-agents' model calls were running.
+        moments = sorted({begin for begin, _ in spans})
+        most = max(sum(1 for b, end in spans if b <= t < end) for t in moments)
+        assert most == 2, spans
+        parent_queues = {
+            e.activity_task_scheduled_event_attributes.task_queue.name
+            async for e in client.client.get_workflow_handle(receipt.run_id).fetch_history_events()
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
+        }
+        assert parent_queues == {f"{dep.task_queue}-model"}
+    finally:
+        dep.stop_workers()
