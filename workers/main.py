@@ -27,6 +27,7 @@ from activities.context.compaction import CompactionActivity
 from activities.context.truncation import TruncationActivity
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
+from activities.process_stop import ProcessStop
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.queue_drops import QueueDropActivities
@@ -112,6 +113,7 @@ def build_workers(
         store, publishers, settings.host_id if settings.workspaces == "host" else None
     )
     subagents = SubagentActivities(store, publishers)
+    stopping = ProcessStop(store)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
@@ -157,6 +159,7 @@ def build_workers(
                 ToolPolicyReader(config).read_tool_policy,
                 AnnouncementPublisher(publishers).publish_announcements,
                 ApprovalSteps(store, publishers).approval_step,
+                stopping.list_process_owners,
             ],
             max_concurrent_workflow_tasks=50,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
@@ -198,7 +201,7 @@ def build_workers(
         Worker(
             client,
             task_queue=process_queue,
-            activities=[tools.tool_process],
+            activities=[tools.tool_process, stopping.stop_session_processes],
             max_concurrent_activities=MAX_PROCESS_CALLS,
             **common,  # type: ignore[arg-type]
         ),

@@ -143,6 +143,7 @@ with workflow.unsafe.imports_passed_through():
         resolve_settings,
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
+    from workflows.process_stop import stop_background_processes
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.session_events import SessionEventsWorkflow
     from workflows.telemetry import WorkflowMetrics, message_span, since, traceparent
@@ -755,6 +756,8 @@ class SessionWorkflow:
         aborted = await self._abort_current(f"reset: {req.reason}")
         if self._busy():
             await workflow.wait_condition(lambda: not self._busy())
+        # What the old context started in the background goes with it.
+        await stop_background_processes(self.s.key)
         number = self.s.resets + 1
         chain = chain_token_of(workflow.info().first_execution_run_id)
         queued = len(self.s.queue)
@@ -977,6 +980,7 @@ class SessionWorkflow:
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
                         await workflow.wait_condition(self.hooks.idle)
+                    await stop_background_processes(self.s.key)
                     if workflow.patched(RECORD_ON_CLOSE_PATCH):
                         # The next incarnation numbers its runs after this one's.
                         await self._record_session()

@@ -72,6 +72,36 @@ def owner_queue(folder: Path, arguments: dict[str, Any]) -> str:
     return str(record.get("task_queue") or "")
 
 
+def owner_queues(folder: Path) -> list[str]:
+    """The task queues of the live workers holding a running process of the session whose
+    records are in `folder` (a worker known to be gone on this host is left out: its processes
+    died with it)."""
+    queues: list[str] = []
+    for record in ProcessTool("", folder).records():
+        if record.get("exit_code") is not None or not record.get("task_queue"):
+            continue
+        pid = int(record.get("pid", 0))
+        mine = pid == os.getpid()
+        if record.get("host") == HOST and not mine and not _alive(pid):
+            continue
+        if str(record["task_queue"]) not in queues:
+            queues.append(str(record["task_queue"]))
+    return queues
+
+
+async def stop_session(session_key: str) -> list[str]:
+    """Kill every running background process of the session held by this worker (its whole
+    process group); the ids killed."""
+    victims = [bg for (key, _), bg in _running.items() if key == session_key and bg.running]
+    for bg in victims:
+        bg.killed = True
+        bg.proc.kill_group()
+    for bg in victims:
+        if bg.waiter is not None:
+            await asyncio.shield(bg.waiter)  # its record says it was killed
+    return [bg.id for bg in victims]
+
+
 @dataclass
 class Background:
     id: str
@@ -126,6 +156,9 @@ class ProcessTool:
     def __init__(self, session_key: str, folder: Path) -> None:
         self.session_key = session_key
         self.folder = folder
+
+    def records(self) -> list[dict[str, Any]]:
+        return self._records()
 
     def _records(self) -> list[dict[str, Any]]:
         if not self.folder.is_dir():
