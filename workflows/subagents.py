@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -233,6 +234,21 @@ class Subagents:
                     f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: {name}"
                 ),
             )
+        except ChildWorkflowError as err:
+            # Terminated, timed out or failed outside the run's own code (a run returns its own
+            # errors as a result): the call's error result says so and the parent goes on. What
+            # the child spent is in its own history; no result brought it here.
+            await self._record(
+                turn,
+                entry_id,
+                call.id,
+                f"Error: the sub-agent {key} ended abnormally ({err.cause or err}); it gave no "
+                "reply",
+                True,
+                f"{name}: {err.cause or err}"[:120],
+                key,
+            )
+            return
         finally:
             self.active -= 1
             stream = workflow.get_external_workflow_handle(events_workflow_id(key))

@@ -276,3 +276,28 @@ async def test_the_sub_agent_lane_holds_a_workers_sub_agent_model_calls(
         assert parent_queues == {f"{dep.task_queue}-model"}
     finally:
         dep.stop_workers()
+
+
+async def test_a_terminated_child_is_an_error_result_and_the_parent_goes_on(
+    deployment: Deployment,
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    workspace = deployment.data_dir / "ws"
+    workspace.mkdir()
+    key = "subagent-terminated"
+    receipt = await client.send_and_start(
+        key,
+        'spawn a sub-agent to "run `sleep 60`" then say parent goes on',
+        workspace=str(workspace),
+    )
+    assert receipt.run_id
+    [child] = await child_run_ids(client, receipt.run_id, 1)
+    await client.client.get_workflow_handle(child).terminate(reason="operator")
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply.startswith("parent goes on")
+    [spawned] = spawn_results(client.transcript(key))
+    assert spawned.is_error
+    assert spawned.text.startswith(f"Error: the sub-agent {spawned.meta['child_session_key']}")
+    assert "ended abnormally" in spawned.text and "terminated" in spawned.text.lower()
+    assert_transcript_valid(client.transcript(key))
