@@ -449,6 +449,9 @@ async def test_a_sub_agents_call_is_listed_and_decided_in_its_top_level_session(
     assert approval.run_id == f"session:{approval.session_key}:run:1"
     assert approval.root_run_id == receipt.run_id
     assert not (ws / "sub.txt").exists()
+    status = await aclient.status(k)
+    assert status.phase == SessionPhase.WAITING and status.waiting_reason == "approval"
+    assert status.waiting_until == approval.expires_at
     async with gateway.http(gateway.token(name="approver")) as http:
         listed = await http.get(f"/v1/sessions/{k}/approvals")
         assert [a["session_key"] for a in listed.json()] == [approval.session_key]
