@@ -495,3 +495,25 @@ async def test_a_sub_agents_approval_expires_like_any_other(
     assert await aclient.approvals(k) == []
     with pytest.raises(ApprovalRejected, match="has expired"):
         await aclient.decide_approval(k, approval.id, approve=True)
+
+
+async def test_aborting_the_parent_ends_its_sub_agents_wait(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    configure(approving)
+    k = key()
+    receipt = await aclient.send_and_start(
+        k, 'spawn a sub-agent to "run `echo x > sub-never.txt`" then say never', workspace=str(ws)
+    )
+    assert receipt.run_id
+    approval = await pending_approval(aclient, k)
+    asked = time.monotonic()
+    await aclient.abort(k, "not today")
+    result = await aclient.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.ABORTED
+    assert time.monotonic() - asked < 10
+    assert not (ws / "sub-never.txt").exists()
+    assert await aclient.approvals(k) == []
+    with pytest.raises(ApprovalRejected, match="no longer waits"):
+        await aclient.decide_approval(k, approval.id, approve=True)
+    assert_transcript_valid(aclient.transcript(approval.session_key))
