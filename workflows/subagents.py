@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
     from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
+    from workflows.process_stop import stop_background_processes
     from workflows.session_events import SessionEventsWorkflow
 
 if TYPE_CHECKING:
@@ -222,6 +223,7 @@ class Subagents:
             parent_close_policy=ParentClosePolicy.ABANDON,
             static_summary=f"event stream of sub-agent session {key}",
         )
+        ended: ChildWorkflowError | None = None
         try:
             result: ExecutionResult = await workflow.execute_child_workflow(
                 "AgentRunWorkflow",
@@ -235,24 +237,28 @@ class Subagents:
                 ),
             )
         except ChildWorkflowError as err:
-            # Terminated, timed out or failed outside the run's own code (a run returns its own
-            # errors as a result): the call's error result says so and the parent goes on. What
-            # the child spent is in its own history; no result brought it here.
-            await self._record(
-                turn,
-                entry_id,
-                call.id,
-                f"Error: the sub-agent {key} ended abnormally ({err.cause or err}); it gave no "
-                "reply",
-                True,
-                f"{name}: {err.cause or err}"[:120],
-                key,
-            )
-            return
+            ended = err
         finally:
             self.active -= 1
             stream = workflow.get_external_workflow_handle(events_workflow_id(key))
             await asyncio.shield(asyncio.ensure_future(stream.signal(SessionEventsWorkflow.close)))
+        # Nobody can poll what the sub-agent left running in the background any more.
+        await stop_background_processes(key)
+        if ended is not None:
+            # Terminated, timed out or failed outside the run's own code (a run returns its own
+            # errors as a result): the call's error result says so and the parent goes on. What
+            # the child spent is in its own history; no result brought it here.
+            cause = str(ended.cause or ended)
+            await self._record(
+                turn,
+                entry_id,
+                call.id,
+                f"Error: the sub-agent {key} ended abnormally ({cause}); it gave no reply",
+                True,
+                f"{name}: {cause}"[:120],
+                key,
+            )
+            return
         self._roll_up(result.usage)
         if result.status == ExecutionStatus.SUCCESS:
             text = result.reply or "(the sub-agent ended without a reply)"

@@ -5,6 +5,7 @@ parent, and a child surviving a kill -9 of its worker."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.conftest import make_deployment, settings_for
 from tests.e2e.gateway_support import GatewayServer
 from tests.e2e.support import assert_transcript_valid
 from tests.harness import Deployment
+from tests.process_groups import group_runs
 
 CONFIG = """
 [subagents]
@@ -301,3 +303,27 @@ async def test_a_terminated_child_is_an_error_result_and_the_parent_goes_on(
     assert spawned.text.startswith(f"Error: the sub-agent {spawned.meta['child_session_key']}")
     assert "ended abnormally" in spawned.text and "terminated" in spawned.text.lower()
     assert_transcript_valid(client.transcript(key))
+
+
+async def test_a_sub_agents_background_process_stops_when_it_ends(
+    deployment: Deployment,
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    workspace = deployment.data_dir / "ws"
+    workspace.mkdir()
+    key = "subagent-process"
+    receipt = await client.send_and_start(
+        key,
+        'spawn a sub-agent to "start `sleep 303` in the background then say child done" '
+        "then say parent done",
+        workspace=str(workspace),
+    )
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    [path] = deployment.data_dir.glob("**/processes/proc-1.json")
+    record = json.loads(path.read_text())
+    assert record["command"] == "sleep 303"
+    # Nobody could poll it once the sub-agent ended: it was stopped with it.
+    assert record["killed"] is True and record["exit_code"] == -9
+    assert not group_runs(record["process_pid"])
