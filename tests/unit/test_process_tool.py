@@ -195,3 +195,28 @@ async def test_a_slow_reader_after_a_cut_resumes_at_the_kept_tail(
     kept = (tool.folder / "proc-1.out").stat().st_size
     # The 6 bytes of "first\n" were read; everything after them up to the kept tail was not.
     assert f"[{3_000_000 - kept} bytes of output dropped" in text
+
+
+async def test_the_workers_to_ask_on_reset_and_what_this_one_stops(
+    tool: ProcessTool, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from activities.tools import process_tool
+
+    monkeypatch.setattr(process_tool, "_worker_queue", "q-mine")
+    await call(tool, ws, action="start", command="sleep 30")
+    await call(tool, ws, action="start", command="true")
+    await asyncio.sleep(0.5)  # the second has exited (its record says so)
+    gone = _dead_pid()
+    host = os.uname().nodename
+    for pid, queue, state in ((gone, "q-dead", None), (os.getppid(), "q-other", None)):
+        record = {"id": f"proc-{queue}", "host": host, "pid": pid, "task_queue": queue}
+        (tool.folder / f"proc-{queue}.json").write_text(json.dumps({**record, "exit_code": state}))
+    queues = process_tool.owner_queues(tool.folder)
+    # This worker (the running sleep) and the live other worker; not the dead one.
+    assert sorted(queues) == ["q-mine", "q-other"]
+    pgid = _running[(tool.session_key, "proc-1")].proc.pid
+    assert await process_tool.stop_session(tool.session_key) == ["proc-1"]
+    assert wait_group_gone(pgid, within=1.0) is not None
+    record = json.loads((tool.folder / "proc-1.json").read_text())
+    assert record["killed"] is True and record["exit_code"] == -9
+    assert await process_tool.stop_session(tool.session_key) == []
