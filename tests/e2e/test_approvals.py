@@ -422,6 +422,20 @@ def test_web_chat_buttons_approve_and_deny(
             expect(second).to_have_attribute("data-outcome", "denied", timeout=30_000)
             expect(page.locator(".tool .result.failed").last).to_contain_text("denied")
             expect(page.locator("#log")).to_contain_text("denied from the page", timeout=30_000)
+
+            # A sub-agent's call waits in this (its top-level) session, named as the sub-agent's.
+            page.fill(
+                "#text",
+                'spawn a sub-agent to "run `echo sub > web-sub.txt`" then say sub approved here',
+            )
+            page.click("#send")
+            third = page.locator(".approval").nth(2)
+            expect(third.locator(".ask")).to_contain_text(
+                "exec (sub-agent agent:main:subagent:", timeout=30_000
+            )
+            third.locator(".approve").click()
+            expect(third).to_have_attribute("data-outcome", "approved", timeout=30_000)
+            expect(page.locator("#log")).to_contain_text("sub approved here", timeout=30_000)
             page.screenshot(path=str(tmp_path / "web-approval.png"))
             assert not errors, errors
         finally:
@@ -429,6 +443,7 @@ def test_web_chat_buttons_approve_and_deny(
     ws = settings_for(approving).workspaces_dir / storage_name(k)
     assert (ws / "web.txt").exists()
     assert not (ws / "web-no.txt").exists()
+    assert (ws / "web-sub.txt").read_text().strip() == "sub"
 
 
 async def test_a_sub_agents_call_is_listed_and_decided_in_its_top_level_session(
