@@ -217,14 +217,14 @@ async def test_expiry_can_abort_the_run(
     assert_transcript_valid(aclient.transcript(k))
 
 
-async def test_abort_ends_the_wait_at_once(
-    approving: Deployment, aclient: AgentlaneClient, ws: Path
-) -> None:
+async def aborted_while_waiting(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path, text: str, never: str
+) -> tuple[str, PendingApproval]:
+    """Send `text`; abort once its call waits: the run ends aborted at once, the file `never`
+    was not written, and the approval is gone (a late decision is refused saying why)."""
     configure(approving)
     k = key()
-    receipt = await aclient.send_and_start(
-        k, "run `echo x > never.txt` then say never", workspace=str(ws)
-    )
+    receipt = await aclient.send_and_start(k, text, workspace=str(ws))
     assert receipt.run_id
     approval = await pending_approval(aclient, k)
     asked = time.monotonic()
@@ -233,10 +233,18 @@ async def test_abort_ends_the_wait_at_once(
     took = time.monotonic() - asked
     assert result.status == ExecutionStatus.ABORTED
     assert took < 10, f"abort took {took:.1f} s to end the wait"
-    assert not (ws / "never.txt").exists()
+    assert not (ws / never).exists()
     assert await aclient.approvals(k) == []
     with pytest.raises(ApprovalRejected, match="no longer waits"):
         await aclient.decide_approval(k, approval.id, approve=True)
+    return k, approval
+
+
+async def test_abort_ends_the_wait_at_once(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    text = "run `echo x > never.txt` then say never"
+    k, _ = await aborted_while_waiting(approving, aclient, ws, text, "never.txt")
     assert_transcript_valid(aclient.transcript(k))
 
 
@@ -515,20 +523,7 @@ async def test_a_sub_agents_approval_expires_like_any_other(
 async def test_aborting_the_parent_ends_its_sub_agents_wait(
     approving: Deployment, aclient: AgentlaneClient, ws: Path
 ) -> None:
-    configure(approving)
-    k = key()
-    receipt = await aclient.send_and_start(
-        k, 'spawn a sub-agent to "run `echo x > sub-never.txt`" then say never', workspace=str(ws)
-    )
-    assert receipt.run_id
-    approval = await pending_approval(aclient, k)
-    asked = time.monotonic()
-    await aclient.abort(k, "not today")
-    result = await aclient.wait_for_run(receipt.run_id)
-    assert result.status == ExecutionStatus.ABORTED
-    assert time.monotonic() - asked < 10
-    assert not (ws / "sub-never.txt").exists()
-    assert await aclient.approvals(k) == []
-    with pytest.raises(ApprovalRejected, match="no longer waits"):
-        await aclient.decide_approval(k, approval.id, approve=True)
+    text = 'spawn a sub-agent to "run `echo x > sub-never.txt`" then say never'
+    _, approval = await aborted_while_waiting(approving, aclient, ws, text, "sub-never.txt")
+    assert approval.session_key
     assert_transcript_valid(aclient.transcript(approval.session_key))

@@ -67,6 +67,22 @@ async def child_run_ids(client: AgentlaneClient, run_id: str, count: int) -> lis
     raise AssertionError(f"{run_id} did not start {count} children")
 
 
+async def started(deployment: Deployment, key: str, text: str) -> tuple[AgentlaneClient, str]:
+    """A client, and the run of `text` sent to a new session `key` working in `<data>/ws`."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    workspace = deployment.data_dir / "ws"
+    workspace.mkdir(exist_ok=True)
+    receipt = await client.send_and_start(key, text, workspace=str(workspace))
+    assert receipt.run_id
+    return client, receipt.run_id
+
+
+async def succeeded(client: AgentlaneClient, run_id: str, timeout: float = 60) -> ExecutionResult:
+    result = await asyncio.wait_for(client.wait_for_run(run_id), timeout)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    return result
+
+
 async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
     deployment: Deployment,
 ) -> None:
@@ -283,20 +299,13 @@ async def test_the_sub_agent_lane_holds_a_workers_sub_agent_model_calls(
 async def test_a_terminated_child_is_an_error_result_and_the_parent_goes_on(
     deployment: Deployment,
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    workspace = deployment.data_dir / "ws"
-    workspace.mkdir()
     key = "subagent-terminated"
-    receipt = await client.send_and_start(
-        key,
-        'spawn a sub-agent to "run `sleep 60`" then say parent goes on',
-        workspace=str(workspace),
+    client, run_id = await started(
+        deployment, key, 'spawn a sub-agent to "run `sleep 60`" then say parent goes on'
     )
-    assert receipt.run_id
-    [child] = await child_run_ids(client, receipt.run_id, 1)
+    [child] = await child_run_ids(client, run_id, 1)
     await client.client.get_workflow_handle(child).terminate(reason="operator")
-    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
-    assert result.status == ExecutionStatus.SUCCESS, result.error
+    result = await succeeded(client, run_id)
     assert result.reply.startswith("parent goes on")
     [spawned] = spawn_results(client.transcript(key))
     assert spawned.is_error
@@ -308,19 +317,13 @@ async def test_a_terminated_child_is_an_error_result_and_the_parent_goes_on(
 async def test_a_sub_agents_background_process_stops_when_it_ends(
     deployment: Deployment,
 ) -> None:
-    client = await AgentlaneClient.connect(settings_for(deployment))
-    workspace = deployment.data_dir / "ws"
-    workspace.mkdir()
-    key = "subagent-process"
-    receipt = await client.send_and_start(
-        key,
+    client, run_id = await started(
+        deployment,
+        "subagent-process",
         'spawn a sub-agent to "start `sleep 303` in the background then say child done" '
         "then say parent done",
-        workspace=str(workspace),
     )
-    assert receipt.run_id
-    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
-    assert result.status == ExecutionStatus.SUCCESS, result.error
+    await succeeded(client, run_id)
     [path] = deployment.data_dir.glob("**/processes/proc-1.json")
     record = json.loads(path.read_text())
     assert record["command"] == "sleep 303"
