@@ -73,6 +73,10 @@ class Settings(BaseModel):
     # that falls out is rebuilt by replaying its history on its next task. Bounds the worker's
     # memory (README "Worker").
     max_cached_workflows: int = 1000
+    # Workflow tasks one worker runs at once (each holds a thread of the SDK's workflow executor).
+    max_concurrent_workflow_tasks: int = 50
+    # Bytes of parsed transcripts one worker keeps in memory (activities/transcript_store.py).
+    transcript_cache_bytes: int = 64 * 2**20
     # How long a workflow task waits on a dead worker's sticky queue before any worker takes it
     # (README "Durability and timeouts"; the activity heartbeat timeout is set by the workflows,
     # workflows/activity_options.py).
@@ -180,6 +184,8 @@ class Settings(BaseModel):
             max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
             max_concurrent_subagent_model_calls=int(_env("MAX_SUBAGENT_MODEL_CALLS", "8")),
             max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
+            max_concurrent_workflow_tasks=int(_env("MAX_WORKFLOW_TASKS", "50")),
+            transcript_cache_bytes=int(float(_env("TRANSCRIPT_CACHE_MB", "64")) * 2**20),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
             payload_grace=timedelta(seconds=float(_env("PAYLOAD_GRACE_S", "600"))),

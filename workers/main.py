@@ -25,6 +25,7 @@ from temporalio.worker import Interceptor, Worker
 from activities.approval_steps import ApprovalSteps
 from activities.context.compaction import CompactionActivity
 from activities.context.truncation import TruncationActivity
+from activities.known_secrets import KnownSecrets
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
 from activities.process_stop import ProcessStop
@@ -58,6 +59,9 @@ from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
 from workers.in_flight import InFlight
+from workers.malloc_tuning import limit_arenas, start_trimming
+from workers.memory_trace import MemoryTraceConfigError
+from workers.memory_trace import start_from_env as start_memory_trace
 from workers.sandbox import workflow_runner
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
@@ -103,14 +107,18 @@ def build_workers(
 ) -> list[Worker]:
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order. `state`: the store (store/)."""
-    store = TranscriptStore(state, settings.transcripts_dir)
+    store = TranscriptStore(state, settings.transcripts_dir, settings.transcript_cache_bytes)
     resolver = ProviderResolver(settings, store=state)
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
     compaction = CompactionActivity(store, resolver, publishers)
     truncation = TruncationActivity(store, resolver)
     # Workspaces per host: tool outcomes name this host, so sessions pin their tools here.
     tools = ToolActivities(
-        store, publishers, settings.host_id if settings.workspaces == "host" else None
+        store,
+        publishers,
+        settings.host_id if settings.workspaces == "host" else None,
+        # Kept out of tool previews and heartbeats: profile keys, secret-named env variables.
+        KnownSecrets(settings, state),
     )
     subagents = SubagentActivities(store, publishers)
     stopping = ProcessStop(store)
@@ -161,7 +169,7 @@ def build_workers(
                 ApprovalSteps(store, publishers).approval_step,
                 stopping.list_process_owners,
             ],
-            max_concurrent_workflow_tasks=50,
+            max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
@@ -243,6 +251,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
     make_private_dir(settings.data_dir)
+    memory_trace = start_memory_trace()
+    trimming = start_trimming()
     telemetry = setup_telemetry(settings.metrics_address)
     client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
     publishers = SessionPublishers(settings.stream_batch_interval)
@@ -287,8 +297,9 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    if gc is not None:
-        gc.cancel()
+    for background in (gc, memory_trace, trimming):
+        if background is not None:
+            background.cancel()
     started = time.monotonic()
     cut_short = not await _shut_down(workers, hurry)
     if cut_short:
@@ -390,12 +401,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         settings = Settings.from_env()
+        # Before the SDK starts its threads: glibc makes its arenas as threads first allocate.
+        limit_arenas()
     except ValueError as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     try:
         status = asyncio.run(run_worker(settings))
-    except (EncryptionConfigError, TelemetryConfigError, StoreError) as err:
+    except (
+        EncryptionConfigError,
+        TelemetryConfigError,
+        StoreError,
+        MemoryTraceConfigError,
+    ) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     sys.stdout.flush()

@@ -118,11 +118,14 @@ with workflow.unsafe.imports_passed_through():
         RestoredSession,
         RestoreSessionInput,
     )
+    from agentlane.static_details import run_details as run_static_details
     from agentlane.thinking_levels import normalize_thinking_level
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
+    from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.approvals import closed_after, decision_problem
+    from workflows.policy.history_rollover import HistoryBounds, rollover_due
     from workflows.policy.idle_limit import idle_limit_seconds
     from workflows.policy.provider_window import merged_windows
     from workflows.policy.queue import (
@@ -172,6 +175,15 @@ RECORD_DROPS_PATCH = "record-dropped-messages"
 # A batch of dropped messages that could not be recorded is tried again after this long (they
 # stay in the session's state meanwhile).
 DROP_RECORD_RETRY = timedelta(seconds=10)
+# A session continues as new between runs once its history reaches either bound (about 20 runs
+# of 23 events), not only when Temporal suggests it (4 096 events): a worker holds each cached
+# session's state machines in memory, and one that falls out of the cache (or whose task timed
+# out on a busy worker) is replayed from its first event. Measured (bench_soak): 253 events
+# replay in 330-400 ms on the 2 shared cores at load 17, so 500 stays under a second. Older
+# histories continued only on the suggestion.
+EARLY_ROLLOVER_PATCH = "session-early-rollover"
+ROLLOVER_EVENTS = 500
+ROLLOVER_BYTES = 256 * 1024
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -181,8 +193,12 @@ class SessionWorkflow:
         self.s: SessionState = inp.state
         self.child: ChildWorkflowHandle[AgentRunWorkflow, ExecutionResult] | None = None
         self.current_run_id: str | None = None
+        # The run the session's page shows as running: its number, id and start.
+        self.run_shown: tuple[int, str, float] | None = None
         self.started: dict[int, str] = {}
         self.closing = False
+        # Continue as new by size too (EARLY_ROLLOVER_PATCH), set as the run starts.
+        self.bounded = False
         # Set just before continue-as-new: `wait_started` callers get `pending` and ask again.
         self.handing_over = False
         # An abort that arrived while the run's child was being started.
@@ -440,6 +456,7 @@ class SessionWorkflow:
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         self._set_fate(item.seq, FateState.PENDING, message_id=item.message_id)
         self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
+        self._show_running()
         if item.debounce:
             self.s.last_enqueued_at = workflow.time()
         return True
@@ -513,6 +530,15 @@ class SessionWorkflow:
             turn=turn,
             enqueued_at=workflow.time(),
         )
+
+    def _show_running(self) -> None:
+        """While a run runs, the session's page says which, since when, and how many messages
+        wait (rewritten as messages arrive; no history event)."""
+        if self.run_shown is not None:
+            number, run_id, since = self.run_shown
+            workflow.set_current_details(
+                run_details.session_running(number, run_id, since, len(self.s.queue))
+            )
 
     def _busy(self) -> bool:
         return self.s.in_flight is not None or self.child is not None
@@ -879,10 +905,13 @@ class SessionWorkflow:
 
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
-        limit = self.s.settings.continue_as_new_after_events
-        if limit is not None and info.get_current_history_length() >= limit:
-            return True
-        return info.is_continue_as_new_suggested()
+        return rollover_due(
+            length=info.get_current_history_length(),
+            size=info.get_current_history_size(),
+            suggested=info.is_continue_as_new_suggested(),
+            explicit_events=self.s.settings.continue_as_new_after_events,
+            bounds=HistoryBounds(ROLLOVER_EVENTS, ROLLOVER_BYTES) if self.bounded else None,
+        )
 
     async def _restore(self, inp: SessionInput) -> int:
         """Settings an earlier incarnation of this key recorded (those the opening message did
@@ -942,6 +971,7 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
+        self.bounded = workflow.patched(EARLY_ROLLOVER_PATCH)
         if inp.branch is not None and not await self._make_branch(inp.branch):
             # Nothing was made: `branch_ready` and senders that came meanwhile are told so, then
             # the workflow fails with the reason (what the UI shows, and a late client reads).
@@ -955,9 +985,10 @@ class SessionWorkflow:
         if self.hooks is not None:
             self.hooks.start()
         self.drops_task = asyncio.create_task(self._record_drops())
-        if self.s.run_count:
-            # A new incarnation (continue-as-new) shows the totals it carries until its first run.
-            workflow.set_current_details(f"idle\n\n{self._totals()}")
+        # A new incarnation (continue-as-new) shows the totals it carries until its first run.
+        workflow.set_current_details(
+            f"{run_details.session_idle(workflow.time())}\n\n{self._totals()}"
+        )
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.
             self._requeue(self.s.in_flight, "the session continued before the run ended")
@@ -1084,6 +1115,7 @@ class SessionWorkflow:
                 execution_timeout=timedelta(seconds=settings.run_budget_seconds + 3600),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=f"run {run_number} of {self.s.key}: {preview}",
+                static_details=run_static_details(request, len(self.s.queue)),
                 search_attributes=run_attributes,
             )
         except WorkflowAlreadyStartedError as err:
@@ -1102,7 +1134,8 @@ class SessionWorkflow:
         if self.abort_pending is not None:
             reason, self.abort_pending = self.abort_pending, None
             await self._abort_current(reason)
-        workflow.set_current_details(f"running **{run_id}**")
+        self.run_shown = (run_number, run_id, workflow.time())
+        self._show_running()
         try:
             result = await self.child
         except ChildWorkflowError as err:
@@ -1139,10 +1172,9 @@ class SessionWorkflow:
             self.hooks.run_ended(run_id, run_end_of(result))
         self.s.last_result = self._compact(result)
         self._attributes_at_run_end(result)
-        details = (
-            f"idle; last run **{run_id}**: "
-            f"{result.status.value} ({result.termination_reason.value})\n\n{self._totals()}"
-        )
+        self.run_shown = None
+        last = f"**{run_id}**: {result.status.value} ({result.termination_reason.value})"
+        details = f"{run_details.session_idle(workflow.time(), last)}\n\n{self._totals()}"
         if self.hooks is not None:
             details += f"\n\n{self.hooks.summary()}"
         workflow.set_current_details(details)

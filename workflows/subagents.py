@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         UserTurn,
     )
     from agentlane.settings import model_task_queue, subagent_model_task_queue
+    from agentlane.static_details import run_details
     from agentlane.subagents import (
         SPAWN_READ,
         SPAWN_RECORD,
@@ -54,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
+    from workflows.policy.run_details import step
     from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
     from workflows.process_stop import stop_background_processes
     from workflows.session_events import SessionEventsWorkflow
@@ -117,9 +119,8 @@ class Subagents:
             work.append(self._child(turn, entry_id, call, args))
         if self.active:
             # On the run's page in the Temporal UI (no history event).
-            workflow.set_current_details(
-                f"run **{self.run.req.run_id}** waiting for {self.active} sub-agent(s) "
-                "(its child workflows)"
+            self.run.tell(
+                step(turn, f"waiting for {self.active} sub-agent(s) (its child workflows)")
             )
         await asyncio.gather(*work)
         self.run.c.tool_calls += len(calls)
@@ -235,6 +236,7 @@ class Subagents:
                 static_summary=(
                     f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: {name}"
                 ),
+                static_details=run_details(request),
             )
         except ChildWorkflowError as err:
             ended = err
