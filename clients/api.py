@@ -878,6 +878,15 @@ class AgentlaneClient:
                     "compacting": SessionPhase.COMPACTING,
                     "waiting": SessionPhase.WAITING,
                 }.get(progress.phase.value, SessionPhase.RUNNING)
+                waiting_until, waiting_reason = progress.waiting_until, progress.waiting_reason
+                asking = [a.expires_at for a in status.approvals if a.root_run_id]
+                if asking and phase != SessionPhase.WAITING:
+                    # A sub-agent of the run waits for a person: so does the run.
+                    phase, waiting_reason, waiting_until = (
+                        SessionPhase.WAITING,
+                        "approval",
+                        min(asking),
+                    )
                 status = status.model_copy(
                     update={
                         "phase": phase,
@@ -886,8 +895,8 @@ class AgentlaneClient:
                         "profile_id": progress.profile_id,
                         "rotations": progress.rotations,
                         "thinking": progress.thinking or status.thinking,
-                        "waiting_until": progress.waiting_until,
-                        "waiting_reason": progress.waiting_reason,
+                        "waiting_until": waiting_until,
+                        "waiting_reason": waiting_reason,
                         "fallback_model": progress.fallback_model,
                     }
                 )

@@ -28,6 +28,7 @@ from activities.context.truncation import TruncationActivity
 from activities.known_secrets import KnownSecrets
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
+from activities.process_stop import ProcessStop
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.queue_drops import QueueDropActivities
@@ -120,6 +121,7 @@ def build_workers(
         KnownSecrets(settings, state),
     )
     subagents = SubagentActivities(store, publishers)
+    stopping = ProcessStop(store)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
@@ -165,6 +167,7 @@ def build_workers(
                 ToolPolicyReader(config).read_tool_policy,
                 AnnouncementPublisher(publishers).publish_announcements,
                 ApprovalSteps(store, publishers).approval_step,
+                stopping.list_process_owners,
             ],
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
@@ -192,12 +195,21 @@ def build_workers(
             max_concurrent_activities=settings.max_concurrent_model_calls,
             **common,  # type: ignore[arg-type]
         ),
+        # The sub-agent lane (workflows/subagents.py): sub-agents' model calls, in slots of
+        # their own, so a fan-out neither waits for nor crowds out the sessions' own runs.
+        Worker(
+            client,
+            task_queue=settings.subagent_model_task_queue,
+            activities=[model.call_model],
+            max_concurrent_activities=settings.max_concurrent_subagent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
         # Calls about a background process this worker holds (activities/tools/process_tool.py)
         # come to this worker alone, on its own queue.
         Worker(
             client,
             task_queue=process_queue,
-            activities=[tools.tool_process],
+            activities=[tools.tool_process, stopping.stop_session_processes],
             max_concurrent_activities=MAX_PROCESS_CALLS,
             **common,  # type: ignore[arg-type]
         ),
