@@ -64,6 +64,7 @@ from bench.common import (  # noqa: E402
     Table,
     Watcher,
     bench_stack,
+    checkout,
     fresh_key,
     median,
     note,
@@ -860,18 +861,6 @@ def noop_variant(client: Client, queue: str, pid: int) -> Variant:
         return await workflow_chain(client, wid)
 
     return Variant("same-shape no-op", pid, run, noop_steps)
-
-
-def checkout(rev: str, root: Path) -> Path:
-    """The tree of `rev` in a folder of its own (git archive: no worktree is registered)."""
-    repo = Path(__file__).resolve().parents[1]
-    out = root / f"baseline-{rev.replace('/', '_')}"
-    out.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(repo), "archive", "--format=tar", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
-    return out
 
 
 def spread(values: list[float]) -> str:
