@@ -5,6 +5,7 @@ the incremental total is the number the whole measure gives, and so is every dec
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,8 @@ class Session:
         self.n += 1
         return f"{prefix}{self.n}"
 
-    def add(self, entry: TranscriptEntry) -> None:
-        self.entries.append(entry)
+    def add(self, id: str, role: Role, **fields: Any) -> None:
+        self.entries.append(TranscriptEntry(id=id, role=role, ts=0, **fields))
 
     def step(self) -> None:
         """One random thing a run or an operator does to the transcript."""
@@ -38,76 +39,55 @@ class Session:
             weights=[10, 3, 2, 2, 1, 1, 0.3],
         )[0]
         if kind == "user" or not chat or (kind == "answer" and not self.pending):
-            self.add(
-                TranscriptEntry(
-                    id=self._id("u"), role=Role.USER, ts=0, text="q" * rng.randint(0, 400)
-                )
-            )
+            self.add(self._id("u"), Role.USER, text="q" * rng.randint(0, 400))
         elif kind == "turn":
             call = self._id("c")
             self.add(
-                TranscriptEntry(
-                    id=self._id("a"),
-                    role=Role.ASSISTANT,
-                    ts=0,
-                    text="t" * rng.randint(0, 200),
-                    tool_calls=[
-                        ToolCall(id=call, name="write", arguments={"path": "é" * rng.randint(1, 9)})
-                    ],
-                )
+                self._id("a"),
+                Role.ASSISTANT,
+                text="t" * rng.randint(0, 200),
+                tool_calls=[
+                    ToolCall(id=call, name="write", arguments={"path": "é" * rng.randint(1, 9)})
+                ],
             )
             # Sometimes a result far over the guard's per-result cap (cut on a copy).
             size = rng.choice([10, 300, 5_000, 90_000])
             self.add(
-                TranscriptEntry(
-                    id=f"{call}:result",
-                    role=Role.TOOL,
-                    ts=0,
-                    tool_call_id=call,
-                    tool_name="write",
-                    text="r" * size,
-                    meta={"images": [1]} if rng.random() < 0.1 else {},
-                )
+                f"{call}:result",
+                Role.TOOL,
+                tool_call_id=call,
+                tool_name="write",
+                text="r" * size,
+                meta={"images": [1]} if rng.random() < 0.1 else {},
             )
         elif kind == "partial":
-            # A failed attempt's partial text, then (usually) the call answered under its id:
-            # the partial drops out of the context in the middle of what was measured.
+            # A failed attempt's partial text, answered (or not) by a later step.
             answer = self._id("a")
-            self.add(
-                TranscriptEntry(
-                    id=answer + PARTIAL_SUFFIX, role=Role.ASSISTANT, ts=0, text="p" * 50
-                )
-            )
+            self.add(answer + PARTIAL_SUFFIX, Role.ASSISTANT, text="p" * 50)
             self.pending.append(answer)
         elif kind == "answer" and self.pending:
             # Answered later: the partial, already measured, drops out of the middle.
             answer = self.pending.pop(rng.randrange(len(self.pending)))
-            self.add(TranscriptEntry(id=answer, role=Role.ASSISTANT, ts=0, text="done"))
+            self.add(answer, Role.ASSISTANT, text="done")
         elif kind == "compaction":
             kept = rng.choice(chat)
             self.add(
-                TranscriptEntry(
-                    id=self._id("compaction"),
-                    role=Role.COMPACTION,
-                    ts=0,
-                    text="summary " * rng.randint(1, 30),
-                    meta={"first_kept_id": kept.id},
-                )
+                self._id("compaction"),
+                Role.COMPACTION,
+                text="summary " * rng.randint(1, 30),
+                meta={"first_kept_id": kept.id},
             )
         elif kind == "truncation":
             results = [e for e in chat if e.role == Role.TOOL]
             if results:
                 cut = rng.sample(results, k=min(len(results), rng.randint(1, 3)))
                 self.add(
-                    TranscriptEntry(
-                        id=self._id("truncation"),
-                        role=Role.TRUNCATION,
-                        ts=0,
-                        meta={"replacements": {e.id: e.text[: len(e.text) // 3] for e in cut}},
-                    )
+                    self._id("truncation"),
+                    Role.TRUNCATION,
+                    meta={"replacements": {e.id: e.text[: len(e.text) // 3] for e in cut}},
                 )
         elif kind == "reset":
-            self.add(TranscriptEntry(id=self._id("reset"), role=Role.RESET, ts=0))
+            self.add(self._id("reset"), Role.RESET)
 
 
 @pytest.mark.parametrize("seed", range(15))
@@ -139,7 +119,7 @@ def test_only_new_entries_are_measured() -> None:
     for _ in range(5):
         session.step()
     for _ in range(10):
-        session.add(TranscriptEntry(id=session._id("u"), role=Role.USER, ts=0, text="more"))
+        session.add(session._id("u"), Role.USER, text="more")
         stored = list(session.entries)
         context = context_for_request(stored, 32_000)
         basis_measure = measures.for_session(
