@@ -137,23 +137,14 @@ class TranscriptStore:
 
     # -- where a run's events start in the session's stream --------------------------------
 
-    @staticmethod
-    def _stream_start_id(key: str) -> str:
-        # One small record per session, overwritten by each run: kept with the progress records
-        # the store already upserts (webhook deliveries), under a name of its own.
-        return f"stream-start/{key}"
-
     async def record_stream_start(self, key: str, run_id: str, offset: int) -> None:
         """Remember the stream offset at which `run_id` began (one run at a time per session,
         so one small record, overwritten: it never grows with the session)."""
-        await self.store.save_delivery_progress(self._stream_start_id(key), f"{run_id} {offset}")
+        await self.store.set_stream_start(key, run_id, offset)
 
     async def stream_start(self, key: str, run_id: str) -> int | None:
-        value = await self.store.delivery_progress(self._stream_start_id(key))
-        if value is None:
-            return None
-        recorded, _, offset = value.partition(" ")
-        return int(offset) if recorded == run_id and offset.isdigit() else None
+        recorded = await self.store.stream_start(key)
+        return recorded[1] if recorded is not None and recorded[0] == run_id else None
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from activities.context.truncation import TruncationActivity
 from activities.known_secrets import KnownSecrets
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
+from activities.process_stop import ProcessStop
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.queue_drops import QueueDropActivities
@@ -121,6 +122,7 @@ def build_workers(
         KnownSecrets(settings, state),
     )
     subagents = SubagentActivities(store, publishers)
+    stopping = ProcessStop(store)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
@@ -169,6 +171,7 @@ def build_workers(
                 ToolPolicyReader(config).read_tool_policy,
                 AnnouncementPublisher(publishers).publish_announcements,
                 ApprovalSteps(store, publishers).approval_step,
+                stopping.list_process_owners,
             ],
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
@@ -196,12 +199,21 @@ def build_workers(
             max_concurrent_activities=settings.max_concurrent_model_calls,
             **common,  # type: ignore[arg-type]
         ),
+        # The sub-agent lane (workflows/subagents.py): sub-agents' model calls, in slots of
+        # their own, so a fan-out neither waits for nor crowds out the sessions' own runs.
+        Worker(
+            client,
+            task_queue=settings.subagent_model_task_queue,
+            activities=[model.call_model],
+            max_concurrent_activities=settings.max_concurrent_subagent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
         # Calls about a background process this worker holds (activities/tools/process_tool.py)
         # come to this worker alone, on its own queue.
         Worker(
             client,
             task_queue=process_queue,
-            activities=[tools.tool_process],
+            activities=[tools.tool_process, stopping.stop_session_processes],
             max_concurrent_activities=MAX_PROCESS_CALLS,
             **common,  # type: ignore[arg-type]
         ),
@@ -224,13 +236,14 @@ def build_workers(
     ]
 
 
-def start_payload_gc(client: Client, settings: Settings) -> asyncio.Task[None] | None:
+def start_payload_gc(client: Client, settings: Settings, state: Store) -> asyncio.Task[None] | None:
     """Offloaded payloads nothing can read any more are removed on a timer (payload_gc.py)."""
     if settings.payload_gc_interval.total_seconds() <= 0:
         return None
     return asyncio.create_task(
         collect_forever(
             client,
+            state,
             LocalFileStorageDriver(settings.payloads_dir),
             interval=settings.payload_gc_interval,
             grace=settings.payload_grace,
@@ -258,7 +271,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     hurry = asyncio.Event()
     _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
-    gc = start_payload_gc(client, settings)
+    gc = start_payload_gc(client, settings, state)
     log.info(
         "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s)",
         os.getpid(),

@@ -149,6 +149,7 @@ with workflow.unsafe.imports_passed_through():
         resolve_settings,
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
+    from workflows.process_stop import stop_background_processes
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.session_events import SessionEventsWorkflow
     from workflows.telemetry import WorkflowMetrics, message_span, since, traceparent
@@ -666,7 +667,8 @@ class SessionWorkflow:
 
     @workflow.signal
     def approval_opened(self, approval: PendingApproval) -> None:
-        if approval.run_id == self.current_run_id:
+        # A sub-agent's approval names the session's run it belongs to (`root_run_id`).
+        if (approval.root_run_id or approval.run_id) == self.current_run_id:
             self.s.approvals = [*self.s.approvals, approval]
 
     @workflow.signal
@@ -685,7 +687,10 @@ class SessionWorkflow:
         pending = next(a for a in self.s.approvals if a.id == decision.id)
         self.deciding.add(decision.id)
         try:
-            if self.child is not None:
+            if pending.root_run_id:
+                # A sub-agent's run (a child of the session's run) waits: told directly.
+                await self._tell_subagent(pending, decision)
+            elif self.child is not None:
                 try:
                     await self.child.signal(AgentRunWorkflow.decide_approval, decision)
                 except Exception:
@@ -699,6 +704,15 @@ class SessionWorkflow:
         wanted = ApprovalOutcome.APPROVED if decision.approve else ApprovalOutcome.DENIED
         note = "" if closed.outcome == wanted else f"the approval ended first: {closed.outcome}"
         return ApprovalReceipt(id=decision.id, outcome=closed.outcome, tool=pending.tool, note=note)
+
+    @staticmethod
+    async def _tell_subagent(pending: PendingApproval, decision: ApprovalDecision) -> None:
+        run = workflow.get_external_workflow_handle(pending.run_id)
+        try:
+            await run.signal(AgentRunWorkflow.decide_approval, decision)
+        except Exception:
+            # Ended meanwhile: its top-level run's end closes the approval.
+            workflow.logger.info("approval: sub-agent run %s already ended", pending.run_id)
 
     @decide_approval.validator
     def validate_decide_approval(self, decision: ApprovalDecision) -> None:
@@ -778,6 +792,8 @@ class SessionWorkflow:
         aborted = await self._abort_current(f"reset: {req.reason}", req.by)
         if self._busy():
             await workflow.wait_condition(lambda: not self._busy())
+        # What the old context started in the background goes with it.
+        await stop_background_processes(self.s.key)
         number = self.s.resets + 1
         chain = chain_token_of(workflow.info().first_execution_run_id)
         queued = len(self.s.queue)
@@ -1007,6 +1023,7 @@ class SessionWorkflow:
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
                         await workflow.wait_condition(self.hooks.idle)
+                    await stop_background_processes(self.s.key)
                     if self.patches(RECORD_ON_CLOSE_PATCH):
                         # The next incarnation numbers its runs after this one's.
                         await self._record_session()
@@ -1152,7 +1169,7 @@ class SessionWorkflow:
                 [
                     ApprovalClosed(id=a.id, outcome=ApprovalOutcome.CANCELLED)
                     for a in self.s.approvals
-                    if a.run_id == run_id
+                    if (a.root_run_id or a.run_id) == run_id
                 ]
             )
             self.child = None
