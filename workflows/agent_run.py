@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_wait import ApprovalWait
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
+    from workflows.patch_order import decide_first
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.loop_detection import (
@@ -80,7 +81,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.subagents import SUBAGENTS_PATCH, Subagents
     from workflows.telemetry import RunTelemetry
-    from workflows.tool_hosts import ToolHosts
+    from workflows.tool_hosts import HOST_ROUTING_PATCH, ToolHosts
 
 
 # Runs recorded before the context window guard started without it.
@@ -322,6 +323,18 @@ class AgentRunWorkflow(LegacyFailover):
         self.telemetry.attach()
         unreadable: LoopEnd | None = None
         if inp.carry is None:
+            # Asked otherwise after the tool policy's or the profiles' local activity (or a
+            # tool's) in the same task: decided first (workflows/patch_order.py).
+            decide_first(
+                [
+                    TOOL_POLICY_PATCH,
+                    CONTEXT_GUARD_PATCH,
+                    FAILOVER_V2_PATCH,
+                    SEARCH_ATTRIBUTES_PATCH,
+                    opts.LOCAL_ACTIVITIES_PATCH,
+                    HOST_ROUTING_PATCH,
+                ]
+            )
             unreadable = await self._read_tool_policy()
             self._emit(
                 EventKind.AGENT_START,

@@ -122,6 +122,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.thinking_levels import normalize_thinking_level
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
+    from workflows.patch_order import decide_first
     from workflows.policy import search_attributes as attributes
     from workflows.policy.abort_hold import (
         AbortTarget,
@@ -955,6 +956,10 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
+        if inp.fresh:
+            # Asked otherwise after the restore's local activity in the same task (a message
+            # that came with the start waits for it): decided first (workflows/patch_order.py).
+            decide_first([RESTORE_PATCH, ACCEPT_ON_ENQUEUE_PATCH])
         if inp.branch is not None and not await self._make_branch(inp.branch):
             # Nothing was made: `branch_ready` and senders that came meanwhile are told so, then
             # the workflow fails with the reason (what the UI shows, and a late client reads).
