@@ -15,15 +15,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer
 
-from agentlane.data_converter import make_data_converter
-from workflows.agent_run import AgentRunWorkflow
-from workflows.scheduled_message import ScheduledMessageWorkflow
-from workflows.session import SessionWorkflow
-from workflows.session_events import SessionEventsWorkflow
+from tests.test_replay import HISTORIES, make_replayer
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*/*.json"))
 TASK_STARTED = "EVENT_TYPE_WORKFLOW_TASK_STARTED"
 
 
@@ -33,15 +27,7 @@ def cuts(path: Path) -> list[int]:
 
 
 async def test_every_history_replays_cut_at_each_workflow_task(tmp_path: Path) -> None:
-    replayer = Replayer(
-        workflows=[
-            SessionWorkflow,
-            AgentRunWorkflow,
-            SessionEventsWorkflow,
-            ScheduledMessageWorkflow,
-        ],
-        data_converter=make_data_converter(tmp_path),
-    )
+    replayer = make_replayer(tmp_path)
     names: list[str] = []
 
     async def prefixes() -> AsyncIterator[WorkflowHistory]:
