@@ -10,9 +10,9 @@ small RPC per 250 ms per running call, and no history events.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio import activity
 
@@ -22,12 +22,18 @@ HEARTBEAT_EVERY_SECONDS = 0.25
 HEARTBEAT_THROTTLE = timedelta(seconds=HEARTBEAT_EVERY_SECONDS)
 
 
-async def heartbeat_forever(every: float = HEARTBEAT_EVERY_SECONDS) -> None:
+async def heartbeat_forever(
+    every: float = HEARTBEAT_EVERY_SECONDS, details: Callable[[], Any] | None = None
+) -> None:
     """Heartbeat at that rate until cancelled: a task beside a long call (model, summariser), or
-    beside a long wait at a slower `every` (a scheduled firing waiting for its run)."""
+    beside a long wait at a slower `every` (a scheduled firing waiting for its run). `details`:
+    what each heartbeat reports (activities/progress_details.py), shown in the Temporal UI."""
     while True:
         await asyncio.sleep(every)
-        activity.heartbeat()
+        if details is None:
+            activity.heartbeat()
+        else:
+            activity.heartbeat(details())
 
 
 class IdleTimeout(Exception):

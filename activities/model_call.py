@@ -12,11 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +40,7 @@ from activities.liveness import IdleTimeout, heartbeat_forever, with_idle_limit
 from activities.model_output.pipeline import Emission, OutputPipeline
 from activities.model_output.think_tags import ReasoningMode
 from activities.profile_listing import SharedCooldowns
+from activities.progress_details import ModelProgress
 from activities.providers.base import (
     Finish,
     ModelRequest,
@@ -60,6 +59,7 @@ from activities.providers.error_classification import (
 )
 from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
+from activities.providers.transport_faults import endpoint_host, transport_kind
 from activities.stream_gaps import record_run_start
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
@@ -83,6 +83,7 @@ from agentlane.model_calls import (
     ToolCallRef,
 )
 from agentlane.pricing import priced
+from agentlane.redaction import redact
 from agentlane.settings import Settings
 from agentlane.tool_catalog import canonical_tool_name
 from agentlane.tool_signatures import call_signature, is_known_poll
@@ -108,7 +109,8 @@ def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
         detail = " ".join(f"{action} {target or ''}".split())
     else:
         detail = " ".join(str(arguments.get("command" if name == "exec" else "path", "")).split())
-    line = f"{name} {detail}".strip()
+    # In history (the run's step results) and the activity's summary: no secrets.
+    line = redact(f"{name} {detail}".strip())
     return line if len(line) <= 120 else line[:117] + "…"
 
 
@@ -137,8 +139,8 @@ def _refuses_thinking_level(lowered: str) -> bool:
     return refusal and any(w in lowered for w in ("think", "reasoning"))
 
 
-# A server that refuses connections (not running, wrong port) or a host that does not resolve
-# stays that way for longer than a run should wait: retried once, then reported with the URL.
+# A server that refuses connections (not running, wrong port) or a host that does not resolve:
+# the message names the URL tried and what to check.
 UNREACHABLE_MARKERS = (
     "connecterror",  # httpx: "ConnectError: All connection attempts failed"
     "all connection attempts failed",
@@ -149,7 +151,6 @@ UNREACHABLE_MARKERS = (
     "temporary failure in name resolution",
     "no address associated",
 )
-UNREACHABLE_ATTEMPTS = 2
 
 
 def _unreachable(err: ProviderError) -> bool:
@@ -161,15 +162,17 @@ def typed_failure(
     err: ProviderError,
     resolved: ResolvedModel,
     thinking: str,
-    attempt: int = 1,
     *,
     produced_output: bool = False,
     oversized: Callable[[int], bool] | None = None,
+    received_chars: int | None = None,
 ) -> ApplicationError:
     """Classify a provider error (SPEC §5) into a typed failure the run workflow decides on.
 
-    Transport faults stay retryable by Temporal; everything else is non-retryable, because the
-    right reaction (rotate the profile, lower thinking, compact, fall back) is the workflow's.
+    Every provider failure is non-retryable, transport faults included (issue 24): the right
+    reaction (wait and make the call again inside the run's wait budget, rotate the profile,
+    lower thinking, compact, fall back) is the workflow's, on its durable, abortable timers.
+    Temporal's retries are left to lost workers.
     """
     text = err.message
     lowered = text.lower()
@@ -188,7 +191,6 @@ def typed_failure(
         reason = classification.reason.value
     else:
         reason = "timeout" if err.transport else "unknown"
-    unreachable = _unreachable(err)
     # The provider's own count of the prompt and the window it enforces, when it said.
     figures = overflow_figures(text) if reason == "context_overflow" else (None, None)
     user_text = format_user_error_text(text, status=err.status, provider=err.provider)
@@ -196,12 +198,13 @@ def typed_failure(
         user_text = not_found_text(user_text, resolved.entry.api, _base_url(resolved), text)
     elif err.status in (401, 403):
         user_text += auth_header_hint(text)
-    if unreachable:
+    if _unreachable(err):
         where = _endpoint(resolved)
         user_text = (
             f"Could not connect to the model provider at {where} ({err.provider}/{err.model}): "
             f"{text[:200]}. Check that the server runs and the base URL is right."
         )
+    transport = transport_kind(err)
     failure = ModelFailure(
         reason=reason,
         message=user_text,
@@ -224,24 +227,19 @@ def typed_failure(
         compaction_failure=reason == "context_overflow" and is_compaction_failure_error(text),
         observed_tokens=figures[0],
         observed_limit=figures[1],
-    )
-    retryable = err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
-    # The server's Retry-After, else the retry policy's backoff with ±20 % jitter (issue 24),
-    # so that sessions cut off together do not all come back in the same instant.
-    delay = (
-        timedelta(seconds=err.retry_after_seconds or transport_backoff_seconds(attempt))
-        if retryable
-        else None
+        transport_kind=transport,
+        host=endpoint_host(_base_url(resolved), resolved.entry.api) if transport else None,
+        received_chars=received_chars if transport else None,
     )
     # An expected provider error is the run workflow's to decide on, not a worker fault: one
     # log line here, and BENIGN keeps the SDK from logging it again with a traceback.
     log.warning(
-        "model call failed: %s %s (status %s, provider %s, model %s)",
+        "model call failed: %s%s typed failure for the run (status %s, code %s, provider %s, "
+        "model %s)",
         reason,
-        "will be retried"
-        if err.transport and not (unreachable and attempt >= UNREACHABLE_ATTEMPTS)
-        else "typed failure for the run",
+        f" ({transport})" if transport else "",
         err.status,
+        err.code,
         failure.provider,
         failure.model,
     )
@@ -249,25 +247,9 @@ def typed_failure(
         f"{reason}: {failure.message}",
         failure.model_dump(mode="json"),
         type=MODEL_PROVIDER_ERROR,
-        non_retryable=not retryable,
-        next_retry_delay=delay,
+        non_retryable=True,
         category=ApplicationErrorCategory.BENIGN,
     )
-
-
-# MODEL_CALL_RETRY's backoff (workflows/activity_options.py): 0.5 s doubling up to 10 s.
-TRANSPORT_BACKOFF_BASE_SECONDS = 0.5
-TRANSPORT_BACKOFF_MAX_SECONDS = 10.0
-
-
-def transport_backoff_seconds(attempt: int, draw: float | None = None) -> float:
-    """The wait before attempt `attempt + 1` of a call cut by a transport fault."""
-    base = min(
-        TRANSPORT_BACKOFF_MAX_SECONDS,
-        TRANSPORT_BACKOFF_BASE_SECONDS * 2.0 ** min(max(0, attempt - 1), 30),
-    )
-    factor = 0.8 + 0.4 * (random.random() if draw is None else draw)
-    return round(base * factor, 3)
 
 
 def partial_entry_id(inp: ModelCallInput) -> str:
@@ -507,41 +489,6 @@ class ModelCallActivity:
             attempt=info.attempt,
         )
 
-    def _announce_transport_retry(
-        self,
-        inp: ModelCallInput,
-        publisher: EventLease,
-        err: ProviderError,
-        failure: ApplicationError,
-    ) -> None:
-        """Temporal makes a call cut by a transport fault again (DESIGN decision 3): the wait
-        is announced once, like the run's own retries, unless this was the last attempt."""
-        info = activity.info()
-        policy = info.retry_policy
-        if (
-            policy is not None
-            and policy.maximum_attempts
-            and (info.attempt >= policy.maximum_attempts)
-        ):
-            return
-        delay = failure.next_retry_delay.total_seconds() if failure.next_retry_delay else 0.0
-        first = err.message.split(" <- ")[0].rstrip(".")
-        text = f"{first} ({err.provider}); retrying in {delay:.1f} s (attempt {info.attempt + 1})"
-        publisher.publish(
-            AgentEvent(
-                kind=EventKind.WARNING,
-                event_id=f"{inp.assistant_entry_id}/transport_retry/{info.activity_id}"
-                f".a{info.attempt}",
-                session_key=inp.session_key,
-                run_id=inp.run_id,
-                attempt=info.attempt,
-                turn_index=inp.turn_index,
-                text=text,
-                data={"code": "transport_retry", "attempt": info.attempt + 1, "delay": delay},
-            ),
-            urgent=True,
-        )
-
     def _message_event(self, inp: ModelCallInput, kind: EventKind, attempt: int) -> AgentEvent:
         suffix = f"/a{attempt}" if kind == EventKind.MESSAGE_RESET else ""
         return AgentEvent(
@@ -623,13 +570,20 @@ class ModelCallActivity:
                 )
                 blocks += 1
 
-        beats = asyncio.create_task(heartbeat_forever())
+        received = 0  # characters of text and reasoning the provider sent
+        # Heartbeats show the call's progress in the Temporal UI's Pending Activities.
+        progress = ModelProgress(inp.model.label())
+        beats = asyncio.create_task(heartbeat_forever(details=progress.details))
         try:
             stream = resolved.provider.stream(request, resolved.credentials)
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):
                 if isinstance(event, TextDelta):
+                    received += len(event.text)
+                    progress.delta(event.text)
                     deliver(pipeline.text(event.text), final=False)
                 elif isinstance(event, ReasoningDelta):
+                    received += len(event.text)
+                    progress.delta(event.text)
                     deliver(pipeline.native_reasoning(event.text), final=False)
                 elif isinstance(event, ToolCallComplete):
                     acc.tool_calls.append(event)
@@ -682,16 +636,15 @@ class ModelCallActivity:
                 err,
                 resolved,
                 inp.thinking,
-                activity.info().attempt,
                 produced_output=bool(shown or pipeline.stripped),
                 oversized=oversized,
+                received_chars=received,
             )
-            if failure.non_retryable:
-                # Only a final failure keeps the partial text: a retried attempt must not find
-                # an entry under this message's id and take it for a finished call.
+            if not err.transport:
+                # A transport fault is made again as it was (the run waits and retries): what
+                # the user saw is read back from the stream, and no partial entry changes the
+                # request. Other failures keep the partial text under its own id.
                 await self._record_partial(inp, pipeline, "error")
-            else:
-                self._announce_transport_retry(inp, publisher, err, failure)
             raise failure from err
         finally:
             beats.cancel()

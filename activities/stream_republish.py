@@ -147,7 +147,7 @@ def rebuild(
     -> transcript entry id, as `expected_event_ids` names them). `stream`: the run's events the
     stream holds. Pure: no I/O."""
     # Imported here: the tool activities call into this module.
-    from activities.tool_calls import preview_args
+    from activities.tool_calls import preview_args, stream_text
 
     calls: dict[str, tuple[ToolCall | None, TranscriptEntry | None]] = {}
     out: list[AgentEvent] = []
@@ -271,7 +271,7 @@ def rebuild(
                     entry,
                     success=not entry.is_error,
                     summary=str(entry.meta.get("summary", "")),
-                    text=entry.text[:2000],
+                    text=stream_text(entry.text, 2000),
                     duration_ms=duration if isinstance(duration, int) else None,
                     **common,
                 )

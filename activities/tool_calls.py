@@ -24,7 +24,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.cancellation import cancelled_for_good
 from activities.context.token_estimate import IMAGES_META_KEY
-from activities.liveness import HEARTBEAT_EVERY_SECONDS
+from activities.known_secrets import KnownSecrets
+from activities.liveness import heartbeat_forever
+from activities.progress_details import ToolProgress
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.tools.apply_patch import apply_patch, load_plan
@@ -47,7 +49,9 @@ from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT, WORKSPACE_MISSING
 from agentlane.events import AgentEvent, EventKind
+from agentlane.redaction import redact
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+from agentlane.tool_preview import tool_preview
 from agentlane.tool_signatures import outcome_hash
 from agentlane.transcript import ToolCall, TranscriptEntry
 
@@ -63,25 +67,38 @@ STREAM_OUTPUT_CHARS = 16_000
 PREVIEW_ARG_CHARS = 2_000
 
 
+# Redacted a little past where a text is cut, so that the cut never leaves half a secret.
+_REDACT_MARGIN = 256
+
+
+def stream_text(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, secret-shaped values redacted (agentlane/redaction.py):
+    the stream's events land in the events workflow's history."""
+    return redact(text[: limit + _REDACT_MARGIN])[:limit]
+
+
 def preview_args(arguments: dict[str, Any]) -> dict[str, Any]:
     """Tool arguments for the stream: long strings (a file's content) cut to a preview that
-    says how long they were."""
+    says how long they were, secret-shaped values redacted."""
     out: dict[str, Any] = {}
     for name, value in arguments.items():
         if isinstance(value, str) and len(value) > PREVIEW_ARG_CHARS:
             value = (
-                f"{value[:PREVIEW_ARG_CHARS]}… [{len(value) - PREVIEW_ARG_CHARS} more characters]"
+                f"{stream_text(value, PREVIEW_ARG_CHARS)}… "
+                f"[{len(value) - PREVIEW_ARG_CHARS} more characters]"
             )
+        elif isinstance(value, str):
+            value = redact(value)
         out[name] = value
     return out
 
 
-async def _heartbeat_forever() -> None:
+async def _heartbeat_forever(progress: ToolProgress) -> None:
     if activity.info().is_local:
         return  # a local activity has no heartbeat; its workflow task is its liveness
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(HEARTBEAT_EVERY_SECONDS)
+    # The first at once (a dead worker is noticed from the start), with what the call does.
+    activity.heartbeat(progress.details())
+    await heartbeat_forever(details=progress.details)
 
 
 def _crash_after_first_write(written: int) -> None:
@@ -95,13 +112,31 @@ def _crash_after_first_write(written: int) -> None:
 
 class ToolActivities:
     def __init__(
-        self, store: TranscriptStore, publishers: SessionPublishers, host: str | None = None
+        self,
+        store: TranscriptStore,
+        publishers: SessionPublishers,
+        host: str | None = None,
+        secrets: KnownSecrets | None = None,
     ) -> None:
         """`host`: this worker's host id when workspaces are per host (reported with every
-        outcome, so the session pins its tools here); None: shared workspaces."""
+        outcome, so the session pins its tools here); None: shared workspaces. `secrets`: the
+        values redacted from what a call shows (its preview, its heartbeats) besides the shapes
+        `agentlane/redaction.py` knows."""
         self.store = store
         self.publishers = publishers
         self.host = host
+        self.secrets = secrets
+
+    async def _secrets(self) -> list[str]:
+        return await self.secrets.values() if self.secrets is not None else []
+
+    async def _preview(self, result: TranscriptEntry, call: ToolCall | None) -> str:
+        """The bounded, redacted preview the outcome carries into history (what the Temporal
+        UI shows of the call: `agentlane/tool_preview.py`)."""
+        arguments: dict[str, Any] | str = {}
+        if call is not None:
+            arguments = call.raw_arguments if call.raw_arguments is not None else call.arguments
+        return tool_preview(arguments, result.text, await self._secrets())
 
     def _check_host(self, inp: ToolCallInput) -> None:
         """Workspaces per host: the session's default workspace is made here on first use; a
@@ -158,7 +193,9 @@ class ToolActivities:
         self,
         inp: ToolCallInput,
         execute: Callable[[ToolCall, EventLease], Awaitable[ToolResult]],
+        progress: ToolProgress | None = None,
     ) -> ToolCallOutcome:
+        """`progress`: what the heartbeats report; a tool that streams output feeds it."""
         started = time.monotonic()
         if inp.host is not None and self.host is not None and inp.host != self.host:
             # Meant for the host that has the files (a local attempt on the worker that holds
@@ -176,13 +213,18 @@ class ToolActivities:
         existing = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         if existing is not None:
             # A previous attempt (or the run's clean-up) already answered this call.
+            try:
+                answered: ToolCall | None = await self._find_call(inp)
+            except ApplicationError:
+                answered = None
             return ToolCallOutcome(
                 is_error=existing.is_error,
-                summary=existing.meta.get("summary", "") or existing.text[:120],
+                summary=redact(existing.meta.get("summary", "") or existing.text[:120]),
                 duration_ms=0,
                 replayed=True,
                 outcome_hash=self._outcome_hash(inp, existing),
                 host=self.host,
+                preview=await self._preview(existing, answered),
             )
         await asyncio.to_thread(self._check_host, inp)
         call = await self._find_call(inp)
@@ -194,7 +236,10 @@ class ToolActivities:
                 publisher.publish(start)
             # Heartbeats let Temporal notice a dead worker within the heartbeat timeout and
             # deliver cancellation (abort) to a running tool.
-            beats = asyncio.create_task(_heartbeat_forever())
+            if progress is None:
+                progress = ToolProgress(inp.tool_name)
+            progress.secrets = await self._secrets()
+            beats = asyncio.create_task(_heartbeat_forever(progress))
             try:
                 result = await execute(call, publisher)
             except (InvalidToolArguments, PathOutsideWorkspace, WorkspaceMissing) as err:
@@ -225,16 +270,21 @@ class ToolActivities:
                     EventKind.TOOL_EXECUTION_END,
                     success=not written.is_error,
                     summary=written.meta.get("summary", ""),
-                    text=written.text[:2000],
+                    text=stream_text(written.text, 2000),
                     duration_ms=duration_ms,
                 ),
             )
+        preview = await self._preview(written, call)
+        summary = redact(str(written.meta.get("summary", "")))[:200]
         return ToolCallOutcome(
             is_error=written.is_error,
-            summary=str(written.meta.get("summary", ""))[:200],
-            duration_ms=duration_ms,
+            # Each step's result is in history: a summary the preview already shows (a path),
+            # the host the run has pinned already and the duration (the events' times say it)
+            # are not written twice.
+            summary="" if summary in preview else summary,
             outcome_hash=self._outcome_hash(inp, written, call.arguments),
-            host=self.host,
+            host=None if inp.host == self.host else self.host,
+            preview=preview,
         )
 
     @staticmethod
@@ -320,6 +370,7 @@ class ToolActivities:
         async def execute(call: ToolCall, publisher: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ExecArgs, call.arguments)
+            progress.what = args.command
             if not await self._mark(inp, "exec-started", args.command):
                 return ToolResult(INTERRUPTED_EXEC, is_error=True, summary="interrupted")
             update = self._event(inp, EventKind.TOOL_EXECUTION_UPDATE)
@@ -333,10 +384,12 @@ class ToolActivities:
                 if room > 0:
                     publisher.text(update, position, chunk[:room])
                 position += len(chunk)
+                progress.feed(chunk)
 
             return await run_exec(inp.workspace, args, on_output, inp.exec_timeout_seconds)
 
-        return await self._run(inp, execute)
+        progress = ToolProgress("exec")
+        return await self._run(inp, execute, progress)
 
     @activity.defn(name=tool_activity_name("apply_patch"))
     async def tool_apply_patch(self, inp: ToolCallInput) -> ToolCallOutcome:
@@ -365,6 +418,7 @@ class ToolActivities:
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ProcessArgs, call.arguments)
+            progress.what = f"{args.action} {args.id or args.command or ''}".strip()
             interrupted = False
             if args.action == "start":
                 # Like exec: a start that may have happened is not silently made twice.
@@ -375,7 +429,8 @@ class ToolActivities:
                 inp.workspace, args, inp.tool_call_id, interrupted, inp.owner_gone
             )
 
-        return await self._run(inp, execute)
+        progress = ToolProgress("process")
+        return await self._run(inp, execute, progress)
 
     def all(self) -> list[Callable[..., Awaitable[ToolCallOutcome]]]:
         return [

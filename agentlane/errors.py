@@ -23,7 +23,19 @@ class ExecutionErrorKind(StrEnum):
     STATE_PERSIST_FAILED = "state_persist_failed"
     # The context did not fit and recovery (compaction, truncation) could not make it fit.
     CONTEXT_OVERFLOW = "context_overflow"
+    # The provider could not be reached (issue 24, 25): nothing listens at the URL, or the
+    # connection broke (reset, a stream cut short). Told apart from a slow model (`timeout`).
+    CONNECTION_REFUSED = "connection_refused"
+    CONNECTION = "connection"
     UNKNOWN = "unknown"
+
+
+class TransportKind(StrEnum):
+    """What a transport fault was (issue 24); its failover reason stays `timeout` (SPEC §5.2)."""
+
+    CONNECTION_REFUSED = "connection_refused"  # nothing listens at the URL
+    CONNECTION = "connection"  # reset, closed or timed out before the answer began
+    STREAM_CUT = "stream_cut"  # the answer began and broke off before its end
 
 
 class FailoverReason(StrEnum):
@@ -103,3 +115,8 @@ class ModelFailure(BaseModel):
     # The provider's overflow text says its own compaction failed (SPEC §5.5): compacting
     # again would not help.
     compaction_failure: bool = False
+    # A transport fault (issue 24): what it was, the host called, and how much of the answer
+    # had arrived; the run makes the call again within its wait budget.
+    transport_kind: TransportKind | None = None
+    host: str | None = None
+    received_chars: int | None = None

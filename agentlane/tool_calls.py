@@ -41,6 +41,8 @@ class ToolCallOutcome(CompactModel):
     tool_call_id: str = ""
     is_error: bool = False
     summary: str = ""
+    # Written by earlier versions; left out now (the history's event times say it, and the
+    # transcript entry and the tool's end event carry it).
     duration_ms: int = 0
     replayed: bool = False
     # For loop detection (SPEC §14): a short hash of what the call produced.
@@ -51,3 +53,7 @@ class ToolCallOutcome(CompactModel):
     # Not run: this worker is not on the host the call was meant for (a local attempt on the
     # worker holding the workflow); the call goes to that host's queue instead.
     wrong_host: bool = False
+    # What the call was given and answered, for the Temporal UI (the local activity's marker or
+    # the activity's result): at most 1 KB, secrets redacted (agentlane/tool_preview.py). The
+    # whole result is in the transcript store.
+    preview: str = ""

@@ -92,6 +92,7 @@ from agentlane.session import (
 )
 from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
+from agentlane.static_details import session_details
 from agentlane.subagents import SUBAGENT_SEGMENT
 from agentlane.temporal_client import connect
 from agentlane.tool_policy_config import AgentTools, ToolReport, policy_input
@@ -367,7 +368,7 @@ class AgentlaneClient:
                 SessionWorkflow.send,
                 message,
                 start_workflow_operation=self._start_operation(
-                    key, state, explicit, message.routing.channel
+                    key, state, explicit, message.routing.channel, message.sender
                 ),
             )
             return answer
@@ -385,7 +386,7 @@ class AgentlaneClient:
         await self.client.start_workflow(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
-            **self._session_start_options(key, state, message.routing.channel),
+            **self._session_start_options(key, state, message.routing.channel, message.sender),
             start_signal="enqueue",
             start_signal_args=[message],
         )
@@ -401,17 +402,39 @@ class AgentlaneClient:
         )
 
     def _start_operation(
-        self, key: str, state: SessionState, explicit: list[str], channel: str | None
+        self,
+        key: str,
+        state: SessionState,
+        explicit: list[str],
+        channel: str | None,
+        sender: str | None = None,
     ) -> WithStartWorkflowOperation[SessionWorkflow, None]:
         # One operation per call: the SDK fills in its result and it cannot be reused.
         return WithStartWorkflowOperation(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
-            **self._session_start_options(key, state, channel),
+            **self._session_start_options(key, state, channel, sender),
+        )
+
+    def _session_details(
+        self, state: SessionState, channel: str | None = None, sender: str | None = None
+    ) -> str:
+        """The session's static details in the UI: what it works on and who made it."""
+        return session_details(
+            workspace=state.settings.workspace,
+            model=state.settings.model.label(),
+            agent=state.settings.agent_id,
+            channel=channel,
+            created_by=self.client.identity,
+            sender=sender,
         )
 
     def _session_start_options(
-        self, key: str, state: SessionState | None = None, channel: str | None = None
+        self,
+        key: str,
+        state: SessionState | None = None,
+        channel: str | None = None,
+        sender: str | None = None,
     ) -> dict[str, Any]:
         options: dict[str, Any] = {
             "id": session_workflow_id(key),
@@ -420,6 +443,9 @@ class AgentlaneClient:
             "static_summary": f"chat session **{key}**",
         }
         if state is not None:
+            # What the session's page in the UI shows for good (markdown; ignored, like the
+            # attributes below, when the session already runs).
+            options["static_details"] = self._session_details(state, channel, sender)
             # Findable from its start (no history event for these); the session upserts what
             # changes later. Ignored when the session already runs (USE_EXISTING).
             options["search_attributes"] = typed_attributes(

@@ -7,7 +7,7 @@ from typing import TextIO
 
 from agentlane.events import AgentEvent, EventKind
 from clients.api import MessageView
-from clients.tool_preview import tool_input_preview
+from clients.tool_line import tool_input_preview
 
 DIM = "\033[2m"
 RESET = "\033[0m"

@@ -25,6 +25,7 @@ from temporalio.worker import Interceptor, Worker
 from activities.approval_steps import ApprovalSteps
 from activities.context.compaction import CompactionActivity
 from activities.context.truncation import TruncationActivity
+from activities.known_secrets import KnownSecrets
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
 from activities.profile_listing import ProfileListing, SharedCooldowns
@@ -109,7 +110,11 @@ def build_workers(
     truncation = TruncationActivity(store, resolver)
     # Workspaces per host: tool outcomes name this host, so sessions pin their tools here.
     tools = ToolActivities(
-        store, publishers, settings.host_id if settings.workspaces == "host" else None
+        store,
+        publishers,
+        settings.host_id if settings.workspaces == "host" else None,
+        # Kept out of tool previews and heartbeats: profile keys, secret-named env variables.
+        KnownSecrets(settings, state),
     )
     subagents = SubagentActivities(store, publishers)
     finish = RunFinishActivity(store, publishers)

@@ -2,8 +2,9 @@
 
 Two clocks (DESIGN decision 4): the heartbeat timeout notices a dead worker within seconds, while
 the model's own 120 s idle limit is enforced inside the activity. Temporal's retries are for
-transport faults and lost workers only; typed provider failures are non-retryable and decided by
-the run workflow.
+lost workers (and faults outside the provider call); every provider failure, transport faults
+included, is non-retryable and decided by the run workflow (issue 24: its waits are durable,
+abortable and counted in the run's wait budget).
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
     from workflows.patch_order import decide_first
+    from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.loop_detection import (
@@ -268,14 +269,20 @@ class AgentRunWorkflow(LegacyFailover):
         return self.c.warnings
 
     def show(self, text: str) -> None:
-        """What the run is doing, on its page in the Temporal UI."""
-        workflow.set_current_details(
-            f"run **{self.req.run_id}** on {self.failover.model().label()}; {text}"
-        )
+        """What the run is doing, on its page in the Temporal UI; a wait says until when."""
+        until = self.waiting_until if self.phase == RunPhase.WAITING else None
+        self.tell(run_details.step(self.c.turn_index, text, until))
         # Failover and context recovery say here what they changed (waiting, compacting, a new
         # profile or model): what the run's page shows and what the UI's list finds change
         # together.
         self._upsert_attributes()
+
+    def tell(self, line: str) -> None:
+        """The run's page in the Temporal UI: `line` (what it does now), then which run on which
+        model. No history event, no search attribute."""
+        workflow.set_current_details(
+            run_details.run_page(line, self.req.run_id, self.failover.model().label())
+        )
 
     def _upsert_attributes(self, end: ExecutionResult | None = None) -> None:
         """Search attributes that changed (workflows/policy/search_attributes.py): phase,
@@ -542,6 +549,7 @@ class AgentRunWorkflow(LegacyFailover):
         if last and last.kind == EventKind.TURN_END and last.turn_index == turn - 1:
             close_turn = bool(announce.pop().has_tool_calls)
         tools = self.tools()
+        self.tell(run_details.calling(turn, self.failover.model().label()))
         try:
             result: ModelCallResult = await workflow.execute_activity(
                 CALL_MODEL,
@@ -623,7 +631,10 @@ class AgentRunWorkflow(LegacyFailover):
         recovery = self.context_recovery
         if failure.reason == "context_overflow" and self._recovers():
             return True, await recovery.after_overflow(failure)
-        timed_out = failure.idle_timed_out or failure.reason == "timeout"
+        # A connection that failed is no slow model: compacting would not help (issue 24).
+        timed_out = failure.idle_timed_out or (
+            failure.reason == "timeout" and failure.transport_kind is None
+        )
         due = timed_out and recovery.timeout_compaction_due(failure) and self._recovers()
         if due and await recovery.after_timeout(failure):
             return True, None
@@ -811,6 +822,7 @@ class AgentRunWorkflow(LegacyFailover):
             tool_name=name,
         )
         outcome: ToolCallOutcome | LoopEnd
+        self.tell(run_details.running_tool(turn, name, summary, workflow.time()))
         try:
             if owner_queue:
                 # About a background process: on the worker that holds it.
@@ -910,9 +922,15 @@ class AgentRunWorkflow(LegacyFailover):
             provider_windows=merged_windows(self.req.provider_windows, self.c.provider_windows),
         )
         workflow.set_current_details(
-            f"run **{self.req.run_id}** {status.value} ({reason.value}): {self.c.turn_index} "
-            f"turns, {self.c.usage.accumulated.total} tokens, cost "
-            f"{cost_label(self.c.usage.accumulated.cost)}"
+            run_details.ended(
+                self.req.run_id,
+                status.value,
+                reason.value,
+                turns=self.c.turn_index,
+                tokens=self.c.usage.accumulated.total,
+                cost=cost_label(self.c.usage.accumulated.cost),
+                message=end.error.message if end.error is not None else None,
+            )
         )
         finish = FinishRunInput(
             result=result,

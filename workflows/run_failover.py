@@ -30,7 +30,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
-    from agentlane.errors import ExecutionErrorKind, FailoverReason, ModelFailure
+    from agentlane.errors import ExecutionErrorKind, FailoverReason, ModelFailure, TransportKind
     from agentlane.events import Announcement, EventKind
     from agentlane.failover_state import FallbackAttemptRecord, FallbackState, RunFailover
     from agentlane.profile_listing import (
@@ -107,12 +107,16 @@ with workflow.unsafe.imports_passed_through():
         CHAIN_RETRY_STATUSES,
         MAX_OVERLOAD_RETRIES,
         OVERLOAD,
+        SERVER,
+        TRANSPORT,
         chain_retry_text,
         gave_up_text,
         plan_transient_retry,
         retrying_text,
         seconds_text,
         transient_kind,
+        transport_what,
+        unresolved_text,
     )
     from workflows.telemetry import RunTelemetry
 
@@ -340,8 +344,14 @@ class Failover:
         A transient server error is first made again on the same profile after a backoff
         (issue 24, what the provider SDKs do by default); when the run's wait budget is spent,
         the table decides (a fallback model, or the end). A run about to end on a transient
-        HTTP status gets the original's one retry of the whole chain (SPEC §8.4)."""
-        kind = transient_kind(failure.status, failure.reason, idle_timed_out=failure.idle_timed_out)
+        HTTP status gets the original's one retry of the whole chain (SPEC §8.4). A transport
+        fault (refused, reset, a stream cut short) is made again the same way."""
+        kind = transient_kind(
+            failure.status,
+            failure.reason,
+            idle_timed_out=failure.idle_timed_out,
+            transport=failure.transport_kind,
+        )
         overload = kind == OVERLOAD
         if (
             kind is not None
@@ -374,12 +384,26 @@ class Failover:
         what the retries were."""
         f, status = self.f, failure.status or 0
         budget = float(self.h.req.max_wait_seconds)
+        transport = failure.transport_kind
         plan = plan_transient_retry(
             retries_so_far=f.transient_retries,
             retry_after=failure.retry_after_seconds,
             waited_seconds=f.waited_seconds,
             budget_seconds=budget,
             draw=workflow.random().random(),
+            kind=TRANSPORT if transport else SERVER,
+            code=failure.code,
+        )
+        what = (
+            transport_what(
+                transport,
+                failure.host or "?",
+                failure.provider,
+                failure.code,
+                failure.received_chars,
+            )
+            if transport
+            else None
         )
         if plan is None or f.waits >= MAX_WAITS:
             if overload:
@@ -395,6 +419,8 @@ class Failover:
                 last_error=failure.message,
                 retry_after=told if told is not None and told >= 0 else None,
                 run_waited_seconds=f.waited_seconds,
+                what=what,
+                why=unresolved_text(failure.code) if transport else None,
             )
             f.transient_retries, f.transient_waited = 0, 0.0
             if self._settings().fallback_configured:
@@ -406,14 +432,18 @@ class Failover:
         waited = await self._announced_wait(
             plan.delay,
             R.OVERLOADED if overload else R.TIMEOUT,
-            retrying_text(status, failure.provider, plan),
+            retrying_text(status, failure.provider, plan, what),
             {
-                "code": "transient_retry",
-                "status": status,
+                "code": "transport_retry" if transport else "transient_retry",
+                **(
+                    {"transport": transport.value, "host": failure.host}
+                    if transport
+                    else {"status": status}
+                ),
                 "attempt": plan.attempt,
                 "delay": plan.delay,
             },
-            f"retry {failure.provider} after HTTP {status}",
+            f"retry {failure.provider} after {what or f'HTTP {status}'}",
         )
         if waited is Waited.ABORTED:
             return LoopEnd(TerminationReason.ABORT_SIGNAL)
@@ -651,7 +681,8 @@ class Failover:
         error = CandidateError(
             message=decision.message or failure.message,
             reason=decision.reason,
-            status=decision.status or failure.status,
+            # A transport fault had no HTTP answer: no status is said (not the table's 408).
+            status=failure.status if failure.transport_kind else decision.status or failure.status,
             context_overflow=failure.reason == "context_overflow",
         )
         chain, outcome = record_failure(chain, ChainRef(model.provider, model.model), error)
@@ -1051,6 +1082,13 @@ class Failover:
     def _error(
         self, kind: ExecutionErrorKind, message: str, failure: ModelFailure | None = None
     ) -> LoopEnd:
+        if kind is ExecutionErrorKind.TIMEOUT and failure is not None and failure.transport_kind:
+            # Not a slow model: the provider could not be reached (issue 24, 25).
+            kind = (
+                ExecutionErrorKind.CONNECTION_REFUSED
+                if failure.transport_kind is TransportKind.CONNECTION_REFUSED
+                else ExecutionErrorKind.CONNECTION
+            )
         return LoopEnd(
             TerminationReason.ERROR,
             ExecutionError(

@@ -119,10 +119,12 @@ with workflow.unsafe.imports_passed_through():
         RestoredSession,
         RestoreSessionInput,
     )
+    from agentlane.static_details import run_details as run_static_details
     from agentlane.thinking_levels import normalize_thinking_level
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
     from workflows.patch_order import decide_first
+    from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.abort_hold import (
         AbortTarget,
@@ -192,6 +194,8 @@ class SessionWorkflow:
         self.s: SessionState = inp.state
         self.child: ChildWorkflowHandle[AgentRunWorkflow, ExecutionResult] | None = None
         self.current_run_id: str | None = None
+        # The run the session's page shows as running: its number, id and start.
+        self.run_shown: tuple[int, str, float] | None = None
         self.started: dict[int, str] = {}
         self.closing = False
         # Set just before continue-as-new: `wait_started` callers get `pending` and ask again.
@@ -459,6 +463,7 @@ class SessionWorkflow:
         self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         self._set_fate(item.seq, FateState.PENDING, message_id=item.message_id)
         self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
+        self._show_running()
         if item.debounce:
             self.s.last_enqueued_at = workflow.time()
         return True
@@ -532,6 +537,15 @@ class SessionWorkflow:
             turn=turn,
             enqueued_at=workflow.time(),
         )
+
+    def _show_running(self) -> None:
+        """While a run runs, the session's page says which, since when, and how many messages
+        wait (rewritten as messages arrive; no history event)."""
+        if self.run_shown is not None:
+            number, run_id, since = self.run_shown
+            workflow.set_current_details(
+                run_details.session_running(number, run_id, since, len(self.s.queue))
+            )
 
     def _busy(self) -> bool:
         return self.s.in_flight is not None or self.child is not None
@@ -973,9 +987,10 @@ class SessionWorkflow:
         if self.hooks is not None:
             self.hooks.start()
         self.drops_task = asyncio.create_task(self._record_drops())
-        if self.s.run_count:
-            # A new incarnation (continue-as-new) shows the totals it carries until its first run.
-            workflow.set_current_details(f"idle\n\n{self._totals()}")
+        # A new incarnation (continue-as-new) shows the totals it carries until its first run.
+        workflow.set_current_details(
+            f"{run_details.session_idle(workflow.time())}\n\n{self._totals()}"
+        )
         if self.s.in_flight is not None:
             # Handed over with a run's messages still held (older code): they were not handled.
             self._requeue(self.s.in_flight, "the session continued before the run ended")
@@ -1115,6 +1130,7 @@ class SessionWorkflow:
                 execution_timeout=timedelta(seconds=settings.run_budget_seconds + 3600),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=f"run {run_number} of {self.s.key}: {preview}",
+                static_details=run_static_details(request, len(self.s.queue)),
                 search_attributes=run_attributes,
             )
         except WorkflowAlreadyStartedError as err:
@@ -1138,7 +1154,8 @@ class SessionWorkflow:
         self.abort_pending = self.s.held_abort = None
         if reason is not None:
             await self._abort_current(reason)
-        workflow.set_current_details(f"running **{run_id}**")
+        self.run_shown = (run_number, run_id, workflow.time())
+        self._show_running()
         try:
             result = await self.child
         except ChildWorkflowError as err:
@@ -1175,10 +1192,9 @@ class SessionWorkflow:
             self.hooks.run_ended(run_id, run_end_of(result))
         self.s.last_result = self._compact(result)
         self._attributes_at_run_end(result)
-        details = (
-            f"idle; last run **{run_id}**: "
-            f"{result.status.value} ({result.termination_reason.value})\n\n{self._totals()}"
-        )
+        self.run_shown = None
+        last = f"**{run_id}**: {result.status.value} ({result.termination_reason.value})"
+        details = f"{run_details.session_idle(workflow.time(), last)}\n\n{self._totals()}"
         if self.hooks is not None:
             details += f"\n\n{self.hooks.summary()}"
         workflow.set_current_details(details)

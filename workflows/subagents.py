@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         UserTurn,
     )
+    from agentlane.static_details import run_details
     from agentlane.subagents import (
         SPAWN_READ,
         SPAWN_RECORD,
@@ -46,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
+    from workflows.policy.run_details import step
     from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
     from workflows.session_events import SessionEventsWorkflow
 
@@ -96,9 +98,8 @@ class Subagents:
             work.append(self._child(turn, entry_id, call, args))
         if self.active:
             # On the run's page in the Temporal UI (no history event).
-            workflow.set_current_details(
-                f"run **{self.run.req.run_id}** waiting for {self.active} sub-agent(s) "
-                "(its child workflows)"
+            self.run.tell(
+                step(turn, f"waiting for {self.active} sub-agent(s) (its child workflows)")
             )
         await asyncio.gather(*work)
         self.run.c.tool_calls += len(calls)
@@ -212,6 +213,7 @@ class Subagents:
                         f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: "
                         f"{name}"
                     ),
+                    static_details=run_details(request),
                 )
         finally:
             self.active -= 1

@@ -108,6 +108,7 @@ class AnthropicProvider:
         )
         headers = call_headers(credentials)
         client = self._client(credentials, headers)
+        started = False
         try:
             state = _StreamState()
             events = await client.messages.create(
@@ -120,6 +121,7 @@ class AnthropicProvider:
                     model=model,
                     url=str(events.response.request.url),
                 )
+                started = True
                 async for event in events:
                     for out in _translate(event, state):
                         yield out
@@ -129,7 +131,7 @@ class AnthropicProvider:
             raise _status_error(err, provider=self.name, model=model, secrets=secrets) from None
         except anthropic.APIConnectionError as err:
             raise sdk_errors.transport_error(
-                err, provider=self.name, model=model, secrets=secrets
+                err, provider=self.name, model=model, secrets=secrets, started=started
             ) from None
         except ProviderError:
             raise
@@ -141,7 +143,7 @@ class AnthropicProvider:
             # The SDK lets errors of the HTTP layer through once the stream has begun.
             if sdk_errors.is_transport_failure(err):
                 raise sdk_errors.transport_error(
-                    err, provider=self.name, model=model, secrets=secrets
+                    err, provider=self.name, model=model, secrets=secrets, started=started
                 ) from None
             raise
         if not state.finished:

@@ -132,6 +132,7 @@ class ProviderError(Exception):
         code: str | None = None,
         retry_after_seconds: float | None = None,
         transport: bool = False,
+        stream_started: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -141,6 +142,9 @@ class ProviderError(Exception):
         self.code = code
         self.retry_after_seconds = retry_after_seconds
         self.transport = transport
+        # The server had begun its answer (a 200 stream) when the transport failed: a stream
+        # cut short, not a connection that never answered.
+        self.stream_started = stream_started
 
 
 class ModelProvider(Protocol):

@@ -140,13 +140,17 @@ class _OpenAIBase:
         )
         return client, headers.per_request(openai.omit)
 
-    def _convert(self, err: Exception, model: str, secrets: tuple[str, ...]) -> Exception:
+    def _convert(
+        self, err: Exception, model: str, secrets: tuple[str, ...], started: bool = False
+    ) -> Exception:
         if isinstance(err, openai.APIStatusError):
             return _api_error(
                 err, err.status_code, provider=self.name, model=model, secrets=secrets
             )
         if isinstance(err, openai.APIConnectionError) or sdk_errors.is_transport_failure(err):
-            return sdk_errors.transport_error(err, provider=self.name, model=model, secrets=secrets)
+            return sdk_errors.transport_error(
+                err, provider=self.name, model=model, secrets=secrets, started=started
+            )
         if isinstance(err, openai.APIError):
             # An error event inside a 200 stream: no HTTP status of its own.
             return _api_error(err, None, provider=self.name, model=model, secrets=secrets)
@@ -173,6 +177,7 @@ class OpenAIChatProvider(_OpenAIBase):
         body = build_chat_body(request, self._options(request))
         client, extra_headers = self._client(credentials)
         state = _State()
+        started = False
         try:
             chunks = await client.chat.completions.create(
                 **body, stream=True, extra_headers=extra_headers
@@ -184,13 +189,14 @@ class OpenAIChatProvider(_OpenAIBase):
                     model=request.model,
                     url=str(chunks.response.request.url),
                 )
+                started = True
                 async for chunk in chunks:
                     for out in self._translate(chunk, state):
                         yield out
         except ProviderError:
             raise
         except Exception as err:
-            converted = self._convert(err, request.model, secrets)
+            converted = self._convert(err, request.model, secrets, started)
             if converted is err:
                 raise
             raise converted from None
@@ -256,6 +262,7 @@ class OpenAIResponsesProvider(_OpenAIBase):
         body = build_responses_body(request, self._options(request))
         client, extra_headers = self._client(credentials)
         state = _State()
+        started = False
         try:
             events = await client.responses.create(**body, stream=True, extra_headers=extra_headers)
             async with events:
@@ -265,6 +272,7 @@ class OpenAIResponsesProvider(_OpenAIBase):
                     model=request.model,
                     url=str(events.response.request.url),
                 )
+                started = True
                 async for event in events:
                     for out in self._translate(request, event, state, secrets):
                         yield out
@@ -273,7 +281,7 @@ class OpenAIResponsesProvider(_OpenAIBase):
         except ProviderError:
             raise
         except Exception as err:
-            converted = self._convert(err, request.model, secrets)
+            converted = self._convert(err, request.model, secrets, started)
             if converted is err:
                 raise
             raise converted from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import json
-import re
+import socket
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,19 +19,11 @@ from typing import Any
 import httpx2
 
 from activities.providers.base import ProviderError
+from agentlane.redaction import REDACTED as REDACTED  # re-exported: tests compare against it
+from agentlane.redaction import redact_known
 
-REDACTED = "<redacted>"
-# A token that contains a run of asterisks: how APIs echo a masked key.
-_MASKED_KEY = re.compile(r"[^\s'\"`,;:()]*\*{3,}[^\s'\"`,;:().]*")
-_SECRET_MIN_LENGTH = 4
-
-
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    # Longest first: a secret that contains another must go whole, not leave its rest behind.
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        if len(secret) >= _SECRET_MIN_LENGTH:
-            text = text.replace(secret, REDACTED)
-    return _MASKED_KEY.sub(REDACTED, text)
+# Provider errors name only the secrets the caller knows (agentlane/redaction.py).
+redact = redact_known
 
 
 def compact_json(value: Any) -> str:
@@ -65,9 +57,15 @@ def retry_after_seconds(
 
 
 def transport_error(
-    err: BaseException, *, provider: str, model: str, secrets: Iterable[str | None]
+    err: BaseException,
+    *,
+    provider: str,
+    model: str,
+    secrets: Iterable[str | None],
+    started: bool = False,
 ) -> ProviderError:
-    """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way."""
+    """A failure with no HTTP answer: connection refused, timeout, a stream cut mid-way
+    (`started`: the server's 200 stream had begun)."""
     text = _describe(err)
     return ProviderError(
         redact(text, secrets),
@@ -75,6 +73,7 @@ def transport_error(
         model=model,
         code=_transport_code(err),
         transport=True,
+        stream_started=started,
     )
 
 
@@ -87,6 +86,7 @@ def stream_incomplete_error(
         model=model,
         code="stream_incomplete",
         transport=True,
+        stream_started=True,
     )
 
 
@@ -103,6 +103,7 @@ def malformed_stream_error(
         model=model,
         code="malformed_response",
         transport=True,
+        stream_started=True,
     )
 
 
@@ -176,6 +177,8 @@ def _transport_code(err: BaseException) -> str:
         current = current.__cause__ or current.__context__
     if any(isinstance(e, (httpx2.TimeoutException, TimeoutError)) for e in chain):
         return "ETIMEDOUT"
+    if any(isinstance(e, socket.gaierror) for e in chain):
+        return "ENOTFOUND"  # the host name does not resolve
     if any(isinstance(e, httpx2.ConnectError | ConnectionRefusedError) for e in chain):
         return "ECONNREFUSED"
     return "ECONNRESET"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agentlane.errors import ExecutionErrorKind
 from agentlane.events import EventKind
 from agentlane.run import ExecutionResult, ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
@@ -504,16 +505,26 @@ async def test_openai_compatible_server_without_a_key(
         fake.set_keys(openai=[OPENAI_KEY])
 
 
-async def test_a_refused_connection_is_reported_quickly_with_its_url(
+async def test_a_refused_connection_is_announced_at_once_and_reported_with_its_url(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
+    """Nothing listens at the URL: the run says so at once (a warning naming the host) and
+    knocks again within the session's wait budget (a provider restarting comes back); past it,
+    the error names the URL tried and has a kind of its own (issue 24, 25)."""
     started = time.monotonic()
-    done = await send_and_finish(deployment, fake, ws, "hello", "nowhere/ghost")
+    done = await send_and_finish(
+        deployment, fake, ws, "hello", "nowhere/ghost", overrides={"max_wait_seconds": 2}
+    )
     took = time.monotonic() - started
     result = done.result
     assert result.status == ExecutionStatus.ERROR and result.error is not None
+    assert result.error.kind == ExecutionErrorKind.CONNECTION_REFUSED
     assert f"http://127.0.0.1:{CLOSED_PORT}/v1" in result.error.message
-    assert took < 10, f"{took:.1f}s to report a refused connection"
+    first = next(e for e in done.got.events if e.kind == EventKind.WARNING)
+    assert (first.text or "").startswith(
+        f"Connection refused by 127.0.0.1:{CLOSED_PORT} (nowhere); retrying in "
+    ), first.text
+    assert took < 12, f"{took:.1f}s to report a refused connection past a 2 s budget"
 
 
 async def test_a_model_added_to_the_config_while_the_worker_runs(

@@ -82,20 +82,30 @@ fallbacks = ["openai/fake-gpt"]
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer(anthropic_keys=[ENV_KEY, WORK_KEY], openai_keys=[OPENAI_KEY]) as srv:
+    with fake_server() as srv:
         yield srv
+
+
+def fake_server() -> FakeProviderServer:
+    """The fake with the test keys: two Anthropic profiles' and one OpenAI key."""
+    return FakeProviderServer(anthropic_keys=[ENV_KEY, WORK_KEY], openai_keys=[OPENAI_KEY])
 
 
 @pytest.fixture(scope="module")
 def deployment(
     server: object, fake: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    root = tmp_path_factory.mktemp("transient")
-    (root / "config.toml").write_text(config_toml(fake))
-    dep = make_deployment(server, root, ANTHROPIC_API_KEY=ENV_KEY, OPENAI_API_KEY=OPENAI_KEY)
-    dep.start_worker()
+    dep = deployed(server, tmp_path_factory.mktemp("transient"), config_toml(fake))
     yield dep
     dep.stop_workers()
+
+
+def deployed(server: object, root: Path, config: str) -> Deployment:
+    """A worker over `config`, with the keys in its environment."""
+    (root / "config.toml").write_text(config)
+    dep = make_deployment(server, root, ANTHROPIC_API_KEY=ENV_KEY, OPENAI_API_KEY=OPENAI_KEY)
+    dep.start_worker()
+    return dep
 
 
 @pytest.fixture(autouse=True)
@@ -108,6 +118,10 @@ def _healthy(deployment: Deployment, fake: FakeProviderServer) -> Iterator[None]
 
 @pytest.fixture
 def ws(deployment: Deployment) -> Path:
+    return new_workspace(deployment)
+
+
+def new_workspace(deployment: Deployment) -> Path:
     path = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
     path.mkdir(parents=True)
     return path
@@ -396,8 +410,9 @@ async def test_a_json_answer_to_a_streamed_request_is_reported_at_once(
 async def test_a_cut_stream_is_made_again_with_a_jittered_backoff_announced(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    """A connection dropped mid-stream: the model activity's own retry (DESIGN decision 3),
-    after 0.5 s ± 20 %, announced once; the watcher ends with the second attempt's text."""
+    """A connection dropped mid-stream: the run makes the call again (issue 24; more in
+    test_transport_faults.py) after 0.5 s ± 20 %, announced once; the watcher ends with the
+    second attempt's text."""
     fake.script(
         Reply(text="cut short here and", fault=Fault.drop(after_deltas=2), api="openai-chat"),
         Reply(text="made again in full", api="openai-chat"),
@@ -407,9 +422,10 @@ async def test_a_cut_stream_is_made_again_with_a_jittered_backoff_announced(
     assert done.result.reply == "made again in full"
     ((code, text),) = warnings(done)
     assert code == "transport_retry"
-    assert text.startswith("Connection error (openai); retrying in ") and text.endswith(
-        " s (attempt 2)"
-    ), text
+    assert text.startswith(
+        f"Stream from 127.0.0.1:{fake.port} cut short after 12 characters (openai, ECONNRESET); "
+        "retrying in "
+    ) and text.endswith(" s (attempt 2)"), text
     (gap,) = gaps(fake.requests("openai-chat"))
     assert 0.35 <= gap <= 3.0, gap
 

@@ -70,6 +70,7 @@ import argparse
 import json
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -240,6 +241,67 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+class _OneRequestPerConnection(BaseHTTPRequestHandler):
+    def end_headers(self) -> None:
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        super().end_headers()
+
+
+class Door:
+    """A port of the fake server that refuses connections (ECONNREFUSED: a socket bound to it,
+    not listening, holds the port) until `open`, then serves the same state; `close` refuses
+    again. A provider restarting, or not up yet, as a client sees it."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], host: str) -> None:
+        # One request a connection: a pooled keep-alive connection would outlive `close`.
+        handler = type("DoorHandler", (_OneRequestPerConnection, handler), {})
+        self._server = _Server((host, 0), handler, bind_and_activate=False)
+        self._server.daemon_threads = True
+        self._server.allow_reuse_address = True
+        self._server.server_bind()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def is_open(self) -> bool:
+        return self._thread is not None
+
+    def open(self) -> None:
+        if self._thread is not None:
+            return
+        self._server.server_activate()
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fake-provider-door", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Refuse again: the listening socket goes, a bound one holds the port."""
+        if self._thread is None:
+            return
+        self.shut()
+        handler, address = self._server.RequestHandlerClass, self._server.server_address
+        self._server = _Server(address, handler, bind_and_activate=False)
+        self._server.daemon_threads = True
+        self._server.allow_reuse_address = True
+        self._server.server_bind()
+
+    def shut(self) -> None:
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._server.server_close()
+
+
 class FakeProviderServer:
     def __init__(
         self,
@@ -254,6 +316,7 @@ class FakeProviderServer:
         self._httpd = _Server((host, port), handler)
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._doors: list[Door] = []
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -282,6 +345,8 @@ class FakeProviderServer:
 
     def stop(self) -> None:
         self.state.wake.set()
+        for door in self._doors:
+            door.shut()
         self._httpd.shutdown()
         self._httpd.server_close()
         if self._thread is not None:
@@ -295,6 +360,13 @@ class FakeProviderServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def door(self) -> Door:
+        """A second address for this server that refuses connections until opened (see
+        `Door`); closed with the server."""
+        door = Door(self._httpd.RequestHandlerClass, self._httpd.server_address[0])
+        self._doors.append(door)
+        return door
 
     # --- scripting -------------------------------------------------------------------------
 
@@ -577,6 +649,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind == "http":
             self._api_error(api, fault, body)
             return
+        if fault is not None and fault.kind == "reset":
+            self._reset_connection()
+            return
         renderer = self._renderer(api, body, reply, input_tokens)
         if not body.get("stream") or reply.ignore_stream:
             if fault is not None and fault.kind == "stall":
@@ -662,6 +737,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._end_chunks()
             return True
         return False
+
+    def _reset_connection(self) -> None:
+        """Close with a TCP RST (linger on, zero timeout): the client reads ECONNRESET."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
 
     def _chunks(self, events: list[bytes]) -> None:
         for data in events:

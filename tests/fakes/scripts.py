@@ -70,9 +70,10 @@ class Fault(BaseModel):
     """`http`: an error response instead of a reply. `stall`: stop sending for `seconds` after
     `after_deltas` deltas. `drop`: close the connection mid-stream. `truncate`: end the body
     cleanly mid-stream, without the final events. `garbage`: an event that is not JSON.
-    `stream_error`: an error event inside a 200 stream."""
+    `stream_error`: an error event inside a 200 stream. `reset`: read the request, then reset
+    the connection (TCP RST) before any answer."""
 
-    kind: Literal["http", "stall", "drop", "truncate", "garbage", "stream_error"] = "http"
+    kind: Literal["http", "stall", "drop", "truncate", "garbage", "stream_error", "reset"] = "http"
     status: int | None = None
     error: ErrorKind | None = None
     message: str | None = None
@@ -114,6 +115,10 @@ class Fault(BaseModel):
     @classmethod
     def drop(cls, after_deltas: int = 1) -> Fault:
         return cls(kind="drop", after_deltas=after_deltas)
+
+    @classmethod
+    def reset(cls) -> Fault:
+        return cls(kind="reset")
 
     @classmethod
     def truncate(cls, after_deltas: int = 1) -> Fault:

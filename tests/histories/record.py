@@ -30,6 +30,7 @@ from tests.store_support import clear_profile_state
 
 if TYPE_CHECKING:
     from tests.fakes.provider_server import FakeProviderServer
+    from tests.fakes.scripts import Reply
 
 HERE = Path(__file__).resolve().parent
 
@@ -630,14 +631,52 @@ async def transient_retry(client: AgentlaneClient, ws: Path) -> None:
                 solo,
             ),
         ]
-        for key, replies, overrides in runs:
-            clear_profile_state(dep.data_dir)
-            fake.reset()
-            fake.script(*replies)
-            r = await client.send_and_start(
-                key, "hello", workspace=str(ws), model=claude, session_overrides=overrides
-            )
-            await client.wait_for_run(r.run_id or "")
+        await _scripted_runs(client, ws, fake, dep, claude, runs)
+
+
+async def _scripted_runs(
+    client: AgentlaneClient,
+    ws: Path,
+    fake: FakeProviderServer,
+    dep: Deployment,
+    model: str,
+    runs: list[tuple[str, list[Reply], dict[str, object]]],
+) -> None:
+    """One run per (session key, scripted replies, session overrides), from a clean slate."""
+    for key, replies, overrides in runs:
+        clear_profile_state(dep.data_dir)
+        fake.reset()
+        fake.script(*replies)
+        r = await client.send_and_start(
+            key, "hello", workspace=str(ws), model=model, session_overrides=overrides
+        )
+        await client.wait_for_run(r.run_id or "")
+
+
+async def transport_retry(client: AgentlaneClient, ws: Path) -> None:
+    """Transport faults made again by the run (issue 24): a reset twice then an answer; a
+    stream cut after two deltas then made again in full; resets past a small wait budget
+    falling back to the next model; and, with no fallback, the run's end naming the fault."""
+    from tests.fakes.scripts import Fault, Reply
+
+    with fallback_providers() as (fake, dep, _key_a, _key_b):
+        solo: dict[str, object] = {"agent_id": "solo"}
+        reset = Reply.error(Fault.reset(), api="anthropic")
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("xreset", [reset, reset, Reply(text="ok")], solo),
+            (
+                "xcut",
+                [Reply(text="cut and again", fault=Fault.drop(2)), Reply(text="cut and again")],
+                solo,
+            ),
+            (
+                "xfb",
+                [reset, reset, Reply(text="GPT took over.", api="openai-chat")],
+                {"max_wait_seconds": 1},
+            ),
+            ("xend", [reset, reset, reset], {**solo, "max_wait_seconds": 1}),
+        ]
+        await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
 
 
 async def tool_policy(client: AgentlaneClient, ws: Path) -> None:
@@ -774,6 +813,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "failover": failover,
     "failover_v2": failover_v2,
     "transient_retry": transient_retry,
+    "transport_retry": transport_retry,
     "context_recovery": context_recovery,
     "reset_branch": reset_branch,
     "webhooks": webhooks,

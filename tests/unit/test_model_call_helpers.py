@@ -4,9 +4,9 @@ stream, and typed failures from provider errors (SPEC §5)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -23,7 +23,7 @@ from activities.providers.base import (
 from activities.providers.offline import OfflineProvider
 from activities.providers.resolve import ResolvedModel
 from agentlane.config import ApiKind, ModelEntry
-from agentlane.errors import MODEL_PROVIDER_ERROR, ModelFailure
+from agentlane.errors import MODEL_PROVIDER_ERROR, ModelFailure, TransportKind
 from agentlane.usage import Usage
 
 # --- tool_call_summary ---------------------------------------------------------------------------
@@ -156,25 +156,57 @@ def test_rate_limit_with_retry_after(resolved: ResolvedModel) -> None:
     assert not failure.transport
 
 
-def test_transport_error_is_retryable_timeout(resolved: ResolvedModel) -> None:
-    err = typed_failure(provider_error("Connection error.", transport=True), resolved, "off")
-    assert not err.non_retryable
-    # The retry policy's first interval (0.5 s) with ±20 % jitter.
-    assert err.next_retry_delay is not None
-    assert timedelta(seconds=0.4) <= err.next_retry_delay <= timedelta(seconds=0.6)
-    failure = failure_of(err)
-    assert failure.reason == "timeout"
-    assert failure.transport
-
-
-def test_transport_error_with_retry_after_sets_the_next_delay(resolved: ResolvedModel) -> None:
+def test_a_transport_error_is_the_runs_to_retry(resolved: ResolvedModel) -> None:
+    """Issue 24: no Temporal retry; the run waits inside its budget and makes the call again."""
     err = typed_failure(
-        provider_error("upstream connect error", transport=True, retry_after_seconds=3.0),
+        provider_error("Connection error.", transport=True, code="ECONNRESET"),
         resolved,
         "off",
+        received_chars=0,
     )
-    assert not err.non_retryable
-    assert err.next_retry_delay == timedelta(seconds=3)
+    assert err.non_retryable
+    assert err.next_retry_delay is None
+    failure = failure_of(err)
+    assert failure.reason == "timeout", "SPEC §5.2: a transport failure's reason is timeout"
+    assert failure.transport and failure.transport_kind is TransportKind.CONNECTION
+    assert failure.host == "api.anthropic.com" and failure.received_chars == 0
+
+
+@pytest.mark.parametrize(
+    ("code", "started", "kind"),
+    [
+        ("ECONNREFUSED", False, TransportKind.CONNECTION_REFUSED),
+        ("ECONNRESET", False, TransportKind.CONNECTION),
+        ("ETIMEDOUT", False, TransportKind.CONNECTION),
+        ("ENOTFOUND", False, TransportKind.CONNECTION),
+        ("ECONNRESET", True, TransportKind.STREAM_CUT),
+        ("stream_incomplete", True, TransportKind.STREAM_CUT),
+    ],
+)
+def test_transport_kinds(
+    resolved: ResolvedModel, code: str, started: bool, kind: TransportKind
+) -> None:
+    base = dataclasses.replace(
+        resolved, entry=resolved.entry.model_copy(update={"base_url": "http://127.0.0.1:9/v1"})
+    )
+    error = provider_error("x", transport=True, code=code, stream_started=started)
+    failure = failure_of(typed_failure(error, base, "off", received_chars=12))
+    assert failure.transport_kind is kind
+    assert failure.host == "127.0.0.1:9" and failure.received_chars == 12
+    assert failure.code == code
+
+
+def test_a_refused_connection_names_the_url(resolved: ResolvedModel) -> None:
+    error = provider_error(
+        "Connection error. <- ConnectError: All connection attempts failed",
+        transport=True,
+        code="ECONNREFUSED",
+    )
+    failure = failure_of(typed_failure(error, resolved, "off"))
+    assert failure.message.startswith(
+        "Could not connect to the model provider at the anthropic default endpoint "
+        "(anthropic/claude-test): Connection error."
+    )
 
 
 def test_unclassified_transport_error_is_still_timeout(resolved: ResolvedModel) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import pytest
 
 from agentlane.errors import FailoverReason as R
+from agentlane.errors import TransportKind
 from workflows.policy.failure_text import fallback_notice
 from workflows.policy.transient_retry import (
     CHAIN_RETRY_STATUSES,
     OVERLOAD,
     SERVER,
+    TRANSPORT,
+    TransientRetry,
     backoff_seconds,
     gave_up_text,
     plan_transient_retry,
@@ -17,6 +20,8 @@ from workflows.policy.transient_retry import (
     seconds_text,
     too_long_text,
     transient_kind,
+    transport_what,
+    unresolved_text,
     wait_bound_text,
 )
 
@@ -32,7 +37,7 @@ def test_overloads_rate_limits_and_the_idle_watchdog_keep_their_own_paths() -> N
     assert transient_kind(503, "overloaded") == OVERLOAD
     assert transient_kind(429, "rate_limit") is None
     assert transient_kind(500, "timeout", idle_timed_out=True) is None
-    assert transient_kind(None, "timeout") is None, "a transport fault: the activity retries it"
+    assert transient_kind(None, "timeout") is None, "no status and no transport kind"
     assert transient_kind(400, "format") is None
     assert transient_kind(500, "context_overflow") is None
 
@@ -138,10 +143,113 @@ def test_the_readme_quote_of_a_run_ended_past_the_budget() -> None:
     )
 
 
-def test_a_transport_faults_backoff_follows_the_retry_policy_with_jitter() -> None:
-    from activities.model_call import transport_backoff_seconds
+def test_a_transport_fault_is_made_again_at_the_sdks_pace_within_the_budget() -> None:
+    assert transient_kind(None, "timeout", transport=TransportKind.CONNECTION) == TRANSPORT
+    assert transient_kind(None, "timeout", transport=TransportKind.STREAM_CUT) == TRANSPORT
+    assert transient_kind(None, "timeout", transport=TransportKind.CONNECTION_REFUSED) == TRANSPORT
+    assert (
+        transient_kind(None, "timeout", idle_timed_out=True, transport=TransportKind.CONNECTION)
+        is None
+    ), "the idle watchdog keeps its own retry"
 
-    assert transport_backoff_seconds(1, 0.5) == 0.5
-    assert transport_backoff_seconds(2, 0.0) == 0.8
-    assert transport_backoff_seconds(3, 1.0) == 2.4
-    assert transport_backoff_seconds(9, 0.5) == 10.0, "at most 10 s, like MODEL_CALL_RETRY"
+    def plan(
+        retries: int, waited: float = 0.0, draw: float = 0.5, code: str | None = None
+    ) -> TransientRetry | None:
+        return plan_transient_retry(
+            retries_so_far=retries,
+            retry_after=None,
+            waited_seconds=waited,
+            budget_seconds=600,
+            draw=draw,
+            kind=TRANSPORT,
+            code=code,
+        )
+
+    def delay(retries: int, draw: float = 0.5) -> float:
+        planned = plan(retries, draw=draw)
+        assert planned is not None
+        return planned.delay
+
+    assert [delay(n) for n in range(7)] == pytest.approx([0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0])
+    assert delay(0, draw=0.0) == pytest.approx(0.4)
+    assert delay(0, draw=0.99999) == pytest.approx(0.6, abs=1e-4)
+    assert plan(3, waited=597) is None, "the shared budget bounds it like a server error"
+    assert plan(0, code="ENOTFOUND") is not None
+    assert plan(1, code="ENOTFOUND") is None, "a host that does not resolve: once more only"
+
+
+def test_what_failed_in_words() -> None:
+    refused = TransportKind.CONNECTION_REFUSED
+    assert transport_what(refused, "127.0.0.1:9", "openai", "ECONNREFUSED", 0) == (
+        "connection refused by 127.0.0.1:9 (openai)"
+    )
+    lost = transport_what(TransportKind.CONNECTION, "api.openai.com", "openai", "ECONNRESET", 0)
+    assert lost == "connection to api.openai.com lost (openai, ECONNRESET)"
+    unresolved = transport_what(TransportKind.CONNECTION, "nohost:80", "openai", "ENOTFOUND", None)
+    assert unresolved == "host nohost:80 not found (openai, ENOTFOUND)"
+    slow = transport_what(TransportKind.CONNECTION, "h:1", "openai", "ETIMEDOUT", None)
+    assert slow == "connection to h:1 timed out (openai, ETIMEDOUT)"
+    cut = TransportKind.STREAM_CUT
+    assert transport_what(cut, "h:1", "anthropic", "stream_incomplete", 12) == (
+        "stream from h:1 cut short after 12 characters (anthropic, stream_incomplete)"
+    )
+    assert transport_what(cut, "h:1", "anthropic", None, 1) == (
+        "stream from h:1 cut short after 1 character (anthropic)"
+    )
+    assert transport_what(cut, "h:1", "anthropic", "ECONNRESET", 0) == (
+        "stream from h:1 cut short before any output (anthropic, ECONNRESET)"
+    )
+
+
+def test_the_readme_quotes_of_a_transport_fault() -> None:
+    plan = plan_transient_retry(
+        retries_so_far=0,
+        retry_after=None,
+        waited_seconds=0,
+        budget_seconds=600,
+        draw=0.5,
+        kind=TRANSPORT,
+    )
+    assert plan is not None
+    what = transport_what(
+        TransportKind.CONNECTION_REFUSED, "127.0.0.1:8080", "openai", "ECONNREFUSED", 0
+    )
+    assert retrying_text(0, "openai", plan, what) == (
+        "Connection refused by 127.0.0.1:8080 (openai); retrying in 0.5 s (attempt 2)"
+    )
+    cut = transport_what(
+        TransportKind.STREAM_CUT, "api.anthropic.com", "anthropic", "ECONNRESET", 12
+    )
+    assert retrying_text(0, "anthropic", plan, cut).startswith(
+        "Stream from api.anthropic.com cut short after 12 characters (anthropic, ECONNRESET); "
+    )
+    assert gave_up_text(
+        status=0,
+        provider="openai",
+        model="openai/gpt-4.1",
+        attempts=61,
+        waited_seconds=596.4,
+        budget_seconds=600,
+        last_error="…",
+        what=what,
+    ) == (
+        "openai/gpt-4.1 kept failing: connection refused by 127.0.0.1:8080 (openai) on 61 "
+        "attempts, after waiting 596 s in all; the next wait would pass the 10-minute bound on "
+        "waiting (the session's `max_wait_seconds`). Last error: …"
+    )
+    assert gave_up_text(
+        status=0,
+        provider="openai",
+        model="openai/gpt-4.1",
+        attempts=2,
+        waited_seconds=0.5,
+        budget_seconds=600,
+        last_error="…",
+        what="host nohost not found (openai, ENOTFOUND)",
+        why=unresolved_text("ENOTFOUND"),
+    ) == (
+        "openai/gpt-4.1 kept failing: host nohost not found (openai, ENOTFOUND) on 2 attempts, "
+        "after waiting 0.5 s in all; a host name that does not resolve is tried once more only: "
+        "check the base URL. Last error: …"
+    )
+    assert unresolved_text("ECONNRESET") is None

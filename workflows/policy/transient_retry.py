@@ -17,7 +17,10 @@ Rules:
   backoff (2 s, 4 s, 8 s, ... up to 60 s) with ±20 % jitter (the caller passes a deterministic
   draw: `workflow.random()`);
 * every wait counts against the run's shared wait budget (`max_wait_seconds`); a wait that
-  does not fit is not started and the failure goes on to the table (fallback, or the end).
+  does not fit is not started and the failure goes on to the table (fallback, or the end);
+* a transport fault (a refused or broken connection, a stream cut short: `TRANSPORT`) is made
+  again the same way, from 0.5 s doubling up to 10 s (the provider SDKs' own pace), inside the
+  same budget; a host name that does not resolve is a mistake in the URL: tried once more only.
 
 Pure: no I/O, no clock, no Temporal import.
 """
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentlane.errors import FailoverReason
+from agentlane.errors import FailoverReason, TransportKind
 from workflows.policy.model_fallback import TRANSIENT_HTTP_RETRY_DELAY_SECONDS
 
 __all__ = [
@@ -38,12 +41,15 @@ __all__ = [
     "OVERLOAD",
     "SERVER",
     "TRANSIENT_STATUSES",
+    "TRANSPORT",
     "TransientRetry",
     "backoff_seconds",
     "chain_retry_text",
     "gave_up_text",
     "transient_kind",
     "plan_transient_retry",
+    "transport_what",
+    "unresolved_text",
     "retrying_text",
     "seconds_text",
     "too_long_text",
@@ -58,6 +64,15 @@ CHAIN_RETRY_DELAY_SECONDS = TRANSIENT_HTTP_RETRY_DELAY_SECONDS
 BASE_DELAY_SECONDS = 2.0
 SERVER = "server"
 OVERLOAD = "overload"
+TRANSPORT = "transport"
+# A transport fault's backoff: the provider SDKs' pace (0.5 s doubling, here up to 10 s).
+TRANSPORT_BASE_DELAY_SECONDS = 0.5
+TRANSPORT_MAX_DELAY_SECONDS = 10.0
+# A host name that does not resolve is a typo more often than an outage.
+UNRESOLVED_HOST_CODE = "ENOTFOUND"
+MAX_UNRESOLVED_RETRIES = 1
+# No answer in the SDK client's own time (with the idle limit off, say).
+TIMED_OUT_CODE = "ETIMEDOUT"
 # The provider SDKs' default: two more tries before the error reaches the caller.
 MAX_OVERLOAD_RETRIES = 2
 # A Retry-After of 0 still gets a timer of its own (a zero-length timer is not a wait).
@@ -76,13 +91,23 @@ class TransientRetry:
     retry_after: bool  # the delay is the server's Retry-After
 
 
-def transient_kind(status: int | None, reason: str, *, idle_timed_out: bool = False) -> str | None:
+def transient_kind(
+    status: int | None,
+    reason: str,
+    *,
+    idle_timed_out: bool = False,
+    transport: TransportKind | None = None,
+) -> str | None:
     """`SERVER` for a call worth making again as it was (the server's fault, not the
-    request's); `OVERLOAD` for a server that said it is overloaded (made again
-    `MAX_OVERLOAD_RETRIES` times, as the provider SDKs do, then its cooldown and the table's
-    rotation); None for anything else (a rate limit has its cooldown, the idle watchdog its
-    own retry)."""
-    if idle_timed_out or status not in TRANSIENT_STATUSES:
+    request's); `TRANSPORT` for a connection that failed or a stream cut short; `OVERLOAD` for
+    a server that said it is overloaded (made again `MAX_OVERLOAD_RETRIES` times, as the
+    provider SDKs do, then its cooldown and the table's rotation); None for anything else (a
+    rate limit has its cooldown, the idle watchdog its own retry)."""
+    if idle_timed_out:
+        return None
+    if transport is not None:
+        return TRANSPORT
+    if status not in TRANSIENT_STATUSES:
         return None
     if reason in (FailoverReason.TIMEOUT.value, FailoverReason.UNKNOWN.value):
         return SERVER
@@ -91,10 +116,17 @@ def transient_kind(status: int | None, reason: str, *, idle_timed_out: bool = Fa
     return None
 
 
-def backoff_seconds(retries_so_far: int, draw: float) -> float:
-    """2 s · 2^retries, at most 60 s, times a factor in [0.8, 1.2] from `draw` in [0, 1)."""
-    doubled: float = BASE_DELAY_SECONDS * 2.0 ** min(max(0, retries_so_far), 30)
-    base = min(MAX_DELAY_SECONDS, doubled)
+def backoff_seconds(
+    retries_so_far: int,
+    draw: float,
+    *,
+    base_seconds: float = BASE_DELAY_SECONDS,
+    max_seconds: float = MAX_DELAY_SECONDS,
+) -> float:
+    """2 s · 2^retries, at most 60 s (or the given base and cap), times a factor in
+    [0.8, 1.2] from `draw` in [0, 1)."""
+    doubled: float = base_seconds * 2.0 ** min(max(0, retries_so_far), 30)
+    base = min(max_seconds, doubled)
     return base * (1.0 - JITTER + 2 * JITTER * min(max(draw, 0.0), 1.0))
 
 
@@ -105,15 +137,59 @@ def plan_transient_retry(
     waited_seconds: float,
     budget_seconds: float,
     draw: float,
+    kind: str = SERVER,
+    code: str | None = None,
 ) -> TransientRetry | None:
-    """The next wait, or None when it does not fit in what is left of the wait budget."""
+    """The next wait, or None when it does not fit in what is left of the wait budget (or,
+    for a host that does not resolve, when it was tried again already)."""
+    if (
+        kind == TRANSPORT
+        and code == UNRESOLVED_HOST_CODE
+        and retries_so_far >= MAX_UNRESOLVED_RETRIES
+    ):
+        return None
     if retry_after is not None and retry_after >= 0:
         delay, told = max(MIN_DELAY_SECONDS, retry_after), True
+    elif kind == TRANSPORT:
+        delay = backoff_seconds(
+            retries_so_far,
+            draw,
+            base_seconds=TRANSPORT_BASE_DELAY_SECONDS,
+            max_seconds=TRANSPORT_MAX_DELAY_SECONDS,
+        )
+        told = False
     else:
         delay, told = backoff_seconds(retries_so_far, draw), False
     if waited_seconds + delay > budget_seconds:
         return None
     return TransientRetry(delay=delay, attempt=retries_so_far + 2, retry_after=told)
+
+
+def unresolved_text(code: str | None) -> str | None:
+    """Why a host that does not resolve is not tried again (None: any other fault)."""
+    if code != UNRESOLVED_HOST_CODE:
+        return None
+    return "a host name that does not resolve is tried once more only: check the base URL."
+
+
+def transport_what(
+    kind: TransportKind, host: str, provider: str, code: str | None, received_chars: int | None
+) -> str:
+    """What failed, in words: 'connection refused by 127.0.0.1:9 (openai)', 'connection to
+    api.openai.com lost (openai, ECONNRESET)', 'stream from api.anthropic.com cut short after
+    12 characters (anthropic, stream_incomplete)'."""
+    said = f"({provider}, {code})" if code else f"({provider})"
+    if kind is TransportKind.CONNECTION_REFUSED:
+        return f"connection refused by {host} ({provider})"
+    if kind is TransportKind.STREAM_CUT:
+        got = received_chars or 0
+        after = "before any output" if got == 0 else f"after {got} character{'s' * (got != 1)}"
+        return f"stream from {host} cut short {after} {said}"
+    if code == UNRESOLVED_HOST_CODE:
+        return f"host {host} not found {said}"
+    if code == TIMED_OUT_CODE:
+        return f"connection to {host} timed out {said}"
+    return f"connection to {host} lost {said}"
 
 
 def chain_retry_text(status: int, provider: str, first: str) -> str:
@@ -138,13 +214,13 @@ def wait_bound_text(budget_seconds: float) -> str:
     return f"the {seconds_text(budget_seconds).removesuffix(' s')}-second bound"
 
 
-def retrying_text(status: int, provider: str, plan: TransientRetry) -> str:
-    """The warning of one wait: 'HTTP 500 from anthropic; retrying in 1.8 s (attempt 2)'."""
+def retrying_text(status: int, provider: str, plan: TransientRetry, what: str | None = None) -> str:
+    """The warning of one wait: 'HTTP 500 from anthropic; retrying in 1.8 s (attempt 2)', or
+    for a transport fault (`what`, see `transport_what`): 'Connection refused by 127.0.0.1:9
+    (openai); retrying in 0.5 s (attempt 2)'."""
     told = " as the server asked (Retry-After)" if plan.retry_after else ""
-    return (
-        f"HTTP {status} from {provider}; retrying in {seconds_text(plan.delay)}{told} "
-        f"(attempt {plan.attempt})"
-    )
+    failed = f"{what[:1].upper()}{what[1:]}" if what else f"HTTP {status} from {provider}"
+    return f"{failed}; retrying in {seconds_text(plan.delay)}{told} (attempt {plan.attempt})"
 
 
 def gave_up_text(
@@ -158,20 +234,24 @@ def gave_up_text(
     last_error: str,
     retry_after: float | None = None,
     run_waited_seconds: float = 0.0,
+    what: str | None = None,
+    why: str | None = None,
 ) -> str:
     """The run's end when the server kept failing and the next wait does not fit the budget:
-    the status, the provider, the attempts, the time waited, and why it stopped."""
+    the status (or for a transport fault `what` failed), the provider, the attempts, the time
+    waited, and why it stopped."""
     tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
-    if retry_after is not None:
+    if why is None and retry_after is not None:
         why = too_long_text(retry_after, budget_seconds, run_waited_seconds)
         why = why[0].lower() + why[1:]
-    else:
+    elif why is None:
         why = (
             f"the next wait would pass {wait_bound_text(budget_seconds)} on waiting (the "
             "session's `max_wait_seconds`)."
         )
+    failed = what or f"HTTP {status} from {provider}"
     return (
-        f"{model} kept failing: HTTP {status} from {provider} on {tries}, after waiting "
+        f"{model} kept failing: {failed} on {tries}, after waiting "
         f"{seconds_text(waited_seconds)} in all; {why} Last error: {last_error}"
     )
 
