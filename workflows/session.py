@@ -605,6 +605,12 @@ class SessionWorkflow:
             # The messages the aborted run takes are not waiting after it.
             waiting -= len(held_run_queue(self.s.queue, held.upto_seq) or [])
         note = abort_note(run_id, waiting, held is not None)
+        if held is not None:
+            # Answered once that run exists (it has taken the abort), so the caller can wait for
+            # it by the id the receipt names; a handover answers at once.
+            await workflow.wait_condition(
+                lambda: self.s.held_abort is not held or self.handing_over
+            )
         return AbortReceipt(session_key=self.s.key, run_id=run_id, queue_length=waiting, note=note)
 
     @workflow.update
