@@ -35,6 +35,14 @@ class ApprovalSteps:
             )
             await self.store.append(inp.session_key, [entry])
             answered = True
+        if inp.notify_session_key:
+            # A sub-agent's approval: shown where its top-level session is watched.
+            top = self.publishers.lease(
+                activity.client(), inp.notify_session_key, wait_for_flush=True
+            )
+            async with top as publisher:
+                for announcement in inp.announce:
+                    publisher.publish(announcement.to_event(inp.notify_session_key, inp.run_id))
         lease = self.publishers.lease(activity.client(), inp.session_key, wait_for_flush=True)
         async with lease as publisher:
             for announcement in inp.announce:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar, overload
 
 K = TypeVar("K")
@@ -68,6 +69,19 @@ class BoundedCache(Generic[K, V]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
+
+    def trim_weight(self, limit: int, weight: Callable[[V], int]) -> int:
+        """Drop the least recently used entries until their total `weight` is at most `limit`
+        (for values that grow in place, so a count alone bounds nothing); the most recent entry
+        always stays. Returns how many were dropped."""
+        with self._lock:
+            total = sum(weight(v) for v in self._items.values())
+            dropped = 0
+            while total > limit and len(self._items) > 1:
+                _, value = self._items.popitem(last=False)
+                total -= weight(value)
+                dropped += 1
+            return dropped
 
     def clear(self) -> None:
         with self._lock:

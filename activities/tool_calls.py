@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -99,15 +98,6 @@ async def _heartbeat_forever(progress: ToolProgress) -> None:
     # The first at once (a dead worker is noticed from the start), with what the call does.
     activity.heartbeat(progress.details())
     await heartbeat_forever(details=progress.details)
-
-
-def _crash_after_first_write(written: int) -> None:
-    """Test hook (tests/e2e/test_tools_crash.py): with AGENTLANE_TEST_CRASH_IN_APPLY_PATCH=1 the
-    worker dies right after a fresh apply_patch wrote its first file, the worst moment for a
-    kill -9, so the retried attempt can be shown to finish the patch rather than apply it again.
-    """
-    if written == 1 and os.environ.get("AGENTLANE_TEST_CRASH_IN_APPLY_PATCH") == "1":
-        os._exit(137)
 
 
 class ToolActivities:
@@ -407,9 +397,7 @@ class ToolActivities:
                     self._mark(inp, "patch-plan", json.dumps(plan)), loop
                 ).result()
 
-            return await asyncio.to_thread(
-                apply_patch, inp.workspace, args.input, saved, remember, _crash_after_first_write
-            )
+            return await asyncio.to_thread(apply_patch, inp.workspace, args.input, saved, remember)
 
         return await self._run(inp, execute)
 

@@ -78,15 +78,33 @@ class _Parsed:
     # of each run's entries, and the tool calls still without a result.
     by_run: dict[str, list[int]] = field(default_factory=dict)
     unanswered: dict[str, ToolCall] = field(default_factory=dict)
+    # What the parsed entries take in memory, roughly (`approx_entry_bytes`).
+    size: int = 0
 
 
-# How many sessions' transcripts one worker process keeps parsed in memory.
+def approx_entry_bytes(entry: TranscriptEntry) -> int:
+    """What a parsed entry holds in memory, roughly: a fixed part for the model objects
+    (measured: 2.2 KB for a 340-byte stored entry) and its text, twice over (the strings and
+    what indexes them)."""
+    size = 1536 + 2 * (len(entry.text) + len(entry.reasoning) + len(entry.id))
+    for call in entry.tool_calls:
+        size += 512 + 2 * len(str(call.arguments))
+    return size
+
+
+# How many sessions' transcripts one worker process keeps parsed in memory, and how many bytes
+# of parsed entries at most (`Settings.transcript_cache_bytes`): a session's transcript grows
+# with every run, so a count of sessions alone bounds nothing.
 PARSED_SESSIONS_KEPT = 256
+PARSED_BYTES_KEPT = 64 * 2**20
 
 
 class TranscriptStore:
-    def __init__(self, store: Store, local_root: Path | None = None) -> None:
+    def __init__(
+        self, store: Store, local_root: Path | None = None, cache_bytes: int = PARSED_BYTES_KEPT
+    ) -> None:
         self.store = store
+        self.cache_bytes = cache_bytes
         # This host's own folder per session, for what only exists on this host (the records
         # of its background processes); the transcript itself is in the store.
         self.local_root = local_root
@@ -119,23 +137,14 @@ class TranscriptStore:
 
     # -- where a run's events start in the session's stream --------------------------------
 
-    @staticmethod
-    def _stream_start_id(key: str) -> str:
-        # One small record per session, overwritten by each run: kept with the progress records
-        # the store already upserts (webhook deliveries), under a name of its own.
-        return f"stream-start/{key}"
-
     async def record_stream_start(self, key: str, run_id: str, offset: int) -> None:
         """Remember the stream offset at which `run_id` began (one run at a time per session,
         so one small record, overwritten: it never grows with the session)."""
-        await self.store.save_delivery_progress(self._stream_start_id(key), f"{run_id} {offset}")
+        await self.store.set_stream_start(key, run_id, offset)
 
     async def stream_start(self, key: str, run_id: str) -> int | None:
-        value = await self.store.delivery_progress(self._stream_start_id(key))
-        if value is None:
-            return None
-        recorded, _, offset = value.partition(" ")
-        return int(offset) if recorded == run_id and offset.isdigit() else None
+        recorded = await self.store.stream_start(key)
+        return recorded[1] if recorded is not None and recorded[0] == run_id else None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -147,9 +156,15 @@ class TranscriptStore:
             parsed = self._cache.get(key)
             if parsed is None:
                 parsed = self._cache[key] = _Parsed()
-            for seq, entry in await self.store.entries_after(key, parsed.seq):
+            fresh = await self.store.entries_after(key, parsed.seq)
+            for seq, entry in fresh:
                 self._index(parsed, entry)
                 parsed.seq = seq
+            if fresh:
+                self._cache[key] = parsed  # the most recent: the one trim never drops
+                # Past the budget, the sessions used least recently are read again when next
+                # used (whole: a cost that grows with their transcript, paid only by them).
+                self._cache.trim_weight(self.cache_bytes, lambda p: p.size)
             return parsed
 
     @staticmethod
@@ -158,6 +173,7 @@ class TranscriptStore:
         if entry.run_id is not None:
             parsed.by_run.setdefault(entry.run_id, []).append(index)
         parsed.entries.append(entry)
+        parsed.size += approx_entry_bytes(entry)
         parsed.ids[entry.id] = index
         if entry.role == Role.TOOL and entry.tool_call_id:
             parsed.answered[entry.tool_call_id] = index

@@ -70,6 +70,10 @@ class PendingApproval(BaseModel):
     requested_at: float
     expires_at: float
     on_timeout: OnTimeout = OnTimeout.DENY
+    # Set when a sub-agent's run waits: its session (`agent:<id>:subagent:<uuid>`) and the
+    # top-level run it belongs to. The approval is listed and decided in the top-level session.
+    session_key: str = ""
+    root_run_id: str = ""
 
 
 class ApprovalDecision(BaseModel):
@@ -117,3 +121,6 @@ class ApprovalStepInput(RunStepInput):
     # Empty: the call runs (or waits); nothing is written.
     answer: str = ""
     summary: str = ""
+    # A sub-agent's approval: its events also go to this (top-level) session's stream, where
+    # people and webhooks watch.
+    notify_session_key: str = ""

@@ -1,8 +1,8 @@
 """The data converter every role uses: pydantic models as JSON, large payloads offloaded.
 
-Offload uses the SDK's own ExternalStorage: with the embedded store, a driver that writes
-content-addressed files under the data folder; with a shared store (`AGENTLANE_DATABASE_URL`),
-a driver over that store (`store/payload_driver.py`), so every host reads them.
+Offload uses the SDK's own ExternalStorage with a driver over the store (`store/payload_driver.py`,
+the embedded SQLite file or PostgreSQL), so every host that reaches the store reads them;
+payloads earlier versions wrote as files under the data folder stay readable there.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from temporalio.converter import (
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
-    StorageDriverWorkflowInfo,
 )
 
 from agentlane.ids import storage_name
@@ -40,7 +39,7 @@ from agentlane.settings import Settings
 from agentlane.wire import CompactModel
 from store.interface import Store
 from store.open import shared_store
-from store.payload_driver import StorePayloadDriver
+from store.payload_driver import StorePayloadDriver, owner_of
 
 
 class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
@@ -109,13 +108,14 @@ class LocalFileStorageDriver(StorageDriver):
 
     @staticmethod
     def _owner_of(context: StorageDriverStoreContext) -> tuple[str, str, str | None] | None:
-        target = context.target
-        if not isinstance(target, StorageDriverWorkflowInfo) or not target.id:
+        owner = owner_of(context)
+        if owner is None:
             return None
-        folder = f"{OWNED}/{storage_name(target.id)}/{storage_name(target.run_id or ANY_RUN)}"
+        run = storage_name(owner.run_id or ANY_RUN)
+        folder = f"{OWNED}/{storage_name(owner.workflow_id)}/{run}"
         if not _OWNER_CLAIM.fullmatch(folder):
             return None  # e.g. a workflow id "..": kept in the flat layout
-        return folder, target.id, target.run_id
+        return folder, owner.workflow_id, owner.run_id
 
     def _write(self, data: bytes, owner: tuple[str, str, str | None] | None) -> dict[str, str]:
         digest = hashlib.sha256(data).hexdigest()
@@ -202,28 +202,25 @@ _OWNER_CLAIM = re.compile(rf"{OWNED}/(?!\.\.?/)[A-Za-z0-9.@%-]+/(?!\.\.?$)[A-Za-
 def make_data_converter(
     place: Settings | Path, threshold: int = 128 * 1024, codec: PayloadCodec | None = None
 ) -> DataConverter:
-    """`place`: the settings (or a data dir) that say where offloaded payloads go: with the
-    embedded store (one host), files under the data dir, owned by their workflow and collected
-    (`agentlane/payload_gc.py`); with `AGENTLANE_DATABASE_URL` (many hosts), the store itself
-    (`store/payload_driver.py`), so every host reads what any host offloaded (files offloaded
-    before stay readable where they are). `codec`: payload encryption (`agentlane/encryption.py`),
-    applied before offloading, so offloaded payloads are encrypted too."""
+    """`place`: the settings (or a data dir) that say where the store is. Offloaded payloads go
+    to the store (`store/payload_driver.py`), owned by their workflow and collected
+    (`agentlane/payload_gc.py`), so every host that reaches the store reads what any host
+    offloaded; files offloaded by earlier versions stay readable where they are. `codec`:
+    payload encryption (`agentlane/encryption.py`), applied before offloading, so offloaded
+    payloads are encrypted too."""
     settings = place if isinstance(place, Settings) else Settings(data_dir=place)
     files = LocalFileStorageDriver(settings.payloads_dir)
-    if not settings.database_url:
-        storage = ExternalStorage(drivers=[files], payload_size_threshold=threshold)
-    else:
 
-        async def opener() -> Store:
-            # Opened on the first offload or retrieval, shared with the process's other users.
-            return await shared_store(settings)
+    async def opener() -> Store:
+        # Opened on the first offload or retrieval, shared with the process's other users.
+        return await shared_store(settings)
 
-        shared = StorePayloadDriver(opener)
-        storage = ExternalStorage(
-            drivers=[shared, files],
-            driver_selector=lambda _context, _payload: shared,
-            payload_size_threshold=threshold,
-        )
+    shared = StorePayloadDriver(opener)
+    storage = ExternalStorage(
+        drivers=[shared, files],
+        driver_selector=lambda _context, _payload: shared,
+        payload_size_threshold=threshold,
+    )
     return DataConverter(
         payload_converter_class=CompactPydanticPayloadConverter,
         payload_codec=codec,

@@ -84,6 +84,10 @@ class ExecutionRequest(BaseModel):
     spawn_depth: int | None = None
     spawned_by: str | None = None
     parent_entry_id: str | None = None
+    # A sub-agent's top-level session and run: its approvals are listed and decided there (it
+    # has no session workflow of its own). None for a session's own runs.
+    root_session_key: str | None = None
+    root_run_id: str | None = None
     loop_detection: LoopDetectionConfig = LoopDetectionConfig()
     # `[tools.approval]` (issue 21); None when no tool needs approval (left out of history).
     approvals: ApprovalConfig | None = None

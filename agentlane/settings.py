@@ -20,6 +20,12 @@ def model_task_queue(workflow_task_queue: str) -> str:
     return f"{workflow_task_queue}-model"
 
 
+def subagent_model_task_queue(workflow_task_queue: str) -> str:
+    """Sub-agents' model calls have their own queue: its worker slots are the original's
+    sub-agent lane (SPEC §2, `subagents.maxConcurrent`, 8), apart from the global lane."""
+    return f"{workflow_task_queue}-subagent-model"
+
+
 # A host id names a task queue and appears in status lines: a short, plain word.
 HOST_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -61,10 +67,16 @@ class Settings(BaseModel):
     # The global lane: how many model calls one worker runs at once.
     max_concurrent_model_calls: int = 4
     max_concurrent_tool_calls: int = 8
+    # The sub-agent lane: how many sub-agents' model calls one worker runs at once.
+    max_concurrent_subagent_model_calls: int = 8
     # Workflows one worker keeps in memory between their tasks (the SDK's sticky cache); one
     # that falls out is rebuilt by replaying its history on its next task. Bounds the worker's
     # memory (README "Worker").
     max_cached_workflows: int = 1000
+    # Workflow tasks one worker runs at once (each holds a thread of the SDK's workflow executor).
+    max_concurrent_workflow_tasks: int = 50
+    # Bytes of parsed transcripts one worker keeps in memory (activities/transcript_store.py).
+    transcript_cache_bytes: int = 64 * 2**20
     # How long a workflow task waits on a dead worker's sticky queue before any worker takes it
     # (README "Durability and timeouts"; the activity heartbeat timeout is set by the workflows,
     # workflows/activity_options.py).
@@ -131,6 +143,10 @@ class Settings(BaseModel):
         return model_task_queue(self.workflow_task_queue)
 
     @property
+    def subagent_model_task_queue(self) -> str:
+        return subagent_model_task_queue(self.workflow_task_queue)
+
+    @property
     def host_task_queue(self) -> str:
         return host_task_queue(self.workflow_task_queue, self.host_id)
 
@@ -166,9 +182,13 @@ class Settings(BaseModel):
             workflow_task_queue=_env("TASK_QUEUE", "agentlane"),
             max_concurrent_model_calls=int(_env("MAX_MODEL_CALLS", "4")),
             max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
+            max_concurrent_subagent_model_calls=int(_env("MAX_SUBAGENT_MODEL_CALLS", "8")),
             max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
+            max_concurrent_workflow_tasks=int(_env("MAX_WORKFLOW_TASKS", "50")),
+            transcript_cache_bytes=int(float(_env("TRANSCRIPT_CACHE_MB", "64")) * 2**20),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
+            payload_offload_threshold=int(_env("PAYLOAD_OFFLOAD_BYTES", str(128 * 1024))),
             payload_grace=timedelta(seconds=float(_env("PAYLOAD_GRACE_S", "600"))),
             payload_retention=timedelta(hours=float(_env("PAYLOAD_RETENTION_H", "168"))),
             payload_gc_interval=timedelta(seconds=float(_env("PAYLOAD_GC_INTERVAL_S", "600"))),

@@ -16,8 +16,6 @@ SPAWN_TOOL = "sessions_spawn"
 SPAWN_READ = "spawn_read"
 SPAWN_RECORD = "spawn_record"
 SUBAGENT_SEGMENT = ":subagent:"
-# The original's sub-agent lane: at most this many sub-agent runs at once (SPEC §13.4).
-SUBAGENT_LANE = 8
 
 
 def subagent_key(target_agent: str, uuid: str) -> str:

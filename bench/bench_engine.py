@@ -2,6 +2,9 @@
 the same run.
 
     python bench/bench_engine.py            (from the repository root, with the venv's Python)
+    python bench/bench_engine.py --cpu [--baseline main] [--rounds 5] [--steps 40]
+        only the CPU per step of the worker and the dev server, engine against the same-shape
+        no-op (and the engine at an older commit), interleaved, with the spread
 
 A "step" is one model call that asks for one tool call, plus that tool call: the offline model at
 zero latency, instruction `write f0.txt with x then write f1.txt with x then ...` (the offline
@@ -11,12 +14,15 @@ made N tool calls in N+1 model calls).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
 import os
+import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -58,6 +64,7 @@ from bench.common import (  # noqa: E402
     Table,
     Watcher,
     bench_stack,
+    checkout,
     fresh_key,
     median,
     note,
@@ -745,8 +752,211 @@ async def aging_case(stack: Stack, figures: Figures) -> None:
     figures.add("rss_growth_per_run_aging", per_run, "KB")
 
 
+# -- CPU per step, engine against the same-shape no-op (and an older commit) ------------------
+
+CPU_SHORT = 5  # the short run of each pair: CPU per step is the marginal (N - short) cost
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """utime + stime of every live process in a process group (the worker and the dev server
+    are each started as a group leader; the server may have helpers)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+async def noop_worker_main() -> None:
+    """`--noop-worker`: the same-shape no-op loop's workers in a process of their own, so its
+    CPU is read the same way as the engine worker's."""
+    client = await Client.connect(os.environ["AGENTLANE_TEMPORAL_ADDRESS"])
+    queue = os.environ["AGENTLANE_TASK_QUEUE"]
+    async with (
+        Worker(client, task_queue=queue, workflows=[NoopLoop], activities=[noop_activity]),
+        Worker(client, task_queue=f"{queue}-act", activities=[noop_activity]),
+    ):
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+
+def start_noop_worker(stack: Stack, queue: str) -> subprocess.Popen[str]:
+    env = dict(os.environ)
+    env.update(AGENTLANE_TEMPORAL_ADDRESS=stack.server.address, AGENTLANE_TASK_QUEUE=queue)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--noop-worker"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    stack.processes.append(proc)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        raise RuntimeError("the no-op worker did not start")
+    return proc
+
+
+@dataclass
+class CpuSamples:
+    """One variant's figures, one value per round."""
+
+    worker_ms: list[float] = field(default_factory=list)
+    server_ms: list[float] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)
+    bytes_per_step: list[float] = field(default_factory=list)
+
+    def total_ms(self) -> list[float]:
+        return [w + s for w, s in zip(self.worker_ms, self.server_ms, strict=True)]
+
+
+@dataclass
+class Variant:
+    label: str
+    worker_pid: int
+    run: Callable[[int], Awaitable[Chain]]  # one run of N steps; its workflow chain
+    steps_of: Callable[[Chain], StepTimes]
+    samples: CpuSamples = field(default_factory=CpuSamples)
+
+
+async def measured(variant: Variant, server_pid: int, steps: int) -> tuple[float, float, Chain]:
+    worker, server = group_cpu_seconds(variant.worker_pid), group_cpu_seconds(server_pid)
+    chain = await variant.run(steps)
+    await asyncio.sleep(0.2)  # the run's trailing work (session, stream) lands in this window
+    return (
+        group_cpu_seconds(variant.worker_pid) - worker,
+        group_cpu_seconds(server_pid) - server,
+        chain,
+    )
+
+
+async def cpu_round(variant: Variant, server_pid: int, steps: int) -> None:
+    """A short and a long run back to back: CPU per step is their difference over the extra
+    steps, so what a run costs once (new workflows, start, end) cancels out."""
+    w_short, s_short, _ = await measured(variant, server_pid, CPU_SHORT)
+    w_long, s_long, chain = await measured(variant, server_pid, steps)
+    extra = steps - CPU_SHORT
+    variant.samples.worker_ms.append((w_long - w_short) / extra * 1000)
+    variant.samples.server_ms.append((s_long - s_short) / extra * 1000)
+    variant.samples.wall_ms.append(median(variant.steps_of(chain).total) * 1000)
+    variant.samples.bytes_per_step.append(chain.size / steps)
+
+
+def engine_variant(label: str, client: AgentlaneClient, dep: Deployment, pid: int) -> Variant:
+    async def run(steps: int) -> Chain:
+        _, run_id, _ = await run_steps(client, dep, steps)
+        return await workflow_chain(client.client, run_id)
+
+    return Variant(label, pid, run, engine_steps)
+
+
+def noop_variant(client: Client, queue: str, pid: int) -> Variant:
+    async def run(steps: int) -> Chain:
+        wid = fresh_key("noop")
+        await client.execute_workflow(NoopLoop.run, args=[steps, True], id=wid, task_queue=queue)
+        return await workflow_chain(client, wid)
+
+    return Variant("same-shape no-op", pid, run, noop_steps)
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.1f}-{max(values):.1f}"
+
+
+async def cpu_case(figures: Figures, rounds: int, steps: int, baseline: str | None) -> None:
+    """The engine and the same-shape no-op (and the engine at `baseline`), each on its own
+    worker process, run in turn round after round (the order rotating) so drift on a shared
+    machine hits them alike; CPU of the worker and of the dev server per step beside wall."""
+    async with bench_stack("bench-engine-cpu") as stack:
+        server_pid = stack.server.pid()
+        assert server_pid
+        variants: list[Variant] = []
+        deployments = [("engine (this tree)", None)]
+        if baseline:
+            deployments.append((f"engine at {baseline}", checkout(baseline, stack.root)))
+        for label, tree in deployments:
+            dep = stack.deployment()
+            if tree is not None:
+                dep.repo = tree
+            worker = dep.start_worker()
+            client = await stack.client(dep)
+            variants.append(engine_variant(label, client, dep, worker.pid))
+        raw = await Client.connect(stack.server.address)
+        queue = fresh_key("noop-q")
+        noop_proc = start_noop_worker(stack, queue)
+        variants.append(noop_variant(raw, queue, noop_proc.pid))
+        idle = group_cpu_seconds(server_pid)
+        await asyncio.sleep(2)
+        idle_ms_per_s = (group_cpu_seconds(server_pid) - idle) / 2 * 1000
+        for variant in variants:  # warm-up: imports, caches, connections
+            await cpu_round(variant, server_pid, CPU_SHORT + 2)
+            variant.samples = CpuSamples()
+        for r in range(rounds):
+            k = r % len(variants)
+            for variant in variants[k:] + variants[:k]:
+                await cpu_round(variant, server_pid, steps)
+    noop = variants[-1].samples
+    table = Table(
+        f"CPU per step ({rounds} rounds interleaved, {steps}-step minus {CPU_SHORT}-step runs; "
+        "median, min-max over rounds)",
+        [
+            "what",
+            "worker CPU ms",
+            "server CPU ms",
+            "CPU ms total",
+            "vs no-op CPU",
+            "wall ms (median step)",
+            "vs no-op wall",
+            "history B/step",
+        ],
+    )
+    for variant in variants:
+        got = variant.samples
+        cpu_ratio = median(got.total_ms()) / median(noop.total_ms())
+        wall_ratio = median(got.wall_ms) / median(noop.wall_ms)
+        table.add(
+            variant.label,
+            f"{median(got.worker_ms):.1f} ({spread(got.worker_ms)})",
+            f"{median(got.server_ms):.1f} ({spread(got.server_ms)})",
+            f"{median(got.total_ms()):.1f} ({spread(got.total_ms())})",
+            f"{cpu_ratio:.2f}x",
+            f"{median(got.wall_ms):.1f} ({spread(got.wall_ms)})",
+            f"{wall_ratio:.2f}x",
+            median(got.bytes_per_step),
+        )
+        slug = variant.label.replace(" ", "_").replace("(", "").replace(")", "")
+        figures.add(f"cpu_ms_per_step[{slug}]", median(got.total_ms()), "ms")
+        figures.add(f"wall_ms_per_step[{slug}]", median(got.wall_ms), "ms")
+        figures.add(f"ratio_cpu_vs_noop[{slug}]", cpu_ratio, "x")
+        figures.add(f"ratio_wall_vs_noop[{slug}]", wall_ratio, "x")
+        figures.add(f"history_bytes_per_step[{slug}]", median(got.bytes_per_step), "B")
+    table.print()
+    note(
+        f"the dev server idles at {idle_ms_per_s:.1f} ms CPU per second (in its figures above). "
+        "CPU is read from /proc (utime + stime) of each worker's and the server's process "
+        f"group around each run; a {CPU_SHORT}-step run is subtracted from the long one so a "
+        "run's fixed costs cancel. Wall is the median step read from the long run's history "
+        "(one call_model scheduled to the next). Load on the machine: "
+        f"{os.getloadavg()[0]:.1f} (1 min) on {os.cpu_count()} cores."
+    )
+
+
 async def main() -> None:
     figures = Figures()
+    if "--cpu" in sys.argv:
+        parser = argparse.ArgumentParser(description=__doc__)
+        parser.add_argument("--cpu", action="store_true")
+        parser.add_argument("--rounds", type=int, default=2 if QUICK else 5)
+        parser.add_argument("--steps", type=int, default=15 if QUICK else 40)
+        parser.add_argument("--baseline", help="a git revision run beside this tree")
+        args = parser.parse_args()
+        await cpu_case(figures, args.rounds, args.steps, args.baseline)
+        figures.print()
+        return
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "telemetry":
         async with bench_stack("bench-engine") as stack:
             await telemetry_case(stack, figures)
@@ -994,6 +1204,6 @@ async def main() -> None:
 
 if __name__ == "__main__":
     try:
-        asyncio.run(main())
+        asyncio.run(noop_worker_main() if "--noop-worker" in sys.argv else main())
     except KeyboardInterrupt:
         sys.exit(130)

@@ -20,17 +20,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from temporalio.api.enums.v1 import TimeoutType, WorkflowTaskFailedCause  # noqa: E402
+from temporalio.client import WorkflowHistory  # noqa: E402
 
-from agentlane.ids import events_workflow_id  # noqa: E402
+from agentlane.data_converter import make_data_converter  # noqa: E402
+from agentlane.ids import events_workflow_id, session_workflow_id  # noqa: E402
 from agentlane.run import ExecutionStatus  # noqa: E402
 from bench.common import (  # noqa: E402
     ET,
@@ -86,6 +90,48 @@ def data_bytes(root: Path) -> tuple[int, int]:
             if "payloads" in path.relative_to(root).parts and not path.name.startswith("."):
                 files += 1
     return total, files
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_SLOW_TASK = re.compile(r"TMPRL1104.*")
+_FIELD = re.compile(r"(workflow_type|workflow_task_duration|workflow_history_size|attempt)=(\S+)")
+
+
+@dataclass
+class SlowTasks:
+    """The worker log's TMPRL1104 lines (a workflow task over the threshold), by workflow type."""
+
+    by_type: Counter[str] = field(default_factory=Counter)
+    longest_ms: dict[str, int] = field(default_factory=dict)
+    largest_history: dict[str, int] = field(default_factory=dict)
+    retries: int = 0  # tasks over the threshold on a second or later attempt (a replay)
+
+    @property
+    def count(self) -> int:
+        return sum(self.by_type.values())
+
+    def describe(self) -> str:
+        if not self.by_type:
+            return "none"
+        return ", ".join(
+            f"{kind} {n} (longest {self.longest_ms[kind]} ms, history up to "
+            f"{self.largest_history[kind] // 1024} KB)"
+            for kind, n in self.by_type.most_common()
+        ) + (f"; {self.retries} on a retried attempt" if self.retries else "")
+
+
+def slow_tasks(log_text: str) -> SlowTasks:
+    out = SlowTasks()
+    for match in _SLOW_TASK.finditer(_ANSI.sub("", log_text)):
+        fields = dict(_FIELD.findall(match.group(0)))
+        kind = fields.get("workflow_type", "?").strip('"')
+        ms = int(fields.get("workflow_task_duration", "0"))
+        size = int(fields.get("workflow_history_size", "0"))
+        out.by_type[kind] += 1
+        out.longest_ms[kind] = max(out.longest_ms.get(kind, 0), ms)
+        out.largest_history[kind] = max(out.largest_history.get(kind, 0), size)
+        out.retries += int(fields.get("attempt", "1")) > 1
+    return out
 
 
 def pct(values: list[float], q: float) -> float:
@@ -158,6 +204,44 @@ async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figur
     figures.add("soak_stream_longest_stall", f"{stall * 1000:.0f}", "ms")
 
 
+async def replay_report(client: AgentlaneClient, keys: list[str], figures: Figures) -> None:
+    """How long this process takes to replay the largest segment of a session's history and of
+    its event stream (what a worker pays when the workflow fell out of its cache, or its task
+    timed out and is retried), and how many segments the sessions' chains have."""
+    from temporalio.worker import Replayer
+
+    from workers.main import WORKFLOWS
+
+    replayer = Replayer(
+        workflows=list(WORKFLOWS),
+        data_converter=make_data_converter(Path(client.settings.data_dir)),
+    )
+    for label, workflow_id in (("session", session_workflow_id), ("events", events_workflow_id)):
+        largest: WorkflowHistory | None = None
+        segments = 0
+        for key in keys:
+            chain = await workflow_chain(client.client, workflow_id(key))
+            segments += len(chain.runs)
+            for run in chain.runs:
+                if largest is None or len(run.events) > len(largest.events):
+                    largest = run
+        if largest is None:
+            continue
+        took = []  # the first replay also pays the sandbox's first import of the workflows
+        for _ in range(3):
+            began = time.monotonic()
+            result = await replayer.replay_workflow(largest, raise_on_replay_failure=False)
+            took.append(time.monotonic() - began)
+        failure = f", FAILED: {result.replay_failure}" if result.replay_failure else ""
+        note(
+            f"{label} histories: {segments} segments over {len(keys)} sessions; the largest "
+            f"({len(largest.events)} events, {history_bytes(largest) // 1024} KB) replays in "
+            f"{' / '.join(f'{t * 1000:.0f}' for t in took)} ms (3 times){failure}"
+        )
+        figures.add(f"soak_{label}_segments", segments)
+        figures.add(f"soak_{label}_replay_largest", f"{min(took) * 1000:.0f}", "ms")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=20)
@@ -187,7 +271,7 @@ async def main() -> None:
                     assert receipt.run_id
                     result = await client.wait_for_run(receipt.run_id)
                 except Exception as err:
-                    print(f"error in {key}: {err}", file=sys.stderr)
+                    print(f"error in {key}: {err!r}", file=sys.stderr)
                     windows[-1].errors += 1
                     await asyncio.sleep(1)
                     continue
@@ -244,7 +328,7 @@ async def main() -> None:
             w = windows[-1]
             windows.append(Window())
             size, files = data_bytes(dep.data_dir)
-            log_warned = worker.log.read_text(errors="replace").count("TMPRL1104")
+            log_warned = slow_tasks(worker.log.read_text(errors="replace")).count
             now = time.monotonic()
             elapsed = now - began
             span, window_start = now - window_start, now
@@ -278,6 +362,7 @@ async def main() -> None:
             base_bytes, warned = size, log_warned
         table.print()
         await stream_report(client, keys, figures)
+        await replay_report(client, keys, figures)
         # SIGTERM with the sessions idle: the time until the worker process is gone.
         sent = time.monotonic()
         os.killpg(worker.pid, signal.SIGTERM)
@@ -291,7 +376,9 @@ async def main() -> None:
         figures.add("soak_worker_cpu_ms_per_run_last", f"{rows[-1][3]:.0f}", "ms")
         figures.add("soak_worker_rss_last", f"{rows[-1][1]:.0f}", "MB")
         figures.add("soak_data_bytes_per_run_max", f"{max(r[2] for r in rows):.0f}", "B")
-        figures.add("soak_tasks_over_1s", worker.log.read_text(errors="replace").count("TMPRL1104"))
+        slow = slow_tasks(worker.log.read_text(errors="replace"))
+        note(f"workflow tasks over {TASK_WARN_SECONDS} s: {slow.describe()}")
+        figures.add("soak_tasks_over_1s", slow.count)
         figures.add("soak_sigterm_exit", f"{exit_s:.1f}", "s")
         figures.add("soak_worker_exit_code", code)
         figures.print()

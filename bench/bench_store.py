@@ -7,12 +7,18 @@ transcript, read one profile's cooldown, compare-and-set it (p50 / p99, ms).
 `--files DIR` also measures the file store of an older checkout at DIR (a `git archive` of a
 commit before the store existed): how the embedded default was chosen (README "Where state
 lives").
+
+Offloaded payloads (200 KB, what a long message or tool output is when it crosses a workflow
+boundary): stored and read back through each backend, and through the files the embedded
+default used before (`LocalFileStorageDriver`: one file per payload under its owner's folder,
+written atomically, not fsync'd), how payloads came to be in the embedded store too.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import importlib
 import json
 import os
@@ -25,13 +31,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from agentlane.data_converter import LocalFileStorageDriver  # noqa: E402
 from agentlane.settings import Settings  # noqa: E402
 from agentlane.transcript import Role, TranscriptEntry  # noqa: E402
 from bench.common import Table  # noqa: E402
 from store.interface import Store  # noqa: E402
+from store.models import PayloadOwnerRef  # noqa: E402
 from store.open import open_store  # noqa: E402
 
 N = 500
+PAYLOADS = 100
+PAYLOAD_BYTES = 200 * 1024
 
 
 def pct(values: list[float], q: float) -> float:
@@ -80,6 +90,34 @@ async def measure_store(store: Store) -> dict[str, list[float]]:
         assert await store.set_usage(pid, row.version, json.dumps({"error_count": i}))
 
     out["cooldown read + CAS write"] = await timed(N, cas)
+    owner = PayloadOwnerRef(workflow_id=f"wf-{key}", run_id="r1")
+    out[PUT] = await timed(PAYLOADS, lambda i: store.put_payload(*payload(i), owner))
+    out[GET] = await timed(PAYLOADS, lambda i: store.payload(payload(i)[0]))
+    return out
+
+
+PUT = "offload a 200 KB payload"
+GET = "read a 200 KB payload back"
+_BASE = os.urandom(PAYLOAD_BYTES)
+
+
+def payload(i: int) -> tuple[str, bytes]:
+    data = i.to_bytes(4, "big") + _BASE[4:]
+    return hashlib.sha256(data).hexdigest(), data
+
+
+async def measure_payload_files(root: Path) -> dict[str, list[float]]:
+    """The files the embedded default offloaded payloads to before, in a thread as its
+    driver did."""
+    driver = LocalFileStorageDriver(root)
+    owner = ("wf/bench/r1", "bench", "r1")
+    claims: list[dict[str, str]] = []
+
+    async def put(i: int) -> None:
+        claims.append(await asyncio.to_thread(driver._write, payload(i)[1], owner))
+
+    out = {PUT: await timed(PAYLOADS, put)}
+    out[GET] = await timed(PAYLOADS, lambda i: asyncio.to_thread(driver._read, claims[i]))
     return out
 
 
@@ -160,6 +198,8 @@ async def main() -> None:
                 show(f"{pg.backend}", await measure_store(pg))
             finally:
                 await pg.close()
+        files_before = await measure_payload_files(root / "p")
+        show("payload files (before: the embedded default's)", files_before)
         if args.files:
             show(
                 "files (the store before, fsync per append)",

@@ -192,6 +192,19 @@ async def bench_stack(name: str) -> AsyncIterator[Stack]:
             shutil.rmtree(root, ignore_errors=True)
 
 
+def checkout(rev: str, root: Path) -> Path:
+    """The tree of git revision `rev` in a folder under `root`, to run beside this one (git
+    archive: no worktree is registered)."""
+    repo = Path(__file__).resolve().parents[1]
+    out = root / f"baseline-{rev.replace('/', '_')}"
+    out.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", rev], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
 def fresh_key(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

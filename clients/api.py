@@ -20,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -39,8 +39,6 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.branch_history import UnknownEntry, branch_path, resets_of
-from activities.transcript_store import TranscriptStore
 from agentlane import search_attributes as sa
 from agentlane.approvals import ApprovalDecision, ApprovalReceipt, PendingApproval
 from agentlane.branches import (
@@ -105,9 +103,11 @@ from clients.api_errors import SessionNotFound as SessionNotFound
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
 from store.open import shared_store
 from store.sync import run_sync
-from workflows.agent_run import AgentRunWorkflow
-from workflows.policy.tool_policy import select_tools
-from workflows.session import SessionWorkflow
+
+if TYPE_CHECKING:
+    # Workflow and activity code costs a command line 0.1-0.2 s to import: the methods that
+    # use it import it (`status` names its queries and needs none of it).
+    from workflows.session import SessionWorkflow
 
 T = TypeVar("T")
 
@@ -130,6 +130,10 @@ class WorkerBusy(NoWorker):
     (or paused). What was sent is durably accepted where that is possible, as with `NoWorker`."""
 
 
+# The queries `status` and `wait_for_run` make, by name: the method references would import the
+# workflow code (tests/unit/test_client_query_names.py holds them equal).
+SESSION_STATUS_QUERY = "status"  # SessionWorkflow.status
+RUN_PROGRESS_QUERY = "progress"  # AgentRunWorkflow.progress
 # How long a call waits for a worker before saying there is none (the message stays accepted).
 WORKER_WAIT_SECONDS = 4.0
 NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
@@ -329,6 +333,8 @@ class AgentlaneClient:
         `worker_wait` seconds the message is handed over as a signal, which the server keeps in
         history until a worker runs it, and `NoWorker` says so; a worker that polls but is busy
         is waited for first (`on_wait` is told), then `WorkerBusy` says the same."""
+        from workflows.session import SessionWorkflow
+
         key = check_session_key(session_key)
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
@@ -410,6 +416,8 @@ class AgentlaneClient:
         sender: str | None = None,
     ) -> WithStartWorkflowOperation[SessionWorkflow, None]:
         # One operation per call: the SDK fills in its result and it cannot be reused.
+        from workflows.session import SessionWorkflow
+
         return WithStartWorkflowOperation(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),
@@ -554,6 +562,8 @@ class AgentlaneClient:
     ) -> QueueSettings:
         """The `/queue` directive (SPEC §17.2): `mode:collect debounce:2s cap:10 drop:old`, a bare
         mode word, or `reset`. Answers the settings now in force."""
+        from workflows.session import SessionWorkflow
+
         key = check_session_key(session_key)
         if isinstance(directive, str):
             try:
@@ -588,6 +598,8 @@ class AgentlaneClient:
 
     async def wait_started(self, session_key: str, seq: int) -> MessageFate:
         """Until message `seq` is taken by a run (or steered, dropped or given up)."""
+        from workflows.session import SessionWorkflow
+
         key = check_session_key(session_key)
         handle = self.client.get_workflow_handle(session_workflow_id(key))
         while True:
@@ -612,6 +624,8 @@ class AgentlaneClient:
     async def close(self, session_key: str) -> None:
         """End the session once its queue is empty (its event stream ends with it). A later
         message to the same key starts a new session with the same transcript."""
+        from workflows.session import SessionWorkflow
+
         handle = await self._running_session(check_session_key(session_key))
         await handle.signal(SessionWorkflow.close)
 
@@ -622,6 +636,8 @@ class AgentlaneClient:
         on_wait: Callable[[str], None] | None = None,
     ) -> AbortReceipt:
         """Abort the session's run in flight. The receipt names it, or says there was none."""
+        from workflows.session import SessionWorkflow
+
         key = check_session_key(session_key)
         handle = await self._running_session(key)
         call = asyncio.ensure_future(
@@ -666,6 +682,8 @@ class AgentlaneClient:
     ) -> ApprovalReceipt:
         """Approve or deny a waiting tool call; the receipt says what became of it (approved,
         denied, or expired first). An unknown or already decided id is `ApprovalRejected`."""
+        from workflows.session import SessionWorkflow
+
         key = check_session_key(session_key)
         decision = ApprovalDecision(id=approval_id, approve=approve, reason=reason, by=by)
         handle = await self._running_session(key)
@@ -693,6 +711,8 @@ class AgentlaneClient:
         """Start the session afresh: nothing before the reset is sent to the model again (the
         old branch stays in the transcript). A busy run is aborted and has ended when this
         returns; queued messages are kept and answered next, in the fresh context."""
+        from workflows.session import SessionWorkflow
+
         key = check_session_key(session_key)
         handle = await self._running_session(key)
         request = ResetRequest(reason=reason, by=by)
@@ -717,6 +737,9 @@ class AgentlaneClient:
         `from_entry` (seed 001 §9.7); it keeps the parent's settings, and both go on
         independently. `new_key` defaults to `<parent>-b<n>` (the first free one). Nothing is
         made when the parent or the entry is unknown or the new key is taken."""
+        from activities.branch_history import UnknownEntry, branch_path
+        from workflows.session import SessionWorkflow
+
         parent = check_session_key(session_key)
         entries = await asyncio.to_thread(self.transcript, parent)
         if not entries:
@@ -792,6 +815,8 @@ class AgentlaneClient:
     async def session_tree(self) -> list[TreeNode]:
         """Every session the server remembers (running or closed), with where it was branched
         from (its workflow's memo: no query, no worker needed) and its resets (its transcript)."""
+        from activities.branch_history import resets_of
+
         nodes: dict[str, TreeNode] = {}
         async for wf in self.client.list_workflows("WorkflowType = 'SessionWorkflow'"):
             try:
@@ -863,7 +888,7 @@ class AgentlaneClient:
         one that does not answer within its bound, `NoWorker` / `WorkerBusy` say which."""
         key = check_session_key(session_key)
         handle = await self._running_session(key)
-        call = asyncio.ensure_future(handle.query(SessionWorkflow.status))
+        call = asyncio.ensure_future(handle.query(SESSION_STATUS_QUERY, result_type=SessionStatus))
         try:
             status: SessionStatus = await self._answer_or_no_worker(
                 call, WORKER_WAIT_SECONDS, on_wait
@@ -878,6 +903,15 @@ class AgentlaneClient:
                     "compacting": SessionPhase.COMPACTING,
                     "waiting": SessionPhase.WAITING,
                 }.get(progress.phase.value, SessionPhase.RUNNING)
+                waiting_until, waiting_reason = progress.waiting_until, progress.waiting_reason
+                asking = [a.expires_at for a in status.approvals if a.root_run_id]
+                if asking and phase != SessionPhase.WAITING:
+                    # A sub-agent of the run waits for a person: so does the run.
+                    phase, waiting_reason, waiting_until = (
+                        SessionPhase.WAITING,
+                        "approval",
+                        min(asking),
+                    )
                 status = status.model_copy(
                     update={
                         "phase": phase,
@@ -886,8 +920,8 @@ class AgentlaneClient:
                         "profile_id": progress.profile_id,
                         "rotations": progress.rotations,
                         "thinking": progress.thinking or status.thinking,
-                        "waiting_until": progress.waiting_until,
-                        "waiting_reason": progress.waiting_reason,
+                        "waiting_until": waiting_until,
+                        "waiting_reason": waiting_reason,
                         "fallback_model": progress.fallback_model,
                     }
                 )
@@ -904,6 +938,8 @@ class AgentlaneClient:
         from this deployment's config, the session's agent and model, and the routing and
         sender of the message that would start it; and which layer removed each of the others.
         A session that does not exist is shown as a new one would be."""
+        from workflows.policy.tool_policy import select_tools
+
         key = check_session_key(session_key)
         try:
             status = await self.status(key)
@@ -955,7 +991,7 @@ class AgentlaneClient:
     async def run_progress(self, run_id: str) -> RunProgress | None:
         try:
             result: RunProgress = await self.client.get_workflow_handle(run_id).query(
-                AgentRunWorkflow.progress
+                RUN_PROGRESS_QUERY, result_type=RunProgress
             )
             return result
         except RPCError:
@@ -969,7 +1005,9 @@ class AgentlaneClient:
         session = self.client.get_workflow_handle(session_workflow_id(result.session_key))
         for _ in range(100):
             try:
-                status: SessionStatus = await session.query(SessionWorkflow.status)
+                status: SessionStatus = await session.query(
+                    SESSION_STATUS_QUERY, result_type=SessionStatus
+                )
             except RPCError:
                 break
             if status.current_run_id != run_id:
@@ -1171,11 +1209,15 @@ class AgentlaneClient:
 
     def transcript(self, session_key: str) -> list[TranscriptEntry]:
         """Read the transcript from the store (`AGENTLANE_DATABASE_URL`, else the data dir's)."""
+        from activities.transcript_store import TranscriptStore
+
         key = check_session_key(session_key)
         return run_sync(self.settings, lambda store: TranscriptStore(store).read(key))
 
     async def read_transcript(self, session_key: str) -> list[TranscriptEntry]:
         """`transcript` from async code, on this process's shared store."""
+        from activities.transcript_store import TranscriptStore
+
         key = check_session_key(session_key)
         return await TranscriptStore(await shared_store(self.settings)).read(key)
 

@@ -16,10 +16,12 @@ EXIT_REJECTED = 2
 
 
 def approval_line(approval: PendingApproval, now: float | None = None) -> str:
-    """One pending approval, its id first: `<id>  <tool>  expires in 95 s  <args preview>`."""
+    """One pending approval, its id first: `<id>  <tool>  expires in 95 s  <args preview>`; a
+    sub-agent's names its session after the tool."""
     left = max(0, int(approval.expires_at - (time.time() if now is None else now)))
+    who = f" (sub-agent {approval.session_key})" if approval.session_key else ""
     return (
-        f"{approval.id}  {approval.tool}  expires in {left} s "
+        f"{approval.id}  {approval.tool}{who}  expires in {left} s "
         f"(then {approval.on_timeout.value})  {approval.args_preview}"
     )
 

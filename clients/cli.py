@@ -647,6 +647,7 @@ async def _gc(args: argparse.Namespace) -> int:
     from agentlane.payload_gc import collect
     from agentlane.settings import Settings
     from clients.api import AgentlaneClient
+    from store.open import open_store
 
     settings = Settings.from_env()
     client = await AgentlaneClient.connect(settings)
@@ -655,13 +656,18 @@ async def _gc(args: argparse.Namespace) -> int:
         if args.retention_hours is None
         else timedelta(hours=args.retention_hours)
     )
-    report = await collect(
-        client.client,
-        LocalFileStorageDriver(settings.payloads_dir),
-        grace=settings.payload_grace,
-        retention=retention,
-        dry_run=args.dry_run,
-    )
+    store = await open_store(settings)
+    try:
+        report = await collect(
+            client.client,
+            store,
+            LocalFileStorageDriver(settings.payloads_dir),
+            grace=settings.payload_grace,
+            retention=retention,
+            dry_run=args.dry_run,
+        )
+    finally:
+        await store.close()
     print(("would have " if args.dry_run else "") + report.line())
     return EXIT_OK
 

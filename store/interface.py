@@ -23,7 +23,7 @@ import abc
 from collections.abc import Sequence
 
 from agentlane.transcript import TranscriptEntry
-from store.models import ProfileRow, StoreStatus, TokenRow, UsageRow
+from store.models import PayloadOwnerRef, ProfileRow, StoreStatus, TokenRow, UsageRow
 from store.sealing import Sealer
 
 
@@ -42,8 +42,9 @@ class Store(abc.ABC):
     # -- lifecycle ---------------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def migrate(self) -> int:
-        """Apply the migrations not applied yet (idempotent); return the schema version."""
+    async def migrate(self, up_to: int | None = None) -> int:
+        """Apply the migrations not applied yet (idempotent; `up_to`: stop after that version,
+        for a test of one migration); return the schema version."""
 
     @abc.abstractmethod
     async def status(self) -> StoreStatus:
@@ -118,6 +119,15 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def tool_mark(self, key: str, tool_call_id: str, kind: str) -> str | None: ...
+
+    @abc.abstractmethod
+    async def set_stream_start(self, key: str, run_id: str, offset: int) -> None:
+        """The offset in the session's event stream at which `run_id` began: one row per
+        session, overwritten by each run (one run at a time), so it never grows."""
+
+    @abc.abstractmethod
+    async def stream_start(self, key: str) -> tuple[str, int] | None:
+        """(run id, offset) last recorded for the session."""
 
     # -- auth profiles (keys sealed here, stored by the backend) --------------------------------
 
@@ -240,14 +250,31 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def save_delivery_progress(self, delivery_id: str, progress: str) -> None: ...
 
-    # -- offloaded payloads (content-addressed) -----------------------------------------------
+    # -- offloaded payloads (content-addressed, owned by the workflows that reference them) --
 
     @abc.abstractmethod
-    async def put_payload(self, digest: str, data: bytes) -> None:
-        """Idempotent: the same digest is the same bytes."""
+    async def put_payload(
+        self, digest: str, data: bytes, owner: PayloadOwnerRef | None = None
+    ) -> None:
+        """Idempotent: the same digest is the same bytes. `owner`: the workflow whose history
+        references it (kept until released); None: kept for the retention after its last put."""
 
     @abc.abstractmethod
     async def payload(self, digest: str) -> bytes | None: ...
 
     @abc.abstractmethod
     async def delete_payload(self, digest: str) -> bool: ...
+
+    @abc.abstractmethod
+    async def payload_owners(self) -> list[PayloadOwnerRef]: ...
+
+    @abc.abstractmethod
+    async def release_payload_owner(self, owner: PayloadOwnerRef, stored_before: float) -> int:
+        """The owner no longer needs what it stored before `stored_before` (epoch seconds; its
+        workflow closed since): how many payloads it let go."""
+
+    @abc.abstractmethod
+    async def sweep_payloads(self, unowned_before: float) -> tuple[int, int]:
+        """Delete payloads no owner holds: once owned, at once; never owned, when last put
+        before `unowned_before` (epoch seconds). A payload claimed by an owner meanwhile stays.
+        (payloads, bytes) deleted."""

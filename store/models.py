@@ -61,3 +61,14 @@ class StoreStatus(BaseModel):
     schema_version: int
     latest_version: int
     counts: dict[str, int] = Field(default_factory=dict)
+
+
+class PayloadOwnerRef(BaseModel):
+    """A workflow whose history references offloaded payloads (the SDK names it in the store
+    context). `run_id` None: any run of the id (a child's input, stored before the child had a
+    run id)."""
+
+    workflow_id: str
+    run_id: str | None = None
+    # As listed by the store: when the owner's oldest payload was stored (epoch seconds).
+    oldest: float = 0.0

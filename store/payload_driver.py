@@ -1,8 +1,8 @@
 """Offloaded payloads in the store: a driver for the SDK's own `ExternalStorage`
 (`temporalio.converter`), content-addressed (a payload is stored once, named by the SHA-256 of
-its bytes, so retries are free), reachable by every host that reaches the store. Used when the
-store is shared (`AGENTLANE_DATABASE_URL`); the embedded default keeps payloads in owned files
-(`agentlane/data_converter.py`, collected by `agentlane/payload_gc.py`).
+its bytes, so retries are free), reachable by every host that reaches the store, on either
+backend. Each is filed under its owner, the workflow whose history references it (the SDK names
+it in the store context), so `agentlane/payload_gc.py` removes it once that workflow has closed.
 
 Where an S3-compatible store exists, the SDK's `temporalio.contrib.aws.s3driver` is the other
 option (README "Where state lives").
@@ -19,9 +19,11 @@ from temporalio.converter import (
     StorageDriverClaim,
     StorageDriverRetrieveContext,
     StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
 )
 
 from store.interface import Store
+from store.models import PayloadOwnerRef
 
 Opener = Callable[[], Awaitable[Store]]
 
@@ -36,6 +38,16 @@ class PayloadMissing(LookupError):
     pass
 
 
+def owner_of(context: StorageDriverStoreContext) -> PayloadOwnerRef | None:
+    """The workflow whose history will reference what is stored in `context`: the workflow
+    itself, the child or signalled workflow a command targets, or the parent that receives a
+    child's result. None: no workflow (a client's own input before its workflow exists)."""
+    target = context.target
+    if not isinstance(target, StorageDriverWorkflowInfo) or not target.id:
+        return None
+    return PayloadOwnerRef(workflow_id=target.id, run_id=target.run_id or None)
+
+
 class StorePayloadDriver(StorageDriver):
     def __init__(self, opener: Opener) -> None:
         self._opener = opener
@@ -47,11 +59,12 @@ class StorePayloadDriver(StorageDriver):
         self, context: StorageDriverStoreContext, payloads: Sequence[Payload]
     ) -> list[StorageDriverClaim]:
         store = await self._opener()
+        owner = owner_of(context)
         claims = []
         for payload in payloads:
             data = payload.SerializeToString()
             digest = hashlib.sha256(data).hexdigest()
-            await store.put_payload(digest, data)
+            await store.put_payload(digest, data, owner)
             claims.append(StorageDriverClaim(claim_data={"sha256": digest}))
         return claims
 

@@ -65,6 +65,8 @@ class Deployment:
     task_queue: str
     extra_env: dict[str, str] = field(default_factory=dict)
     workers: list[WorkerProcess] = field(default_factory=list)
+    # The source tree the workers run (a benchmark runs an older commit's beside this one).
+    repo: Path = REPO
 
     @property
     def address(self) -> str:
@@ -77,7 +79,7 @@ class Deployment:
             AGENTLANE_TEMPORAL_ADDRESS=self.address,
             AGENTLANE_TASK_QUEUE=self.task_queue,
             AGENTLANE_LOG_LEVEL="WARNING",
-            PYTHONPATH=str(REPO),
+            PYTHONPATH=str(self.repo),
         )
         env.update(self.extra_env)
         return env
@@ -90,7 +92,7 @@ class Deployment:
         out = log.open("wb")
         proc = subprocess.Popen(
             [sys.executable, "-m", "workers.main"],
-            cwd=REPO,
+            cwd=self.repo,
             env=self.env(),
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -28,6 +28,7 @@ from activities.context.truncation import TruncationActivity
 from activities.known_secrets import KnownSecrets
 from activities.liveness import HEARTBEAT_THROTTLE
 from activities.model_call import ModelCallActivity
+from activities.process_stop import ProcessStop
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.queue_drops import QueueDropActivities
@@ -58,6 +59,9 @@ from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
 from workers.in_flight import InFlight
+from workers.malloc_tuning import limit_arenas, start_trimming
+from workers.memory_trace import MemoryTraceConfigError
+from workers.memory_trace import start_from_env as start_memory_trace
 from workers.sandbox import workflow_runner
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
@@ -103,7 +107,7 @@ def build_workers(
 ) -> list[Worker]:
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order. `state`: the store (store/)."""
-    store = TranscriptStore(state, settings.transcripts_dir)
+    store = TranscriptStore(state, settings.transcripts_dir, settings.transcript_cache_bytes)
     resolver = ProviderResolver(settings, store=state)
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
     compaction = CompactionActivity(store, resolver, publishers)
@@ -117,6 +121,7 @@ def build_workers(
         KnownSecrets(settings, state),
     )
     subagents = SubagentActivities(store, publishers)
+    stopping = ProcessStop(store)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(state)
     tree = SessionTreeActivities(store, records, publishers)
@@ -162,8 +167,9 @@ def build_workers(
                 ToolPolicyReader(config).read_tool_policy,
                 AnnouncementPublisher(publishers).publish_announcements,
                 ApprovalSteps(store, publishers).approval_step,
+                stopping.list_process_owners,
             ],
-            max_concurrent_workflow_tasks=50,
+            max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),
@@ -189,12 +195,21 @@ def build_workers(
             max_concurrent_activities=settings.max_concurrent_model_calls,
             **common,  # type: ignore[arg-type]
         ),
+        # The sub-agent lane (workflows/subagents.py): sub-agents' model calls, in slots of
+        # their own, so a fan-out neither waits for nor crowds out the sessions' own runs.
+        Worker(
+            client,
+            task_queue=settings.subagent_model_task_queue,
+            activities=[model.call_model],
+            max_concurrent_activities=settings.max_concurrent_subagent_model_calls,
+            **common,  # type: ignore[arg-type]
+        ),
         # Calls about a background process this worker holds (activities/tools/process_tool.py)
         # come to this worker alone, on its own queue.
         Worker(
             client,
             task_queue=process_queue,
-            activities=[tools.tool_process],
+            activities=[tools.tool_process, stopping.stop_session_processes],
             max_concurrent_activities=MAX_PROCESS_CALLS,
             **common,  # type: ignore[arg-type]
         ),
@@ -217,13 +232,14 @@ def build_workers(
     ]
 
 
-def start_payload_gc(client: Client, settings: Settings) -> asyncio.Task[None] | None:
+def start_payload_gc(client: Client, settings: Settings, state: Store) -> asyncio.Task[None] | None:
     """Offloaded payloads nothing can read any more are removed on a timer (payload_gc.py)."""
     if settings.payload_gc_interval.total_seconds() <= 0:
         return None
     return asyncio.create_task(
         collect_forever(
             client,
+            state,
             LocalFileStorageDriver(settings.payloads_dir),
             interval=settings.payload_gc_interval,
             grace=settings.payload_grace,
@@ -236,6 +252,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
     make_private_dir(settings.data_dir)
+    memory_trace = start_memory_trace()
+    trimming = start_trimming()
     telemetry = setup_telemetry(settings.metrics_address)
     client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
     publishers = SessionPublishers(settings.stream_batch_interval)
@@ -249,7 +267,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     hurry = asyncio.Event()
     _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
-    gc = start_payload_gc(client, settings)
+    gc = start_payload_gc(client, settings, state)
     log.info(
         "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s)",
         os.getpid(),
@@ -280,8 +298,9 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    if gc is not None:
-        gc.cancel()
+    for background in (gc, memory_trace, trimming):
+        if background is not None:
+            background.cancel()
     started = time.monotonic()
     cut_short = not await _shut_down(workers, hurry)
     if cut_short:
@@ -383,12 +402,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         settings = Settings.from_env()
+        # Before the SDK starts its threads: glibc makes its arenas as threads first allocate.
+        limit_arenas()
     except ValueError as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     try:
         status = asyncio.run(run_worker(settings))
-    except (EncryptionConfigError, TelemetryConfigError, StoreError) as err:
+    except (
+        EncryptionConfigError,
+        TelemetryConfigError,
+        StoreError,
+        MemoryTraceConfigError,
+    ) as err:
         print(f"agentlane worker: {err}", file=sys.stderr, flush=True)
         os._exit(2)
     sys.stdout.flush()

@@ -51,7 +51,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
     from agentlane.session import RunPhase, RunProgress
-    from agentlane.settings import model_task_queue
     from agentlane.subagents import SPAWN_TOOL
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
     from agentlane.tool_policy_config import READ_TOOL_POLICY, ToolPolicyInput, ToolPolicyRequest
@@ -579,7 +578,7 @@ class AgentRunWorkflow(LegacyFailover):
                     provider_window=self.context_recovery.provider_window(),
                 ),
                 result_type=ModelCallResult,
-                task_queue=model_task_queue(workflow.info().task_queue),
+                task_queue=self.subagents.model_queue(),
                 start_to_close_timeout=opts.MODEL_CALL_START_TO_CLOSE,
                 heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
                 retry_policy=opts.MODEL_CALL_RETRY,

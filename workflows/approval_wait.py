@@ -7,6 +7,11 @@ nothing (the timer and the decision are in history). The session lists the appro
 by signal) and takes decisions (`SessionWorkflow.decide_approval`, an update with a validator);
 it forwards each to this run by signal (`AgentRunWorkflow.decide_approval`). An abort cancels
 the run loop, and so this wait, at once. What each ending means is `workflows/policy/approvals`.
+
+A sub-agent's run has no session workflow of its own: it tells its top-level session instead
+(`ExecutionRequest.root_session_key`), which lists the approval beside its own run's, decides it
+by signalling this run directly, and gets its events on its stream too. The timer is this run's,
+so a sub-agent's approval expires like any other.
 """
 
 from __future__ import annotations
@@ -91,6 +96,8 @@ class ApprovalWait:
             requested_at=now,
             expires_at=now + timeout,
             on_timeout=config.on_timeout,
+            session_key=r.req.session_key if self._subagent else "",
+            root_run_id=r.req.root_run_id or "",
         )
         self.waiting, self.decision = approval, None
         r.phase, r.waiting_reason = RunPhase.WAITING, WAITING_REASON
@@ -112,6 +119,11 @@ class ApprovalWait:
             # Aborted (or out of budget): the session closes the run's approvals when it ends;
             # the event goes out with finish_run.
             r.announce.append(self._decided(turn, approval, ApprovalOutcome.CANCELLED, ""))
+            if self._subagent:
+                # The top-level session's run may go on (this sub-agent alone was cancelled):
+                # it is told the approval no longer waits.
+                closed = ApprovalClosed(id=approval.id, outcome=ApprovalOutcome.CANCELLED)
+                await self._tell_session(APPROVAL_CLOSED_SIGNAL, closed)
             raise
         finally:
             self.waiting = None
@@ -195,6 +207,10 @@ class ApprovalWait:
             },
         )
 
+    @property
+    def _subagent(self) -> bool:
+        return bool(self.r.req.root_session_key)
+
     async def _step(
         self,
         turn: int,
@@ -217,6 +233,7 @@ class ApprovalWait:
                 announce=announce,
                 answer=answer,
                 summary=summary,
+                notify_session_key=r.req.root_session_key or "",
             ),
             start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
             retry_policy=opts.FINISH_RETRY,
@@ -224,7 +241,9 @@ class ApprovalWait:
         )
 
     async def _tell_session(self, signal: str, arg: PendingApproval | ApprovalClosed) -> None:
-        session = workflow.get_external_workflow_handle(session_workflow_id(self.r.req.session_key))
+        # A sub-agent's approvals are its top-level session's to list and decide.
+        key = self.r.req.root_session_key or self.r.req.session_key
+        session = workflow.get_external_workflow_handle(session_workflow_id(key))
         try:
             await session.signal(signal, arg)
         except Exception as err:  # the session is gone: nobody can decide; the timer still ends

@@ -134,6 +134,7 @@ with workflow.unsafe.imports_passed_through():
         held_upto,
     )
     from workflows.policy.approvals import closed_after, decision_problem
+    from workflows.policy.history_rollover import HistoryBounds, rollover_due
     from workflows.policy.idle_limit import idle_limit_seconds
     from workflows.policy.provider_window import merged_windows
     from workflows.policy.queue import (
@@ -154,6 +155,7 @@ with workflow.unsafe.imports_passed_through():
         resolve_settings,
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
+    from workflows.process_stop import stop_background_processes
     from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
     from workflows.session_events import SessionEventsWorkflow
     from workflows.telemetry import WorkflowMetrics, message_span, since, traceparent
@@ -185,6 +187,15 @@ DROP_RECORD_RETRY = timedelta(seconds=10)
 # An abort that lands after a message was answered `started` but before its run is made is held
 # for that run (workflows/policy/abort_hold.py); older code answered "nothing to abort".
 HOLD_ABORT_PATCH = "hold-abort-for-announced-run"
+# A session continues as new between runs once its history reaches either bound (about 20 runs
+# of 23 events), not only when Temporal suggests it (4 096 events): a worker holds each cached
+# session's state machines in memory, and one that falls out of the cache (or whose task timed
+# out on a busy worker) is replayed from its first event. Measured (bench_soak): 253 events
+# replay in 330-400 ms on the 2 shared cores at load 17, so 500 stays under a second. Older
+# histories continued only on the suggestion.
+EARLY_ROLLOVER_PATCH = "session-early-rollover"
+ROLLOVER_EVENTS = 500
+ROLLOVER_BYTES = 256 * 1024
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -198,6 +209,8 @@ class SessionWorkflow:
         self.run_shown: tuple[int, str, float] | None = None
         self.started: dict[int, str] = {}
         self.closing = False
+        # Continue as new by size too (EARLY_ROLLOVER_PATCH), set as the run starts.
+        self.bounded = False
         # Set just before continue-as-new: `wait_started` callers get `pending` and ask again.
         self.handing_over = False
         # An abort that arrived while the run's child was being started.
@@ -680,7 +693,8 @@ class SessionWorkflow:
 
     @workflow.signal
     def approval_opened(self, approval: PendingApproval) -> None:
-        if approval.run_id == self.current_run_id:
+        # A sub-agent's approval names the session's run it belongs to (`root_run_id`).
+        if (approval.root_run_id or approval.run_id) == self.current_run_id:
             self.s.approvals = [*self.s.approvals, approval]
 
     @workflow.signal
@@ -699,7 +713,10 @@ class SessionWorkflow:
         pending = next(a for a in self.s.approvals if a.id == decision.id)
         self.deciding.add(decision.id)
         try:
-            if self.child is not None:
+            if pending.root_run_id:
+                # A sub-agent's run (a child of the session's run) waits: told directly.
+                await self._tell_subagent(pending, decision)
+            elif self.child is not None:
                 try:
                     await self.child.signal(AgentRunWorkflow.decide_approval, decision)
                 except Exception:
@@ -713,6 +730,15 @@ class SessionWorkflow:
         wanted = ApprovalOutcome.APPROVED if decision.approve else ApprovalOutcome.DENIED
         note = "" if closed.outcome == wanted else f"the approval ended first: {closed.outcome}"
         return ApprovalReceipt(id=decision.id, outcome=closed.outcome, tool=pending.tool, note=note)
+
+    @staticmethod
+    async def _tell_subagent(pending: PendingApproval, decision: ApprovalDecision) -> None:
+        run = workflow.get_external_workflow_handle(pending.run_id)
+        try:
+            await run.signal(AgentRunWorkflow.decide_approval, decision)
+        except Exception:
+            # Ended meanwhile: its top-level run's end closes the approval.
+            workflow.logger.info("approval: sub-agent run %s already ended", pending.run_id)
 
     @decide_approval.validator
     def validate_decide_approval(self, decision: ApprovalDecision) -> None:
@@ -792,6 +818,8 @@ class SessionWorkflow:
         aborted = await self._abort_current(f"reset: {req.reason}")
         if self._busy():
             await workflow.wait_condition(lambda: not self._busy())
+        # What the old context started in the background goes with it.
+        await stop_background_processes(self.s.key)
         number = self.s.resets + 1
         chain = chain_token_of(workflow.info().first_execution_run_id)
         queued = len(self.s.queue)
@@ -913,10 +941,13 @@ class SessionWorkflow:
 
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
-        limit = self.s.settings.continue_as_new_after_events
-        if limit is not None and info.get_current_history_length() >= limit:
-            return True
-        return info.is_continue_as_new_suggested()
+        return rollover_due(
+            length=info.get_current_history_length(),
+            size=info.get_current_history_size(),
+            suggested=info.is_continue_as_new_suggested(),
+            explicit_events=self.s.settings.continue_as_new_after_events,
+            bounds=HistoryBounds(ROLLOVER_EVENTS, ROLLOVER_BYTES) if self.bounded else None,
+        )
 
     async def _restore(self, inp: SessionInput) -> int:
         """Settings an earlier incarnation of this key recorded (those the opening message did
@@ -976,6 +1007,7 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
+        self.bounded = workflow.patched(EARLY_ROLLOVER_PATCH)
         if inp.fresh:
             # Asked otherwise after the restore's local activity in the same task (a message
             # that came with the start waits for it): decided first (workflows/patch_order.py).
@@ -1019,6 +1051,7 @@ class SessionWorkflow:
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
                         await workflow.wait_condition(self.hooks.idle)
+                    await stop_background_processes(self.s.key)
                     if workflow.patched(RECORD_ON_CLOSE_PATCH):
                         # The next incarnation numbers its runs after this one's.
                         await self._record_session()
@@ -1184,7 +1217,7 @@ class SessionWorkflow:
                 [
                     ApprovalClosed(id=a.id, outcome=ApprovalOutcome.CANCELLED)
                     for a in self.s.approvals
-                    if a.run_id == run_id
+                    if (a.root_run_id or a.run_id) == run_id
                 ]
             )
             self.child = None

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ROLLOVER_EVENTS,
         EventsInput,
     )
+    from workflows.policy.history_rollover import HistoryBounds, rollover_due
 
 # Streams recorded before segments were bounded continued as new only when Temporal suggested.
 EARLY_ROLLOVER_PATCH = "events-early-rollover"
@@ -54,15 +55,14 @@ class SessionEventsWorkflow:
 
     def _rollover_due(self, inp: EventsInput) -> bool:
         info = workflow.info()
-        limit = inp.continue_as_new_after_events
-        if self.bounded:
-            limit = min(limit or ROLLOVER_EVENTS, ROLLOVER_EVENTS)
-            size = inp.continue_as_new_after_bytes or ROLLOVER_BYTES
-            if info.get_current_history_size() >= size:
-                return True
-        if limit is not None and info.get_current_history_length() >= limit:
-            return True
-        return info.is_continue_as_new_suggested()
+        size = inp.continue_as_new_after_bytes or ROLLOVER_BYTES
+        return rollover_due(
+            length=info.get_current_history_length(),
+            size=info.get_current_history_size(),
+            suggested=info.is_continue_as_new_suggested(),
+            explicit_events=inp.continue_as_new_after_events,
+            bounds=HistoryBounds(ROLLOVER_EVENTS, size) if self.bounded else None,
+        )
 
     @workflow.run
     async def run(self, inp: EventsInput) -> None:

@@ -4,8 +4,15 @@ The run loop hands this module the turn's consecutive `sessions_spawn` calls. Ea
 the transcript (`spawn_read`), put to the spawn gate (`workflows/policy/spawn_gate.py`), and, if
 allowed, runs as a child `AgentRunWorkflow` of this run in its own session
 `agent:<target>:subagent:<uuid>`; its final reply becomes the call's result (`spawn_record`).
-Calls of one turn run at once, at most `SUBAGENT_LANE` (8) children of a run at a time (the
-original's sub-agent lane, held per parent run here; further children wait for a place).
+Calls of one turn run at once (the spawn gate's `max_children_per_agent` bounds them).
+
+The original's sub-agent lane (SPEC §2: at most `subagents.maxConcurrent`, 8, sub-agent runs at
+once, not a per-parent gate) is a task queue here, as the global lane is: a sub-agent's model
+calls go to `<queue>-subagent-model`, which each worker polls with
+`AGENTLANE_MAX_SUBAGENT_MODEL_CALLS` (8) slots. So the limit is per worker and durable (calls
+beyond it wait in Temporal's queue, survive any crash, and nothing is held that a dead run would
+have to give back), and a fan-out never takes the slots of the sessions' own runs. A sub-agent
+waiting on a tool or on its own children holds no slot, as no run does while it waits.
 
 Durability is Temporal's: a child is a workflow like any run (a killed worker changes nothing),
 and it is started with `REQUEST_CANCEL` as its parent-close policy and cancelled with the loop,
@@ -20,6 +27,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -34,11 +42,11 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         UserTurn,
     )
+    from agentlane.settings import model_task_queue, subagent_model_task_queue
     from agentlane.static_details import run_details
     from agentlane.subagents import (
         SPAWN_READ,
         SPAWN_RECORD,
-        SUBAGENT_LANE,
         SpawnArgsRead,
         SpawnReadInput,
         SpawnRecordInput,
@@ -49,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_options as opts
     from workflows.policy.run_details import step
     from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
+    from workflows.process_stop import stop_background_processes
     from workflows.session_events import SessionEventsWorkflow
 
 if TYPE_CHECKING:
@@ -58,13 +67,16 @@ if TYPE_CHECKING:
 # out of their replay all the same.
 SUBAGENTS_PATCH = "subagents-as-child-workflows"
 SPAWN_STEP_TIMEOUT = timedelta(seconds=30)
+# Sub-agent runs recorded before the sub-agent lane called the model on the global lane's queue.
+SUBAGENT_LANE_PATCH = "subagent-model-lane"
 
 
 class Subagents:
     def __init__(self, run: AgentRunWorkflow) -> None:
         self.run = run
         self.active = 0
-        self.lane = asyncio.Semaphore(SUBAGENT_LANE)
+        # Whether this sub-agent run's model calls go to the sub-agent lane; None until asked.
+        self.in_lane: bool | None = None
 
     @property
     def settings(self) -> SubagentSettings:
@@ -73,6 +85,15 @@ class Subagents:
     @property
     def depth(self) -> int:
         return depth_of(self.run.req.session_key, self.run.req.spawn_depth)
+
+    def model_queue(self) -> str:
+        """The task queue of this run's model calls: the sub-agent lane's for a sub-agent."""
+        base = workflow.info().task_queue
+        if self.run.req.spawned_by is None:
+            return model_task_queue(base)
+        if self.in_lane is None:
+            self.in_lane = workflow.patched(SUBAGENT_LANE_PATCH)
+        return subagent_model_task_queue(base) if self.in_lane else model_task_queue(base)
 
     async def run_calls(self, turn: int, entry_id: str, calls: list[ToolCallRef]) -> None:
         """Run one turn's `sessions_spawn` calls; each ends with its result in the transcript."""
@@ -174,6 +195,9 @@ class Subagents:
             spawned_by=req.run_id,
             loop_detection=req.loop_detection,
             approvals=req.approvals,
+            # Its approvals are decided in the top-level session (workflows/approval_wait.py).
+            root_session_key=req.root_session_key or req.session_key,
+            root_run_id=req.root_run_id or req.run_id,
             max_turns=req.max_turns,
             context_window=req.context_window,
             context_window_source=req.context_window_source,
@@ -200,25 +224,43 @@ class Subagents:
             parent_close_policy=ParentClosePolicy.ABANDON,
             static_summary=f"event stream of sub-agent session {key}",
         )
+        ended: ChildWorkflowError | None = None
         try:
-            async with self.lane:
-                result: ExecutionResult = await workflow.execute_child_workflow(
-                    "AgentRunWorkflow",
-                    RunInput(request=request),
-                    id=request.run_id,
-                    result_type=ExecutionResult,
-                    execution_timeout=timedelta(seconds=request.budget_seconds + 3600),
-                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                    static_summary=(
-                        f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: "
-                        f"{name}"
-                    ),
-                    static_details=run_details(request),
-                )
+            result: ExecutionResult = await workflow.execute_child_workflow(
+                "AgentRunWorkflow",
+                RunInput(request=request),
+                id=request.run_id,
+                result_type=ExecutionResult,
+                execution_timeout=timedelta(seconds=request.budget_seconds + 3600),
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                static_summary=(
+                    f"sub-agent (depth {request.spawn_depth}) of {self.run.req.session_key}: {name}"
+                ),
+                static_details=run_details(request),
+            )
+        except ChildWorkflowError as err:
+            ended = err
         finally:
             self.active -= 1
             stream = workflow.get_external_workflow_handle(events_workflow_id(key))
             await asyncio.shield(asyncio.ensure_future(stream.signal(SessionEventsWorkflow.close)))
+        # Nobody can poll what the sub-agent left running in the background any more.
+        await stop_background_processes(key)
+        if ended is not None:
+            # Terminated, timed out or failed outside the run's own code (a run returns its own
+            # errors as a result): the call's error result says so and the parent goes on. What
+            # the child spent is in its own history; no result brought it here.
+            cause = str(ended.cause or ended)
+            await self._record(
+                turn,
+                entry_id,
+                call.id,
+                f"Error: the sub-agent {key} ended abnormally ({cause}); it gave no reply",
+                True,
+                f"{name}: {cause}"[:120],
+                key,
+            )
+            return
         self._roll_up(result.usage)
         if result.status == ExecutionStatus.SUCCESS:
             text = result.reply or "(the sub-agent ended without a reply)"

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from activities.context.context_measure import ContextMeasures, measure_basis
 from activities.context.context_view import ContextView, context_entries
+from activities.context.token_estimate import guard_context_chars
 from activities.context.tool_result_truncation import apply_live_guard
 from activities.context.transcript_repair import repair_transcript
 from agentlane.transcript import TranscriptEntry
@@ -50,8 +52,14 @@ def without_answered_partials(entries: list[TranscriptEntry]) -> list[Transcript
     ]
 
 
-def context_for_request(entries: list[TranscriptEntry], context_window: int) -> RequestContext:
-    """`entries`: the session's stored transcript, as read."""
+def context_for_request(
+    entries: list[TranscriptEntry],
+    context_window: int,
+    measures: ContextMeasures | None = None,
+    session_key: str = "",
+) -> RequestContext:
+    """`entries`: the session's stored transcript, as read. With `measures`, the whole
+    context's size is the session's running total plus what was added since (same figure)."""
     view = context_entries(entries)
     visible = without_answered_partials(view.entries)
     repair = repair_transcript(visible)
@@ -67,7 +75,12 @@ def context_for_request(entries: list[TranscriptEntry], context_window: int) -> 
         )
         if count
     ]
-    guarded = apply_live_guard(repair.entries, context_window)
+    measure = (
+        guard_context_chars
+        if measures is None
+        else measures.for_session(session_key, measure_basis(entries, context_window))
+    )
+    guarded = apply_live_guard(repair.entries, context_window, measure)
     return RequestContext(
         entries=list(guarded.entries),
         repaired=", ".join(notes),

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -328,9 +328,14 @@ class LiveGuardResult:
         return LIVE_GUARD_OVERFLOW_TEXT if self.overflow else None
 
 
-def apply_live_guard(entries: Sequence[TranscriptEntry], context_window: int) -> LiveGuardResult:
+def apply_live_guard(
+    entries: Sequence[TranscriptEntry],
+    context_window: int,
+    measure: Callable[[Sequence[TranscriptEntry]], int] = guard_context_chars,
+) -> LiveGuardResult:
     """§10.2 on a copy: cut over-cap results, then check the whole context. Older results are
-    not rewritten under aggregate pressure; an overflow goes to recovery instead."""
+    not rewritten under aggregate pressure; an overflow goes to recovery instead. `measure`
+    gives the whole context's `guard_context_chars` (`context_measure` keeps a running total)."""
     cap = guard_single_result_cap(context_window)
     out: list[TranscriptEntry] = []
     truncated: list[str] = []
@@ -343,6 +348,6 @@ def apply_live_guard(entries: Sequence[TranscriptEntry], context_window: int) ->
     return LiveGuardResult(
         entries=tuple(out),
         truncated_ids=tuple(truncated),
-        estimated_chars=guard_context_chars(out),
+        estimated_chars=measure(out),
         context_cap_chars=guard_context_cap(context_window),
     )

@@ -264,13 +264,10 @@ def _write(path: Path, content: str) -> None:
     os.replace(tmp, path)
 
 
-def carry_out(changes: list[Change], after_write: Callable[[int], None] | None = None) -> None:
+def carry_out(changes: list[Change]) -> None:
     """Write (or delete) each file that is not yet as planned: a second run of the same plan
-    does nothing, and a run after a crash half-way finishes the rest. `after_write` gets the
-    number of changes made so far."""
-    for done, change in enumerate(changes, start=1):
-        if after_write is not None and done > 1:
-            after_write(done - 1)
+    does nothing, and a run after a crash half-way finishes the rest."""
+    for change in changes:
         path = Path(change.path)
         if change.content is None:
             path.unlink(missing_ok=True)
@@ -292,7 +289,6 @@ def apply_patch(
     patch: str,
     saved_plan: dict[str, Any] | None = None,
     save_plan: Callable[[dict[str, Any]], None] | None = None,
-    after_write: Callable[[int], None] | None = None,
 ) -> ToolResult:
     """`saved_plan`: what an earlier attempt of this same call saved before writing (it is
     finished rather than the patch applied again). `save_plan` receives the plan before the
@@ -322,7 +318,7 @@ def apply_patch(
                 "report": report,
             }
         )
-    carry_out(changes, after_write)
+    carry_out(changes)
     return ToolResult("Applied the patch:\n" + "\n".join(report), summary=_summary(report))
 
 

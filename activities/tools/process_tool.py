@@ -1,7 +1,8 @@
 """process: background commands of a session (SPEC §13.1 `group:runtime`).
 
 `start` runs a shell command in the background (its own process group, stdin a pipe, output to
-a file beside the session's transcript) and returns at once with its id; `poll` returns the
+a file beside the session's transcript, of which the last MiB is kept:
+`activities/tools/process_output.py`) and returns at once with its id; `poll` returns the
 output printed since the last poll and the exit code once it has one (optionally waiting up to
 `wait_seconds` for either); `write` sends text to its stdin; `kill` stops its whole process
 group; `list` shows the session's processes. At most `MAX_PER_SESSION` run at once per session.
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from activities.tools.process_output import OUTPUT_KEEP_BYTES, BoundedOutput
 from activities.tools.results import ToolResult
 from activities.tools.spawn import Command, spawn
 from activities.tools.specs import ProcessArgs
@@ -37,6 +39,8 @@ MAX_PER_SESSION = 8
 # What one poll returns at most; the rest waits for the next poll.
 POLL_BYTES = 32 * 1024
 POLL_INTERVAL_SECONDS = 0.1
+# After a process exits, how long its last output may take to come through the pipe.
+EXIT_DRAIN_SECONDS = 1.0
 
 HOST = socket.gethostname()
 # This worker process, as process records name it.
@@ -68,13 +72,43 @@ def owner_queue(folder: Path, arguments: dict[str, Any]) -> str:
     return str(record.get("task_queue") or "")
 
 
+def owner_queues(folder: Path) -> list[str]:
+    """The task queues of the live workers holding a running process of the session whose
+    records are in `folder` (a worker known to be gone on this host is left out: its processes
+    died with it)."""
+    queues: list[str] = []
+    for record in ProcessTool("", folder).records():
+        if record.get("exit_code") is not None or not record.get("task_queue"):
+            continue
+        pid = int(record.get("pid", 0))
+        mine = pid == os.getpid()
+        if record.get("host") == HOST and not mine and not _alive(pid):
+            continue
+        if str(record["task_queue"]) not in queues:
+            queues.append(str(record["task_queue"]))
+    return queues
+
+
+async def stop_session(session_key: str) -> list[str]:
+    """Kill every running background process of the session held by this worker (its whole
+    process group); the ids killed."""
+    victims = [bg for (key, _), bg in _running.items() if key == session_key and bg.running]
+    for bg in victims:
+        bg.killed = True
+        bg.proc.kill_group()
+    for bg in victims:
+        if bg.waiter is not None:
+            await asyncio.shield(bg.waiter)  # its record says it was killed
+    return [bg.id for bg in victims]
+
+
 @dataclass
 class Background:
     id: str
     session_key: str
     command: str
     proc: Command
-    out_path: Path
+    output: BoundedOutput
     record_path: Path
     read_offset: int = 0
     exit_code: int | None = None
@@ -122,6 +156,9 @@ class ProcessTool:
     def __init__(self, session_key: str, folder: Path) -> None:
         self.session_key = session_key
         self.folder = folder
+
+    def records(self) -> list[dict[str, Any]]:
+        return self._records()
 
     def _records(self) -> list[dict[str, Any]]:
         if not self.folder.is_dir():
@@ -201,16 +238,30 @@ class ProcessTool:
         out_path = self.folder / f"{pid}.out"
         record_path = self.folder / f"{pid}.json"
         started_at = time.time()
-        with out_path.open("wb") as out:
+        output = BoundedOutput(out_path)
+        try:
             proc = await spawn(
-                ["bash", "-c", args.command], cwd=root, stdout=out, stdin=subprocess.PIPE
+                ["bash", "-c", args.command],
+                cwd=root,
+                stdout=output.writer,
+                stdin=subprocess.PIPE,
             )
-        bg = Background(pid, self.session_key, args.command, proc, out_path, record_path)
+        except BaseException:
+            output.close()
+            raise
+        output.follow()
+        bg = Background(pid, self.session_key, args.command, proc, output, record_path)
         _running[(self.session_key, pid)] = bg
         await asyncio.to_thread(_write_record, record_path, _record(bg, started_at, tool_call_id))
 
         async def wait_exit() -> None:
             code = await proc.wait()
+            try:
+                # What it printed last is still in the pipe; a process it left outside its
+                # group may hold the pipe open, so not forever.
+                await asyncio.wait_for(output.eof.wait(), EXIT_DRAIN_SECONDS)
+            except TimeoutError:
+                pass
             bg.exit_code = code
             record = _record(bg, started_at, tool_call_id)
             await asyncio.to_thread(_write_record, record_path, record)
@@ -222,26 +273,29 @@ class ProcessTool:
             summary=f"started {pid}",
         )
 
-    def _new_output(self, bg: Background) -> tuple[str, int]:
-        with bg.out_path.open("rb") as f:
-            f.seek(bg.read_offset)
-            data = f.read(POLL_BYTES)
-            rest = os.fstat(f.fileno()).st_size - bg.read_offset - len(data)
-        bg.read_offset += len(data)
+    def _new_output(self, bg: Background) -> tuple[str, int, int]:
+        """The output since the last poll (at most `POLL_BYTES`), the bytes of it that were
+        dropped (beyond the kept tail), and how much more is kept. On the event loop, like the
+        reader that appends to (and cuts) the file."""
+        chunk = bg.output.read(bg.read_offset, POLL_BYTES)
+        if chunk.skipped:
+            # Reading resumes mid-stream: a character cut there is replaced, not carried.
+            bg.decoder.reset()
+        bg.read_offset += chunk.skipped + len(chunk.data)
         # Incremental: a UTF-8 character split between two polls comes out whole.
-        text = bg.decoder.decode(data, final=not bg.running and rest <= 0)
-        return text, max(0, rest)
+        final = not bg.running and bg.output.eof.is_set() and chunk.rest <= 0
+        return bg.decoder.decode(chunk.data, final=final), chunk.skipped, chunk.rest
 
     async def poll(self, bg: Background, wait_seconds: float) -> ToolResult:
         deadline = time.monotonic() + wait_seconds
         # The output is a file (see exec): its growth is checked on a short tick.
         while time.monotonic() < deadline:
-            if not bg.running or bg.out_path.stat().st_size > bg.read_offset:
+            if not bg.running or bg.output.total > bg.read_offset:
                 break
             await asyncio.sleep(POLL_INTERVAL_SECONDS)
         if not bg.running and bg.waiter is not None:
             await asyncio.shield(bg.waiter)  # the record says it exited too
-        output, rest = await asyncio.to_thread(self._new_output, bg)
+        output, skipped, rest = self._new_output(bg)
         if bg.running:
             state = f"{bg.id} is running"
         elif bg.killed:
@@ -250,7 +304,13 @@ class ProcessTool:
             state = f"{bg.id} exited with code {bg.exit_code}"
         more = f"\n… [{rest} more bytes of output; poll again for them]" if rest else ""
         body = f"\nnew output:\n{output}" if output else "\n(no new output)"
-        return ToolResult(state + body + more, summary=state)
+        lost = (
+            f"\n… [{skipped} bytes of output dropped before this: only the last "
+            f"{OUTPUT_KEEP_BYTES} bytes of a process's output are kept; poll more often]"
+            if skipped
+            else ""
+        )
+        return ToolResult(state + lost + body + more, summary=state)
 
     async def write(self, bg: Background, text: str, close: bool) -> ToolResult:
         stdin = bg.proc.stdin

@@ -217,14 +217,14 @@ async def test_expiry_can_abort_the_run(
     assert_transcript_valid(aclient.transcript(k))
 
 
-async def test_abort_ends_the_wait_at_once(
-    approving: Deployment, aclient: AgentlaneClient, ws: Path
-) -> None:
+async def aborted_while_waiting(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path, text: str, never: str
+) -> tuple[str, PendingApproval]:
+    """Send `text`; abort once its call waits: the run ends aborted at once, the file `never`
+    was not written, and the approval is gone (a late decision is refused saying why)."""
     configure(approving)
     k = key()
-    receipt = await aclient.send_and_start(
-        k, "run `echo x > never.txt` then say never", workspace=str(ws)
-    )
+    receipt = await aclient.send_and_start(k, text, workspace=str(ws))
     assert receipt.run_id
     approval = await pending_approval(aclient, k)
     asked = time.monotonic()
@@ -233,10 +233,18 @@ async def test_abort_ends_the_wait_at_once(
     took = time.monotonic() - asked
     assert result.status == ExecutionStatus.ABORTED
     assert took < 10, f"abort took {took:.1f} s to end the wait"
-    assert not (ws / "never.txt").exists()
+    assert not (ws / never).exists()
     assert await aclient.approvals(k) == []
     with pytest.raises(ApprovalRejected, match="no longer waits"):
         await aclient.decide_approval(k, approval.id, approve=True)
+    return k, approval
+
+
+async def test_abort_ends_the_wait_at_once(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    text = "run `echo x > never.txt` then say never"
+    k, _ = await aborted_while_waiting(approving, aclient, ws, text, "never.txt")
     assert_transcript_valid(aclient.transcript(k))
 
 
@@ -422,6 +430,20 @@ def test_web_chat_buttons_approve_and_deny(
             expect(second).to_have_attribute("data-outcome", "denied", timeout=30_000)
             expect(page.locator(".tool .result.failed").last).to_contain_text("denied")
             expect(page.locator("#log")).to_contain_text("denied from the page", timeout=30_000)
+
+            # A sub-agent's call waits in this (its top-level) session, named as the sub-agent's.
+            page.fill(
+                "#text",
+                'spawn a sub-agent to "run `echo sub > web-sub.txt`" then say sub approved here',
+            )
+            page.click("#send")
+            third = page.locator(".approval").nth(2)
+            expect(third.locator(".ask")).to_contain_text(
+                "exec (sub-agent agent:main:subagent:", timeout=30_000
+            )
+            third.locator(".approve").click()
+            expect(third).to_have_attribute("data-outcome", "approved", timeout=30_000)
+            expect(page.locator("#log")).to_contain_text("sub approved here", timeout=30_000)
             page.screenshot(path=str(tmp_path / "web-approval.png"))
             assert not errors, errors
         finally:
@@ -429,3 +451,79 @@ def test_web_chat_buttons_approve_and_deny(
     ws = settings_for(approving).workspaces_dir / storage_name(k)
     assert (ws / "web.txt").exists()
     assert not (ws / "web-no.txt").exists()
+    assert (ws / "web-sub.txt").read_text().strip() == "sub"
+
+
+async def test_a_sub_agents_call_is_listed_and_decided_in_its_top_level_session(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path, gateway: GatewayServer
+) -> None:
+    configure(approving)
+    k = key()
+    receipt = await aclient.send_and_start(
+        k,
+        'spawn a sub-agent to "run `echo sub > sub.txt` then say child done" then say parent done',
+        workspace=str(ws),
+    )
+    assert receipt.run_id
+    # The sub-agent has no session of its own: its approval waits in the parent's list.
+    approval = await pending_approval(aclient, k)
+    assert approval.tool == "exec"
+    assert approval.session_key.startswith("agent:main:subagent:")
+    assert approval.run_id == f"session:{approval.session_key}:run:1"
+    assert approval.root_run_id == receipt.run_id
+    assert not (ws / "sub.txt").exists()
+    status = await aclient.status(k)
+    assert status.phase == SessionPhase.WAITING and status.waiting_reason == "approval"
+    assert status.waiting_until == approval.expires_at
+    async with gateway.http(gateway.token(name="approver")) as http:
+        listed = await http.get(f"/v1/sessions/{k}/approvals")
+        assert [a["session_key"] for a in listed.json()] == [approval.session_key]
+        ok = await http.post(
+            f"/v1/sessions/{k}/approvals/{approval.id}",
+            json={"decision": "approve"},
+        )
+        assert ok.status_code == 200, ok.text
+        assert ok.json()["outcome"] == "approved"
+    result = await asyncio.wait_for(aclient.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert (result.reply or "").startswith("parent done")
+    assert (ws / "sub.txt").read_text().strip() == "sub"
+    assert await aclient.approvals(k) == []
+    # Watchers of the parent session see the sub-agent's approval come and go.
+    events = [e for e in await events_of(aclient, k, receipt.run_id) if e.run_id == approval.run_id]
+    assert [e.kind for e in events] == [EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_DECIDED]
+    assert all(e.session_key == k for e in events)
+
+
+async def test_a_sub_agents_approval_expires_like_any_other(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    configure(approving, timeout=2)
+    k = key()
+    receipt = await aclient.send_and_start(
+        k,
+        'spawn a sub-agent to "run `echo late > sub-late.txt` then say child moved on" '
+        "then say parent done",
+        workspace=str(ws),
+    )
+    assert receipt.run_id
+    approval = await pending_approval(aclient, k)
+    result = await asyncio.wait_for(aclient.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert not (ws / "sub-late.txt").exists()
+    child_results = [
+        e.text or "" for e in aclient.transcript(approval.session_key) if e.role == Role.TOOL
+    ]
+    assert child_results[0].startswith("Approval expired") and "2 s" in child_results[0]
+    assert await aclient.approvals(k) == []
+    with pytest.raises(ApprovalRejected, match="has expired"):
+        await aclient.decide_approval(k, approval.id, approve=True)
+
+
+async def test_aborting_the_parent_ends_its_sub_agents_wait(
+    approving: Deployment, aclient: AgentlaneClient, ws: Path
+) -> None:
+    text = 'spawn a sub-agent to "run `echo x > sub-never.txt`" then say never'
+    _, approval = await aborted_while_waiting(approving, aclient, ws, text, "sub-never.txt")
+    assert approval.session_key
+    assert_transcript_valid(aclient.transcript(approval.session_key))

@@ -57,3 +57,21 @@ async def test_run_session_and_stream_continue_as_new(
     assert await chain_length(client, f"session:{session_key}") >= 2
     status = await client.status(session_key)
     assert status.runs == 4 and status.turns == 12
+
+
+async def test_a_session_continues_as_new_by_history_bytes_by_default(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """No limit set: the session's history still stays bounded (256 KB,
+    workflows/policy/history_rollover.py), long before Temporal's suggestion (4 MB)."""
+    padding = "lorem ipsum " * 3000  # 36 KB in each message's update, so ~8 runs pass 256 KB
+    sent = 10
+    for i in range(sent):
+        await client.send_and_start(
+            session_key, f"say {i}. {padding}", workspace=str(workspace) if i == 0 else None
+        )
+        await wait_idle(client, session_key, runs=i + 1)
+    assert await chain_length(client, f"session:{session_key}", 2) >= 2
+    status = await client.status(session_key)
+    assert status.runs == sent
+    assert_transcript_valid(client.transcript(session_key))

@@ -5,6 +5,7 @@ parent, and a child surviving a kill -9 of its worker."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.conftest import make_deployment, settings_for
 from tests.e2e.gateway_support import GatewayServer
 from tests.e2e.support import assert_transcript_valid
 from tests.harness import Deployment
+from tests.process_groups import group_runs
 
 CONFIG = """
 [subagents]
@@ -63,6 +65,22 @@ async def child_run_ids(client: AgentlaneClient, run_id: str, count: int) -> lis
             return started
         await asyncio.sleep(0.2)
     raise AssertionError(f"{run_id} did not start {count} children")
+
+
+async def started(deployment: Deployment, key: str, text: str) -> tuple[AgentlaneClient, str]:
+    """A client, and the run of `text` sent to a new session `key` working in `<data>/ws`."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    workspace = deployment.data_dir / "ws"
+    workspace.mkdir(exist_ok=True)
+    receipt = await client.send_and_start(key, text, workspace=str(workspace))
+    assert receipt.run_id
+    return client, receipt.run_id
+
+
+async def succeeded(client: AgentlaneClient, run_id: str, timeout: float = 60) -> ExecutionResult:
+    result = await asyncio.wait_for(client.wait_for_run(run_id), timeout)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    return result
 
 
 async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
@@ -165,12 +183,19 @@ async def test_six_children_at_once_all_aborted_with_their_parent(
     await client.abort(key, "stop the fan-out")
     result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
     assert result.status == ExecutionStatus.ABORTED
+    child_tokens = 0
     for child in children:
         child_result = await client.client.get_workflow_handle(
             child, result_type=ExecutionResult
         ).result()
         assert child_result.status == ExecutionStatus.ABORTED, child
+        assert child_result.usage.accumulated.total > 0
+        child_tokens += child_result.usage.accumulated.total
     assert time.monotonic() - started < 30
+    # The aborted children's tokens count in the parent's run, and so in its session.
+    assert result.usage.accumulated.total > child_tokens
+    status = await client.status(key)
+    assert status.usage.total >= result.usage.accumulated.total
     assert_transcript_valid(client.transcript(key))
 
 
@@ -214,3 +239,94 @@ async def test_child_survives_a_kill_of_its_worker_during_a_tool_call(
     assert_transcript_valid(child_entries)
     exec_result = next(e for e in child_entries if e.role == Role.TOOL and e.tool_name == "exec")
     assert exec_result.is_error and "interrupted" in exec_result.text
+
+
+async def test_the_sub_agent_lane_holds_a_workers_sub_agent_model_calls(
+    server: object, tmp_path: Path
+) -> None:
+    """SPEC §2's sub-agent lane, per worker: with 2 slots, four sub-agents whose model calls
+    take 2 s each never have more than two calls running at once; the parent's own calls are
+    on the global lane's queue."""
+    root = tmp_path / "lane"
+    root.mkdir()
+    (root / "config.toml").write_text(CONFIG)
+    dep = make_deployment(server, root, AGENTLANE_MAX_SUBAGENT_MODEL_CALLS="2")
+    dep.start_worker()
+    try:
+        client = await AgentlaneClient.connect(settings_for(dep))
+        workspace = root / "ws"
+        workspace.mkdir()
+        receipt = await client.send_and_start(
+            "subagent-lane", "spawn 4 sub-agents to `count slowly to 40`", workspace=str(workspace)
+        )
+        assert receipt.run_id
+        result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        children = await child_run_ids(client, receipt.run_id, 4)
+        spans: list[tuple[float, float]] = []
+        for child in children:
+            scheduled: dict[int, str] = {}
+            started: dict[int, float] = {}
+            async for e in client.client.get_workflow_handle(child).fetch_history_events():
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    attrs = e.activity_task_scheduled_event_attributes
+                    if attrs.activity_type.name == "call_model":
+                        scheduled[e.event_id] = attrs.task_queue.name
+                elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+                    started[e.event_id] = e.event_time.ToDatetime().timestamp()
+                elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                    attrs2 = e.activity_task_completed_event_attributes
+                    if attrs2.scheduled_event_id in scheduled:
+                        begin = started[attrs2.started_event_id]
+                        spans.append((begin, e.event_time.ToDatetime().timestamp()))
+            assert set(scheduled.values()) == {f"{dep.task_queue}-subagent-model"}
+        assert len(spans) == 4
+        # At any moment, at most two of the sub-agents' model calls were running.
+        moments = sorted({begin for begin, _ in spans})
+        most = max(sum(1 for b, end in spans if b <= t < end) for t in moments)
+        assert most == 2, spans
+        parent_queues = {
+            e.activity_task_scheduled_event_attributes.task_queue.name
+            async for e in client.client.get_workflow_handle(receipt.run_id).fetch_history_events()
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
+        }
+        assert parent_queues == {f"{dep.task_queue}-model"}
+    finally:
+        dep.stop_workers()
+
+
+async def test_a_terminated_child_is_an_error_result_and_the_parent_goes_on(
+    deployment: Deployment,
+) -> None:
+    key = "subagent-terminated"
+    client, run_id = await started(
+        deployment, key, 'spawn a sub-agent to "run `sleep 60`" then say parent goes on'
+    )
+    [child] = await child_run_ids(client, run_id, 1)
+    await client.client.get_workflow_handle(child).terminate(reason="operator")
+    result = await succeeded(client, run_id)
+    assert result.reply.startswith("parent goes on")
+    [spawned] = spawn_results(client.transcript(key))
+    assert spawned.is_error
+    assert spawned.text.startswith(f"Error: the sub-agent {spawned.meta['child_session_key']}")
+    assert "ended abnormally" in spawned.text and "terminated" in spawned.text.lower()
+    assert_transcript_valid(client.transcript(key))
+
+
+async def test_a_sub_agents_background_process_stops_when_it_ends(
+    deployment: Deployment,
+) -> None:
+    client, run_id = await started(
+        deployment,
+        "subagent-process",
+        'spawn a sub-agent to "start `sleep 303` in the background then say child done" '
+        "then say parent done",
+    )
+    await succeeded(client, run_id)
+    [path] = deployment.data_dir.glob("**/processes/proc-1.json")
+    record = json.loads(path.read_text())
+    assert record["command"] == "sleep 303"
+    # Nobody could poll it once the sub-agent ended: it was stopped with it.
+    assert record["killed"] is True and record["exit_code"] == -9
+    assert not group_runs(record["process_pid"])

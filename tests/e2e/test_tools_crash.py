@@ -17,16 +17,20 @@ from agentlane.transcript import Role
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid
-from tests.harness import Deployment
+from tests.harness import REPO, Deployment
 from tests.process_groups import group_runs
 
 
 @pytest.fixture(scope="module")
 def deployment(server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    # Whichever worker runs an apply_patch first dies right after writing its first file (a
-    # test hook; only the patch test sends a patch).
+    # Whichever worker writes a file of an apply_patch first dies right after that write (a
+    # hook loaded from the test tree, tests/worker_hooks/; only the patch test sends a patch).
+    root = tmp_path_factory.mktemp("tools-crash")
     dep = make_deployment(
-        server, tmp_path_factory.mktemp("tools-crash"), AGENTLANE_TEST_CRASH_IN_APPLY_PATCH="1"
+        server,
+        root,
+        PYTHONPATH=f"{REPO / 'tests' / 'worker_hooks'}:{REPO}",
+        TEST_HOOK_CRASH_IN_APPLY_PATCH=str(root / "apply-patch-crashed"),
     )
     # Three at once (each test kills one and needs two): cheaper than a replacement later.
     with ThreadPoolExecutor(3) as starting:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus
@@ -15,6 +18,7 @@ from agentlane.transcript import Role, TranscriptEntry
 from clients.api import AgentlaneClient
 from tests.e2e.support import assert_transcript_valid
 from tests.fakes.images import tiny_png
+from tests.harness import Deployment
 from tests.process_groups import group_runs
 
 
@@ -196,3 +200,38 @@ async def test_the_demo_instruction_runs_every_step(
     assert (workspace / "summary.txt").read_text().endswith("Checked by the demo's patch.\n")
     assert "background job done" in results[-2].text
     assert "read: ok" in results[-1].text, results[-1].text
+
+
+def process_record(dep: Deployment, command: str) -> dict[str, Any]:
+    for path in dep.data_dir.glob("**/processes/proc-*.json"):
+        record: dict[str, Any] = json.loads(path.read_text())
+        if record.get("command") == command:
+            return record
+    raise AssertionError(f"no record of {command!r}")
+
+
+async def test_background_processes_stop_when_the_session_is_reset_or_closed(
+    client: AgentlaneClient, shared: Deployment, workspace: Path
+) -> None:
+    for seconds, end in ((301, "reset"), (302, "close")):
+        key = f"t-{uuid.uuid4().hex[:10]}"
+        command = f"echo up; sleep {seconds}"
+        started = await run(
+            client, key, f"start `{command}` in the background then say started", workspace
+        )
+        assert started[0].text.startswith("Started proc-1")
+        record = process_record(shared, command)
+        assert group_runs(record["process_pid"])
+        if end == "reset":
+            await client.reset(key)  # returns once the reset is written
+        else:
+            await client.close(key)
+            handle = client.client.get_workflow_handle(f"session:{key}")
+            await asyncio.wait_for(handle.result(), 30)
+        # Stopped with its whole group, and its record says it was killed.
+        deadline = time.monotonic() + 5
+        while group_runs(record["process_pid"]):
+            assert time.monotonic() < deadline, f"the process outlived the session's {end}"
+            await asyncio.sleep(0.05)
+        record = process_record(shared, command)
+        assert record["killed"] is True and record["exit_code"] == -9, (end, record)

@@ -798,6 +798,39 @@ async def patches_first(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(fate.run_id or "")
 
 
+async def subagent_lane_approvals_stops(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 21's gaps: sub-agents whose model calls go to the sub-agent lane's queue, one whose
+    exec waits for approval in its top-level session (approved there), one whose approval
+    expires; then a background process stopped by a reset, another by the session's close."""
+    from tests.e2e.test_approvals import configure, pending_approval
+
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    configure(dep)
+    r = await client.send_and_start(
+        "sub-ap",
+        'spawn a sub-agent to "run `echo sub` then say child done" then say parent done',
+        workspace=str(ws),
+    )
+    approval = await pending_approval(client, "sub-ap")
+    await client.decide_approval("sub-ap", approval.id, approve=True, by="recorder")
+    await client.wait_for_run(r.run_id or "")
+    configure(dep, timeout=1)
+    r = await client.send_and_start(
+        "sub-exp", "spawn a sub-agent to `run echo late` then say done", workspace=str(ws)
+    )
+    await client.wait_for_run(r.run_id or "")
+    (dep.data_dir / "config.toml").write_text("")
+    for key in ("stop-reset", "stop-close"):
+        r = await client.send_and_start(
+            key, "start `sleep 300` in the background then say started", workspace=str(ws)
+        )
+        await client.wait_for_run(r.run_id or "")
+    await client.reset("stop-reset")
+    await client.close("stop-close")
+    await asyncio.wait_for(client.client.get_workflow_handle("session:stop-close").result(), 30)
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -827,6 +860,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "files_and_processes": files_and_processes,
     "approvals": approvals,
     "patches_first": patches_first,
+    "subagent_lane_approvals_stops": subagent_lane_approvals_stops,
 }
 
 

@@ -37,6 +37,29 @@ async def _postgresql(tmp: Path, sealer: Sealer) -> Store:
 BACKENDS: dict[str, Factory] = {"sqlite": _sqlite, "postgresql": _postgresql}
 
 
+async def _sqlite_unmigrated(tmp: Path, sealer: Sealer) -> Store:
+    return EmbeddedStore(tmp / "agentlane.db", sealer, self_migrate=False)
+
+
+async def _postgresql_unmigrated(tmp: Path, sealer: Sealer) -> Store:
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from store.postgres import PostgresStore
+
+    store = PostgresStore(database_for(shared_cluster(), str(tmp)), sealer)
+    await store.open()
+    return store
+
+
+# The same backends with an empty schema, left alone until `migrate(up_to=...)`: a test of
+# one migration starts from the schema before it.
+UNMIGRATED: dict[str, Factory] = {
+    "sqlite": _sqlite_unmigrated,
+    "postgresql": _postgresql_unmigrated,
+}
+
+
 def a_codec() -> EncryptionCodec:
     return EncryptionCodec({"k1": base64.b64decode(base64.b64encode(b"k" * 32))}, "k1")
 
@@ -58,3 +81,10 @@ async def sealed_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_factory(request: pytest.FixtureRequest) -> Factory:
     return BACKENDS[request.param]
+
+
+@pytest.fixture(params=sorted(UNMIGRATED))
+async def unmigrated_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    made = await UNMIGRATED[request.param](tmp_path, Sealer(None))
+    yield made
+    await made.close()

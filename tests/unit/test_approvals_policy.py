@@ -146,3 +146,28 @@ def test_watch_shows_the_command_that_decides() -> None:
         "⏸ exec waits for approval ab12: exec: ls  (agentlane approve k ab12 [--deny])",
         "  approval ab12 expired",
     ]
+
+
+def test_the_cli_line_names_the_sub_agent_whose_call_waits() -> None:
+    from clients.approvals_cli import approval_line
+
+    own = PendingApproval(
+        id="ab12",
+        run_id="session:k:run:1",
+        tool_call_id="c1",
+        tool="exec",
+        args_preview="exec: ls",
+        requested_at=100.0,
+        expires_at=220.0,
+    )
+    assert approval_line(own, now=125.0) == "ab12  exec  expires in 95 s (then deny)  exec: ls"
+    sub = own.model_copy(
+        update={
+            "run_id": "session:agent:main:subagent:u1:run:1",
+            "session_key": "agent:main:subagent:u1",
+            "root_run_id": "session:k:run:1",
+        }
+    )
+    assert approval_line(sub, now=125.0) == (
+        "ab12  exec (sub-agent agent:main:subagent:u1)  expires in 95 s (then deny)  exec: ls"
+    )

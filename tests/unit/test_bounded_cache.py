@@ -45,3 +45,32 @@ async def test_the_transcript_store_keeps_a_bounded_number_of_sessions(
     await store.append("s0", [user("s0.u3", "more")])
     assert [e.id for e in await store.read("s0")] == ["s0.u1", "s0.u2", "s0.u3"]
     assert (await store.read("s0"))[-1].parent_id == "s0.u2"
+
+
+def test_a_weight_budget_drops_the_least_recent_but_never_the_latest() -> None:
+    cache: BoundedCache[str, list[int]] = BoundedCache(100)
+    cache["a"], cache["b"], cache["c"] = [1] * 5, [1] * 5, [1] * 5
+    cache.get("a")  # order now b, c, a
+    assert cache.trim_weight(10, len) == 1 and "b" not in cache and len(cache) == 2
+    cache["c"].extend([1] * 20)  # grew in place past the whole budget
+    cache.get("c")
+    assert cache.trim_weight(10, len) == 1 and "c" in cache and len(cache) == 1
+
+
+async def test_the_transcript_store_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
+    """Few sessions whose transcripts grow run after run: the bytes bound them, the count
+    does not."""
+    from agentlane.settings import Settings
+    from store.open import open_store
+
+    budget = 100 * 1024  # room for one of the three 30-entry transcripts, not two
+    store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)), cache_bytes=budget)
+    for run in range(30):
+        for n in range(3):
+            await store.append(f"s{n}", [user(f"s{n}.r{run}", "x" * 200)])
+            assert len(await store.read(f"s{n}")) == run + 1
+    held = sum(p.size for p in store._cache._items.values())
+    assert held <= budget and len(store._cache) < 3
+    assert transcript_store.approx_entry_bytes(user("u", "x" * 200)) > 1500
+    # What fell out is read again whole.
+    assert [e.id for e in await store.read("s0")] == [f"s0.r{run}" for run in range(30)]

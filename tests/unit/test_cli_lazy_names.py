@@ -1,7 +1,8 @@
 """The CLI imports most names inside the commands that use them (a fast `--help`, issue 22), and
-names it imports only for type checking are undefined at run time: a command that uses one
-without its own import fails with NameError, which neither ruff nor mypy sees. This reads the
-module and finds such uses."""
+the client API its workflow and activity code inside the methods that use it; names imported
+only for type checking are undefined at run time: a command that uses one without its own
+import fails with NameError, which neither ruff nor mypy sees. This reads the modules and finds
+such uses."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import ast
 from pathlib import Path
 
 CLI = Path(__file__).resolve().parents[2] / "clients" / "cli.py"
+API = CLI.with_name("api.py")
 
 
 def _bound(nodes: list[ast.stmt]) -> set[str]:
@@ -51,7 +53,8 @@ def unbound_uses(source: str) -> list[str]:
     tree = ast.parse(source)
     lazy = _type_checking_only(tree)
     found = []
-    for fn in tree.body:
+    methods = [n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body]
+    for fn in [*tree.body, *methods]:
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         skip = _annotations(fn)
@@ -69,6 +72,10 @@ def unbound_uses(source: str) -> list[str]:
 
 def test_every_command_imports_the_names_it_uses() -> None:
     assert unbound_uses(CLI.read_text()) == []
+
+
+def test_every_client_method_imports_the_names_it_uses() -> None:
+    assert unbound_uses(API.read_text()) == []
 
 
 def test_the_check_finds_a_missing_import() -> None:

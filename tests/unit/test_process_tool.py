@@ -3,8 +3,10 @@ process whose worker is gone is reported lost (with its output), never silently 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from activities.tools.process_output import OUTPUT_KEEP_BYTES
 from activities.tools.process_tool import MAX_PER_SESSION, ProcessTool, _running
 from activities.tools.specs import ProcessArgs
 from tests.process_groups import wait_group_gone
@@ -139,3 +142,81 @@ async def test_processes_in_another_worker_of_the_host_count_too(
         (tool.folder / f"proc-{n}.json").write_text(json.dumps(record))
     refused = await tool.run(str(ws), ProcessArgs(action="start", command="true"), "c9", False)
     assert refused.is_error and refused.summary == "too many processes"
+
+
+async def test_output_is_bounded_to_its_last_mib_and_the_dropped_bytes_are_counted(
+    tool: ProcessTool, ws: Path
+) -> None:
+    total = 5_000_000
+    # 5 MB of "a", then a last line: only the end is kept, and a poll says what it missed.
+    command = f"head -c {total} /dev/zero | tr '\\0' a; echo; echo END"
+    await call(tool, ws, action="start", command=command)
+    bg = _running[(tool.session_key, "proc-1")]
+    deadline = time.monotonic() + 20
+    while bg.running:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    out_file = tool.folder / "proc-1.out"
+    assert OUTPUT_KEEP_BYTES <= out_file.stat().st_size < 2 * OUTPUT_KEEP_BYTES
+    first = await call(tool, ws, action="poll", id="proc-1")
+    match = re.search(r"\[(\d+) bytes of output dropped before this: only the last 1048576", first)
+    assert match, first[:300]
+    dropped = int(match.group(1))
+    assert dropped == total + len("\nEND\n") - out_file.stat().st_size
+    shown = first.split("new output:\n", 1)[1]
+    rest = int(re.search(r"\[(\d+) more bytes of output", shown).group(1))  # type: ignore[union-attr]
+    polls = [shown.split("\n… [", 1)[0]]
+    while rest:
+        text = await call(tool, ws, action="poll", id="proc-1")
+        assert "dropped" not in text  # read without falling behind again
+        body = text.split("new output:\n", 1)[1]
+        more = re.search(r"\n… \[(\d+) more bytes of output", body)
+        rest = int(more.group(1)) if more else 0
+        polls.append(body[: more.start()] if more else body)
+    seen = "".join(polls)
+    assert seen.endswith("a\nEND\n")
+    assert dropped + len(seen) == total + len("\nEND\n")
+
+
+async def test_a_slow_reader_after_a_cut_resumes_at_the_kept_tail(
+    tool: ProcessTool, ws: Path
+) -> None:
+    # One poll reads the first bytes; then the process prints past the limit, and the next
+    # poll jumps to what is kept, counting exactly the bytes in between.
+    await call(tool, ws, action="start", command="echo first; read go; head -c 3000000 /dev/zero")
+    assert (await call(tool, ws, action="poll", id="proc-1", wait_seconds=5)).endswith("first\n")
+    await call(tool, ws, action="write", id="proc-1", input="go\n")
+    bg = _running[(tool.session_key, "proc-1")]
+    deadline = time.monotonic() + 20
+    while bg.running:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    text = await call(tool, ws, action="poll", id="proc-1")
+    kept = (tool.folder / "proc-1.out").stat().st_size
+    # The 6 bytes of "first\n" were read; everything after them up to the kept tail was not.
+    assert f"[{3_000_000 - kept} bytes of output dropped" in text
+
+
+async def test_the_workers_to_ask_on_reset_and_what_this_one_stops(
+    tool: ProcessTool, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from activities.tools import process_tool
+
+    monkeypatch.setattr(process_tool, "_worker_queue", "q-mine")
+    await call(tool, ws, action="start", command="sleep 30")
+    await call(tool, ws, action="start", command="true")
+    await asyncio.sleep(0.5)  # the second has exited (its record says so)
+    gone = _dead_pid()
+    host = os.uname().nodename
+    for pid, queue, state in ((gone, "q-dead", None), (os.getppid(), "q-other", None)):
+        record = {"id": f"proc-{queue}", "host": host, "pid": pid, "task_queue": queue}
+        (tool.folder / f"proc-{queue}.json").write_text(json.dumps({**record, "exit_code": state}))
+    queues = process_tool.owner_queues(tool.folder)
+    # This worker (the running sleep) and the live other worker; not the dead one.
+    assert sorted(queues) == ["q-mine", "q-other"]
+    pgid = _running[(tool.session_key, "proc-1")].proc.pid
+    assert await process_tool.stop_session(tool.session_key) == ["proc-1"]
+    assert wait_group_gone(pgid, within=1.0) is not None
+    record = json.loads((tool.folder / "proc-1.json").read_text())
+    assert record["killed"] is True and record["exit_code"] == -9
+    assert await process_tool.stop_session(tool.session_key) == []

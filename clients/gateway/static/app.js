@@ -136,7 +136,8 @@ function approvalCard(a) {
   el.dataset.approvalId = a.id;
   const head = document.createElement("div");
   head.className = "ask";
-  head.textContent = `⏸ ${a.tool} waits for approval ${a.id}: ${a.args_preview || ""}`;
+  const who = a.session_key ? ` (sub-agent ${a.session_key})` : "";
+  head.textContent = `⏸ ${a.tool}${who} waits for approval ${a.id}: ${a.args_preview || ""}`;
   const approve = document.createElement("button");
   approve.type = "button";
   approve.className = "approve";

@@ -1,0 +1,65 @@
+"""A session's background processes are stopped when it is reset or closed (issue 21): what was
+started for a context that is gone must not run on unowned. The contracts and the why are in
+`agentlane/process_stop.py`; the activities in `activities/process_stop.py`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentlane.process_stop import (
+        LIST_PROCESS_OWNERS,
+        STOP_SESSION_PROCESSES,
+        ProcessesStopped,
+        ProcessOwners,
+        SessionProcesses,
+    )
+    from workflows import activity_options as opts
+
+# Resets and closes recorded before this stopped nothing.
+STOP_PROCESSES_PATCH = "stop-processes-on-reset-and-close"
+STOP_TIMEOUT = timedelta(seconds=30)
+# A worker that dies while stopping takes its processes along: one attempt is enough.
+STOP_RETRY = RetryPolicy(maximum_attempts=2)
+
+
+async def stop_background_processes(session_key: str) -> list[str]:
+    """Stop the session's running background processes in every worker holding one; the ids
+    stopped. Never fails: a worker gone, or a record unreadable, leaves nothing to stop."""
+    if not workflow.patched(STOP_PROCESSES_PATCH):
+        return []
+    inp = SessionProcesses(session_key=session_key)
+    try:
+        owners: ProcessOwners = await workflow.execute_local_activity(
+            LIST_PROCESS_OWNERS,
+            inp,
+            result_type=ProcessOwners,
+            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+            retry_policy=STOP_RETRY,
+            summary="background processes to stop",
+        )
+    except (ActivityError, ApplicationError) as err:
+        workflow.logger.warning("background processes not listed: %s", err)
+        return []
+    stopped: list[str] = []
+    for queue in owners.queues:
+        try:
+            done: ProcessesStopped = await workflow.execute_activity(
+                STOP_SESSION_PROCESSES,
+                inp,
+                result_type=ProcessesStopped,
+                task_queue=queue,
+                schedule_to_start_timeout=opts.OWNER_SCHEDULE_TO_START,
+                start_to_close_timeout=STOP_TIMEOUT,
+                retry_policy=STOP_RETRY,
+                summary="stop background processes",
+            )
+        except ActivityError as err:
+            workflow.logger.info("background processes on %s not stopped: %s", queue, err)
+            continue
+        stopped += done.stopped
+    return stopped
