@@ -103,6 +103,16 @@ class BranchSource(BaseModel):
     branch_point: str
 
 
+class HeldAbort(BaseModel):
+    """An abort for a run about to be made."""
+
+    reason: str
+    # Who asked (the client's identity), carried into the run's abort signal.
+    by: str | None = None
+    # The newest message it covers: the run that takes messages up to it is aborted.
+    upto_seq: int
+
+
 class SessionState(BaseModel):
     """Everything the session needs after continue-as-new, and nothing large."""
 
@@ -148,6 +158,10 @@ class SessionState(BaseModel):
     # second decision is told what became of the first; bounded, newest last).
     approvals: list[PendingApproval] = Field(default_factory=list)
     approvals_closed: list[ApprovalClosed] = Field(default_factory=list)
+    # The message last answered `started` whose run is not made yet, and an abort that came
+    # meanwhile: that run is aborted as soon as it starts (workflows/policy/abort_hold.py).
+    announced_seq: int | None = None
+    held_abort: HeldAbort | None = None
 
 
 class SessionInput(BaseModel):

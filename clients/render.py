@@ -7,6 +7,7 @@ from typing import TextIO
 
 from agentlane.events import AgentEvent, EventKind
 from clients.api import MessageView
+from clients.tool_line import tool_input_preview
 
 DIM = "\033[2m"
 RESET = "\033[0m"
@@ -94,12 +95,7 @@ class TerminalRenderer:
 
 
 def _input_line(event: AgentEvent) -> str:
-    data = event.data.get("input", {})
-    if not isinstance(data, dict):
-        return ""
-    detail = data.get("command") or data.get("path") or data.get("task") or ""
-    text = " ".join(str(detail).split())
-    return text if len(text) < 100 else text[:97] + "…"
+    return tool_input_preview(event.tool_name, event.data.get("input", {}))
 
 
 def _approval_line(event: AgentEvent) -> str:

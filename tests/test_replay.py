@@ -46,12 +46,8 @@ def test_histories_are_present() -> None:
     } <= scenarios
 
 
-async def replay(
-    path: Path, tmp_path: Path, plugins: Sequence[Plugin] = ()
-) -> WorkflowReplayResult:
-    workflow_id = path.stem.split("__")[0]
-    history = WorkflowHistory.from_json(workflow_id, path.read_text())
-    replayer = Replayer(
+def make_replayer(tmp_path: Path, plugins: Sequence[Plugin] = ()) -> Replayer:
+    return Replayer(
         workflows=[
             SessionWorkflow,
             AgentRunWorkflow,
@@ -61,6 +57,14 @@ async def replay(
         data_converter=make_data_converter(tmp_path),
         plugins=plugins,
     )
+
+
+async def replay(
+    path: Path, tmp_path: Path, plugins: Sequence[Plugin] = ()
+) -> WorkflowReplayResult:
+    workflow_id = path.stem.split("__")[0]
+    history = WorkflowHistory.from_json(workflow_id, path.read_text())
+    replayer = make_replayer(tmp_path, plugins)
     return await replayer.replay_workflow(history, raise_on_replay_failure=False)
 
 

@@ -105,6 +105,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.search_attribute_values import Values, typed
     from agentlane.session import (
         BranchSource,
+        HeldAbort,
         InFlight,
         QueuedMessage,
         SessionInput,
@@ -127,6 +128,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import SESSION_CODE_PATCH, Patches
     from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
+    from workflows.policy.abort_hold import (
+        AbortTarget,
+        abort_note,
+        abort_target,
+        held_run_queue,
+        held_upto,
+    )
     from workflows.policy.approvals import closed_after, decision_problem
     from workflows.policy.history_rollover import HistoryBounds, rollover_due
     from workflows.policy.idle_limit import idle_limit_seconds
@@ -178,6 +186,9 @@ RECORD_DROPS_PATCH = "record-dropped-messages"
 # A batch of dropped messages that could not be recorded is tried again after this long (they
 # stay in the session's state meanwhile).
 DROP_RECORD_RETRY = timedelta(seconds=10)
+# An abort that lands after a message was answered `started` but before its run is made is held
+# for that run (workflows/policy/abort_hold.py); older code answered "nothing to abort".
+HOLD_ABORT_PATCH = "hold-abort-for-announced-run"
 # A session continues as new between runs once its history reaches either bound (about 20 runs
 # of 23 events), not only when Temporal suggests it (4 096 events): a worker holds each cached
 # session's state machines in memory, and one that falls out of the cache (or whose task timed
@@ -210,6 +221,8 @@ class SessionWorkflow:
         # An abort that arrived while the run's child was being started.
         self.abort_pending: str | None = None
         self.abort_pending_by: str | None = None
+        # Messages taken in that wait for a reopened session's settings (`_accept`).
+        self.accepting = 0
         # Messages wait until a reopened session's settings are restored.
         self.ready = not inp.fresh
         # Resets accepted and not finished: no run starts meanwhile. And one at a time.
@@ -293,7 +306,11 @@ class SessionWorkflow:
         if not self.ready:
             # Only while a reopened session restores its settings. Never yield otherwise: the
             # message must be in the queue before the main loop looks at it again.
-            await workflow.wait_condition(lambda: self.ready)
+            self.accepting += 1
+            try:
+                await workflow.wait_condition(lambda: self.ready)
+            finally:
+                self.accepting -= 1
             if self.branch_error is not None:
                 raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
         self._take_callback(msg.routing)
@@ -343,6 +360,8 @@ class SessionWorkflow:
         action = decide(mode, busy=self._busy() or bool(self.s.queue))
         if action == Action.RUN_NOW:
             self._enqueue(item, qs)
+            # Its run is announced: an abort from now on is for that run (state only).
+            self.s.announced_seq = seq
             if accept_now:
                 return self._receipt(seq, SendDisposition.STARTED, mode)
             await workflow.wait_condition(lambda: seq in self.started)
@@ -561,10 +580,23 @@ class SessionWorkflow:
             self.s.in_flight.steered.append(turn)
         return True
 
-    async def _abort_current(self, reason: str, by: str | None = None) -> str | None:
+    async def _abort_current(
+        self, reason: str, by: str | None = None, hold: bool = False
+    ) -> str | None:
         """Stop the run in flight, if any; return its id. An abort that arrives while the run's
-        child is still being started is held and delivered as soon as it has started."""
-        if not self._busy():
+        child is still being started is held and delivered as soon as it has started. With
+        `hold` (an operator's abort), so is one for a run announced `started` but not made yet
+        (an interrupt or a reset only stops a run that exists)."""
+        target = abort_target(self._busy(), self.s.announced_seq, self.s.queue, self.accepting)
+        if target == AbortTarget.ABOUT_TO_START and hold and self.patches(HOLD_ABORT_PATCH):
+            if self.abort_since is None:
+                self.abort_since = workflow.time()
+            upto = held_upto(self.s.announced_seq, self.s.queue, self.s.message_seq)
+            self.s.held_abort = HeldAbort(reason=reason, by=by, upto_seq=upto)
+            # The id the next run gets (`_run_batch`); only a start refused for a taken id (a
+            # run of an earlier incarnation of this key) moves the abort to the one after.
+            return run_workflow_id(self.s.key, self.s.run_count + 1)
+        if target != AbortTarget.RUNNING:
             return None
         if self.abort_since is None:
             self.abort_since = workflow.time()
@@ -582,22 +614,27 @@ class SessionWorkflow:
 
     @workflow.signal
     async def abort(self, req: AbortRequest) -> None:
-        """Fire-and-forget abort, kept for clients (and histories) from before `abort_run`."""
-        await self._abort_current(req.reason, req.by)
+        """Fire-and-forget abort, kept for clients (and histories) from before `abort_run`. The
+        way a client's abort arrives when no worker answered: held like `abort_run`'s."""
+        await self._abort_current(req.reason, req.by, hold=True)
 
     @workflow.update
     async def abort_run(self, req: AbortRequest) -> AbortReceipt:
-        """Abort the run in flight and say which one, or that there is nothing to abort."""
-        run_id = await self._abort_current(req.reason, req.by)
+        """Abort the run in flight (or the one announced `started` and about to be made) and
+        say which one, or that there is nothing to abort."""
+        run_id = await self._abort_current(req.reason, req.by, hold=True)
         waiting = len(self.s.queue)
-        if run_id is None:
-            note = "nothing to abort: no run is in progress"
-            if waiting:
-                note += f" ({waiting} queued message(s) will run)"
-        else:
-            note = f"aborting {run_id}"
-            if waiting:
-                note += f"; {waiting} queued message(s) run after it"
+        held = self.s.held_abort if run_id is not None and not self._busy() else None
+        if held is not None:
+            # The messages the aborted run takes are not waiting after it.
+            waiting -= len(held_run_queue(self.s.queue, held.upto_seq) or [])
+        note = abort_note(run_id, waiting, held is not None)
+        if held is not None:
+            # Answered once that run exists (it has taken the abort), so the caller can wait for
+            # it by the id the receipt names; a handover answers at once.
+            await workflow.wait_condition(
+                lambda: self.s.held_abort is not held or self.handing_over
+            )
         return AbortReceipt(session_key=self.s.key, run_id=run_id, queue_length=waiting, note=note)
 
     @workflow.update
@@ -1047,7 +1084,7 @@ class SessionWorkflow:
                 # Drops are in the transcript and on the stream before the next run's entries.
                 await workflow.wait_condition(lambda: not self.s.drops)
                 continue
-            batch = next_batch(self.s.queue, self.s.overflow, self.s.one_by_one)
+            batch = self._next_batch()
             assert batch is not None
             self.s.one_by_one = batch.one_by_one
             await self._run_batch(batch)
@@ -1056,6 +1093,20 @@ class SessionWorkflow:
                 # to carry it has nowhere to go.
                 self.s.one_by_one = False
                 self.s.overflow = OverflowState()
+
+    def _next_batch(self) -> Batch | None:
+        """The next run's messages. With an abort held for the run announced `started`, that run
+        takes only the messages up to the announced one (and not the overflow summary): those
+        queued behind it run after it, as they would behind a running run."""
+        if self.s.held_abort is None:
+            return next_batch(self.s.queue, self.s.overflow, self.s.one_by_one)
+        covered = held_run_queue(self.s.queue, self.s.held_abort.upto_seq)
+        if covered is None:
+            # What it covered left the queue (dropped by the cap, or a duplicate): that run
+            # will never be made, and the abort is not for any later one.
+            self.s.held_abort = None
+            return next_batch(self.s.queue, self.s.overflow, self.s.one_by_one)
+        return next_batch(covered, None, self.s.one_by_one)
 
     async def _continue_as_new(self) -> None:
         self.handing_over = True
@@ -1141,11 +1192,21 @@ class SessionWorkflow:
         for seq in batch.seqs:
             self.started[seq] = run_id
             self._set_fate(seq, FateState.STARTED, run_id=run_id)
+        if self.s.announced_seq in batch.seqs:
+            self.s.announced_seq = None
         if self.hooks is not None:
             self.hooks.run_started(run_id)
+        # An abort that came while the run was being made, or before (held for it).
+        waiting = self.s.held_abort
         if self.abort_pending is not None:
-            reason, self.abort_pending = self.abort_pending, None
-            await self._abort_current(reason, self.abort_pending_by)
+            reason, by = self.abort_pending, self.abort_pending_by
+        elif waiting is not None:
+            reason, by = waiting.reason, waiting.by
+        else:
+            reason, by = None, None
+        self.abort_pending = self.s.held_abort = None
+        if reason is not None:
+            await self._abort_current(reason, by)
         self.run_shown = (run_number, run_id, workflow.time())
         self._show_running()
         try:

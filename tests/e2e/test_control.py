@@ -9,8 +9,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from agentlane.events import EventKind
 from agentlane.messages import FateState, SendDisposition
 from agentlane.run import ExecutionStatus, TerminationReason
@@ -72,12 +70,6 @@ async def test_abort_in_a_zero_latency_loop_stops_within_a_step(
     assert (await client.wait_for_run(again.run_id)).reply == "still here"
 
 
-@pytest.mark.xfail(
-    reason="known regression (stop 18 note): an abort that lands after the receipt says started "
-    "but before the session has made the run is answered 'nothing to abort' and the run goes on; "
-    "to fix in SessionWorkflow._abort_current (hold the abort for the run about to start)",
-    strict=False,
-)
 async def test_abort_within_200ms_of_send(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from agentlane.events import EventKind
 from agentlane.messages import Routing
-from clients.api import AgentlaneClient
+from clients.api import AgentlaneClient, NoWorker
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import wait_idle
 from tests.harness import Deployment, devserver
@@ -800,6 +800,31 @@ async def run_outcome(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def abort_held(client: AgentlaneClient, ws: Path) -> None:
+    """A run with tools, then an abort sent with its message before any worker ran them (held
+    for that run, which starts and ends aborted)."""
+    r = await client.send_and_start(
+        "pf", "read notes.txt then write n.txt with done then say done", workspace=str(ws)
+    )
+    await client.wait_for_run(r.run_id or "")
+    dep = CURRENT["deployment"]
+    assert isinstance(dep, Deployment)
+    dep.stop_workers()
+    try:
+        await client.send(
+            "held", "write h.txt with x then say done", workspace=str(ws), worker_wait=1
+        )
+    except NoWorker:
+        pass
+    try:
+        await client.abort("held", "changed my mind")
+    except NoWorker:
+        pass
+    dep.start_worker()
+    fate = await client.wait_started("held", 1)
+    await client.wait_for_run(fate.run_id or "")
+
+
 async def subagent_lane_approvals_stops(client: AgentlaneClient, ws: Path) -> None:
     """Issue 21's gaps: sub-agents whose model calls go to the sub-agent lane's queue, one whose
     exec waits for approval in its top-level session (approved there), one whose approval
@@ -862,6 +887,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "files_and_processes": files_and_processes,
     "approvals": approvals,
     "run_outcome": run_outcome,
+    "abort_held": abort_held,
     "subagent_lane_approvals_stops": subagent_lane_approvals_stops,
 }
 

@@ -1,0 +1,104 @@
+"""An abort reaches the run its message started, whenever it lands (real server, real worker):
+before the run is made (held for it), while it is being made, while it runs; "nothing to abort"
+is said only once the run has ended (workflows/policy/abort_hold.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from agentlane.events import EventKind
+from agentlane.ids import run_workflow_id
+from agentlane.run import ExecutionStatus, TerminationReason
+from agentlane.transcript import Role
+from clients.api import AgentlaneClient, NoWorker
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import assert_transcript_valid
+from tests.e2e.test_control import fast_loop
+
+
+async def lifecycle(client: AgentlaneClient, key: str, run_id: str) -> list[EventKind]:
+    kinds: list[EventKind] = []
+    async for item in client.watch(key, 0, until_run=run_id):
+        if item.event.run_id == run_id and item.event.kind in (
+            EventKind.AGENT_START,
+            EventKind.AGENT_END,
+        ):
+            kinds.append(item.event.kind)
+    return kinds
+
+
+async def test_an_abort_sent_before_any_worker_ran_the_message_stops_its_run(
+    server: object, tmp_path: Path
+) -> None:
+    """The message and the abort are both in history before a worker runs the session: the
+    abort lands before the session has even numbered the message. It is held for that run."""
+    dep = make_deployment(server, tmp_path)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    key = f"hold-{uuid.uuid4().hex[:8]}"
+    client = await AgentlaneClient.connect(settings_for(dep))
+    with pytest.raises(NoWorker):
+        await client.send(key, fast_loop(40), workspace=str(ws), worker_wait=1)
+    with pytest.raises(NoWorker, match="abort recorded"):
+        await client.abort(key, "changed my mind")
+    dep.start_worker()
+    try:
+        fate = await asyncio.wait_for(client.wait_started(key, 1), 60)
+        assert fate.run_id == run_workflow_id(key, 1)
+        result = await client.wait_for_run(fate.run_id)
+        assert result.status == ExecutionStatus.ABORTED, result
+        assert result.termination_reason == TerminationReason.ABORT_SIGNAL
+        # Delivered as the run started: at most the step in flight ran.
+        assert result.tool_calls <= 1
+        assert len(list(ws.glob("f*.txt"))) <= 1
+        # The aborted run's lifecycle, as for any abort: one start, one end, the prompt kept.
+        kinds = await asyncio.wait_for(lifecycle(client, key, fate.run_id), 30)
+        assert kinds == [EventKind.AGENT_START, EventKind.AGENT_END]
+        entries = client.transcript(key)
+        assert_transcript_valid(entries)
+        assert [e.text for e in entries if e.role == Role.USER] == [fast_loop(40)]
+        # The abort was for that run only.
+        idle = await client.abort(key)
+        assert idle.run_id is None and "nothing to abort" in idle.note
+        again = await client.send_and_start(key, "say still here")
+        assert again.run_id == run_workflow_id(key, 2)
+        assert (await client.wait_for_run(again.run_id)).reply == "still here"
+    finally:
+        dep.stop_workers()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.0])
+async def test_an_abort_at_any_moment_after_send_reaches_the_run_or_finds_it_ended(
+    client: AgentlaneClient, session_key: str, workspace: Path, delay: float
+) -> None:
+    """From the `started` receipt on, an abort names the message's run and that run ends
+    aborted (or had just finished its last step); "nothing to abort" only after it ended."""
+    receipt = await client.send(session_key, fast_loop(6), workspace=str(workspace))
+    await asyncio.sleep(delay)
+    abort = await client.abort(session_key, "stop")
+    answered = datetime.now(UTC)
+    if abort.run_id is not None:
+        # The run a receipt names exists by then: it can be waited for at once.
+        result = await client.wait_for_run(abort.run_id)
+    fate = await asyncio.wait_for(client.wait_started(session_key, receipt.message_seq), 60)
+    assert fate.run_id == run_workflow_id(session_key, 1)
+    if abort.run_id is None:
+        result = await client.wait_for_run(fate.run_id)
+        assert "nothing to abort" in abort.note
+        assert result.status == ExecutionStatus.SUCCESS, result
+        assert result.ended_at <= answered, "told 'nothing to abort' while the run was going"
+        return
+    assert abort.run_id == fate.run_id, abort
+    if "about to start" in abort.note:
+        assert result.status == ExecutionStatus.ABORTED, result
+        assert result.tool_calls <= 1
+    else:
+        # A run that was already running stops at its next safe point, or its last step
+        # finished it first.
+        assert result.status in (ExecutionStatus.ABORTED, ExecutionStatus.SUCCESS), result
+    assert_transcript_valid(client.transcript(session_key))

@@ -1,0 +1,65 @@
+"""Queries answered by replaying history from scratch (a worker that caches no workflow, as after
+an eviction): runs with tool calls answer `progress` at every point of their life, never with a
+nondeterminism error (workflows/patches.py: a run's one marker is asked first, before any local
+activity)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+from agentlane.ids import run_workflow_id
+from agentlane.run import ExecutionStatus
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.test_control import fast_loop
+from workflows.agent_run import AgentRunWorkflow
+
+SESSIONS = 3
+QUERIERS = 3
+
+
+async def test_progress_queries_replayed_from_scratch_during_runs_with_tools(
+    server: object, tmp_path: Path
+) -> None:
+    dep = make_deployment(server, tmp_path, AGENTLANE_MAX_CACHED_WORKFLOWS="0")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    dep.start_worker()
+    failures: list[str] = []
+    answers = 0
+
+    async def query_until(run_id: str, done: asyncio.Future[object]) -> None:
+        nonlocal answers
+        handle = client.client.get_workflow_handle(run_id)
+        while not done.done():
+            try:
+                await handle.query(AgentRunWorkflow.progress)
+                answers += 1
+            except WorkflowQueryFailedError as err:
+                failures.append(f"{run_id}: {err}")
+            except RPCError:
+                # The server buffers few queries for a workflow whose task is open, and a query
+                # can time out on this loaded machine: ask again.
+                await asyncio.sleep(0.05)
+
+    async def one_session() -> None:
+        key = f"qr-{uuid.uuid4().hex[:8]}"
+        await client.send(key, fast_loop(6), workspace=str(ws))
+        fate = await asyncio.wait_for(client.wait_started(key, 1), 60)
+        assert fate.run_id == run_workflow_id(key, 1)
+        done = asyncio.ensure_future(client.wait_for_run(fate.run_id))
+        await asyncio.gather(*(query_until(fate.run_id, done) for _ in range(QUERIERS)))
+        assert (await done).status == ExecutionStatus.SUCCESS
+
+    try:
+        client = await AgentlaneClient.connect(settings_for(dep))
+        await asyncio.gather(*(one_session() for _ in range(SESSIONS)))
+        assert answers > 10
+        assert failures == []
+    finally:
+        dep.stop_workers()
