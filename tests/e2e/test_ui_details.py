@@ -28,7 +28,9 @@ from tests.e2e.support import wait_idle
 
 # Not shaped like any provider's key: only the `*_KEY=` rule can catch it.
 SECRET = "zq" + secrets.token_hex(12)
-LINES = 8
+# Long enough that the session is still running it after the heartbeats were read and a
+# follow-up is sent, on a loaded machine (3 s was not).
+LINES = 25
 COMMAND = (
     f"MY_SERVICE_KEY={SECRET} sh -c "
     f"'for i in $(seq 1 {LINES}); do echo line $i; sleep 0.4; done; echo done'"
