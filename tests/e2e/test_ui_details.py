@@ -30,7 +30,7 @@ from tests.e2e.support import wait_idle
 SECRET = "zq" + secrets.token_hex(12)
 # Long enough that the session is still running it after the heartbeats were read and a
 # follow-up is sent, on a loaded machine (3 s was not).
-LINES = 25
+LINES = 40
 COMMAND = (
     f"MY_SERVICE_KEY={SECRET} sh -c "
     f"'for i in $(seq 1 {LINES}); do echo line $i; sleep 0.4; done; echo done'"
@@ -101,10 +101,17 @@ async def test_a_running_exec_shows_its_command_progress_and_preview(
     # Activities shows heartbeats that grow.
     seen: list[dict[str, Any]] = []
     details = ""
+    running = ""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         beat = await pending_heartbeats(client, run, "tool_exec")
         if beat is not None:
+            if not seen:
+                # The session's page while the exec surely runs (read at once, not after the
+                # heartbeats have grown: on a loaded machine the command may be over by then).
+                running = await current_details(session)
+                queued = await client.send(session_key, "say next", mode="followup")
+                queued_page = await current_details(session)
             seen.append(beat)
             details = await current_details(run)
             grown = seen[-1].get("output_bytes", 0) > seen[0].get("output_bytes", 0)
@@ -121,12 +128,9 @@ async def test_a_running_exec_shows_its_command_progress_and_preview(
     assert "turn 1: exec `" in details, details
     assert "for i in $(seq 1" in details and " since " in details, details
     assert SECRET not in details
-    running = await current_details(session)
     assert "running run 1" in running and "queued" not in running, running
-    queued = await client.send(session_key, "say next", mode="followup")
     assert queued.disposition.value == "queued", queued
-    running = await current_details(session)
-    assert "running run 1" in running and "; 1 message queued" in running, running
+    assert "running run 1" in queued_page and "; 1 message queued" in queued_page, queued_page
 
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS, result.error
