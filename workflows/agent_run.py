@@ -587,9 +587,12 @@ class AgentRunWorkflow(LegacyFailover):
                 summary=f"turn {turn + 1}: {self.failover.model().label()}",
             )
         except ActivityError as err:
+            # A cancelled or failed call may not have published what it carried (a call
+            # cancelled before it started published nothing): the run's end publishes it,
+            # leaving out what reached the stream (activities/run_finish.py).
+            self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
-            self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
             failure = model_failure(err, self.req.model.label())
             if failure is None:
                 return _failure(err)
