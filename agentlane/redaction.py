@@ -58,7 +58,14 @@ def redact_known(text: str, secrets: Iterable[str | None]) -> str:
         if len(secret) >= SECRET_MIN_LENGTH:
             text = text.replace(secret, REDACTED)
     # The pattern is slow on long text; most text has no run of asterisks at all.
-    return _MASKED_KEY.sub(REDACTED, text) if "***" in text else text
+    return _MASKED_KEY.sub(_masked, text) if "***" in text else text
+
+
+def _masked(match: re.Match[str]) -> str:
+    # Asterisks alone are markup (`***` in Markdown, apply_patch's `*** Update File:`
+    # headers), not a key: a masked key keeps some of its characters.
+    token = match.group(0)
+    return REDACTED if any(c.isalnum() for c in token) else token
 
 
 def _assigned(match: re.Match[str]) -> str:

@@ -43,6 +43,9 @@ def test_secret_shapes_are_redacted(text: str, secret: str) -> None:
         "the token budget is spent",
         "sort key order",
         "Wrote 12 characters to notes.md",
+        # Asterisks alone are markup, not a masked key (apply_patch's headers, Markdown rules).
+        "*** Begin Patch\n*** Update File: a.txt\n*** End Patch",
+        "---\n***\n**bold** and ****",
     ],
 )
 def test_ordinary_text_is_left_alone(text: str) -> None:
@@ -55,6 +58,7 @@ def test_known_secrets_go_whole_even_without_a_shape() -> None:
     assert "abcd" not in shown
     assert redact_known("xyz", ["xyz"]) == "xyz"  # too short to be told from a word
     assert redact_known("masked sk-ab***wxyz here", []) == f"masked {REDACTED} here"
+    assert redact_known("tail ***wxyz and head ab***", []) == f"tail {REDACTED} and head {REDACTED}"
 
 
 def test_secret_env_values_are_picked_by_name() -> None:
@@ -139,3 +143,14 @@ def test_the_event_streams_tool_previews_are_redacted_too() -> None:
     assert OPENAI[:6] not in long["content"] and long["content"].endswith("more characters]")
     # A secret across the cut is redacted whole before the cut, never shown in part.
     assert "sk-" not in stream_text("a" * 1994 + " " + ANTHROPIC, 2000)
+
+
+def test_an_apply_patch_call_keeps_its_file_headers_on_the_stream() -> None:
+    """The `⚙ apply_patch update a.txt` line is read from the stream's redacted preview."""
+    from activities.tool_calls import preview_args
+    from clients.tool_line import tool_input_preview
+
+    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n+x\n*** Add File: b.txt\n+y\n*** End Patch\n"
+    assert tool_input_preview("apply_patch", preview_args({"input": patch})) == (
+        "update a.txt, add b.txt"
+    )
