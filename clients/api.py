@@ -57,6 +57,7 @@ from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
     check_session_key,
     events_workflow_id,
+    run_workflow_id,
     session_key_from_workflow_id,
     session_workflow_id,
     storage_name,
@@ -137,6 +138,8 @@ class WorkerBusy(NoWorker):
 # workflow code (tests/unit/test_client_query_names.py holds them equal).
 SESSION_STATUS_QUERY = "status"  # SessionWorkflow.status
 RUN_PROGRESS_QUERY = "progress"  # AgentRunWorkflow.progress
+# Sub-agents nest at most `max_spawn_depth` deep; a bound keeps a malformed chain from looping.
+MAX_SUBAGENT_HOPS = 16
 # How long a call waits for a worker before saying there is none (the message stays accepted).
 WORKER_WAIT_SECONDS = 4.0
 NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
@@ -700,8 +703,31 @@ class AgentlaneClient:
     # -- approvals (issue 21) ---------------------------------------------------------------
 
     async def approvals(self, session_key: str) -> list[PendingApproval]:
-        """The session's tool calls waiting for a person's yes, oldest first."""
-        return (await self.status(session_key)).approvals
+        """The session's tool calls waiting for a person's yes, oldest first. A sub-agent's wait
+        in its top-level session (workflows/approval_wait.py): for a sub-agent's key, those of
+        its top-level session that the sub-agent asked."""
+        key = check_session_key(session_key)
+        top = await self.top_session_of(key)
+        pending = (await self.status(top)).approvals
+        return pending if top == key else [a for a in pending if a.session_key == key]
+
+    async def top_session_of(self, session_key: str) -> str:
+        """The top-level session a sub-agent's session belongs to (its run is a child of the
+        run that spawned it, up to a session's own run); a top-level key is its own."""
+        key = session_key
+        for _ in range(MAX_SUBAGENT_HOPS):
+            if SUBAGENT_SEGMENT not in key:
+                return key
+            try:
+                desc = await self.client.get_workflow_handle(run_workflow_id(key, 1)).describe()
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    raise SessionNotFound(f"sub-agent session {key} does not exist") from err
+                raise
+            if not desc.parent_id:
+                return key
+            key = session_key_from_workflow_id(desc.parent_id)
+        return key
 
     async def decide_approval(
         self,
@@ -715,7 +741,8 @@ class AgentlaneClient:
         denied, or expired first). An unknown or already decided id is `ApprovalRejected`."""
         from workflows.session import SessionWorkflow
 
-        key = check_session_key(session_key)
+        # A sub-agent's approvals are decided in its top-level session.
+        key = await self.top_session_of(check_session_key(session_key))
         decision = ApprovalDecision(id=approval_id, approve=approve, reason=reason, by=by)
         handle = await self._running_session(key)
         call = asyncio.ensure_future(

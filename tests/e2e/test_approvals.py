@@ -472,6 +472,9 @@ async def test_a_sub_agents_call_is_listed_and_decided_in_its_top_level_session(
     assert approval.run_id == f"session:{approval.session_key}:run:1"
     assert approval.root_run_id == receipt.run_id
     assert not (ws / "sub.txt").exists()
+    # Asked by the sub-agent's own key, the answer comes from its top-level session.
+    assert await aclient.top_session_of(approval.session_key) == k
+    assert [a.id for a in await aclient.approvals(approval.session_key)] == [approval.id]
     status = await aclient.status(k)
     assert status.phase == SessionPhase.WAITING and status.waiting_reason == "approval"
     assert status.waiting_until == approval.expires_at
@@ -518,6 +521,9 @@ async def test_a_sub_agents_approval_expires_like_any_other(
     assert await aclient.approvals(k) == []
     with pytest.raises(ApprovalRejected, match="has expired"):
         await aclient.decide_approval(k, approval.id, approve=True)
+    # Decided by the sub-agent's key: the same answer, from its top-level session.
+    with pytest.raises(ApprovalRejected, match="has expired"):
+        await aclient.decide_approval(approval.session_key, approval.id, approve=True)
 
 
 async def test_aborting_the_parent_ends_its_sub_agents_wait(
