@@ -94,6 +94,7 @@ def data_bytes(root: Path) -> tuple[int, int]:
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _SLOW_TASK = re.compile(r"TMPRL1104.*")
+_TASK_ID = re.compile(r"TMPRL1104\] ([0-9a-f-]+):(\d+):\d+")
 _FIELD = re.compile(r"(workflow_type|workflow_task_duration|workflow_history_size|attempt)=(\S+)")
 
 
@@ -105,6 +106,8 @@ class SlowTasks:
     longest_ms: dict[str, int] = field(default_factory=dict)
     largest_history: dict[str, int] = field(default_factory=dict)
     retries: int = 0  # tasks over the threshold on a second or later attempt (a replay)
+    # (run id, the event id the worker names, workflow type, its duration in ms)
+    tasks: list[tuple[str, int, str, int]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -131,6 +134,72 @@ def slow_tasks(log_text: str) -> SlowTasks:
         out.longest_ms[kind] = max(out.longest_ms.get(kind, 0), ms)
         out.largest_history[kind] = max(out.largest_history.get(kind, 0), size)
         out.retries += int(fields.get("attempt", "1")) > 1
+        where = _TASK_ID.search(match.group(0))
+        if where is not None:
+            out.tasks.append((where.group(1), int(where.group(2)), kind, ms))
+    return out
+
+
+@dataclass
+class ServerTimes:
+    """Slow tasks as the server recorded them: started -> completed of the task the worker
+    timed. The worker's clock runs from the moment it received the task until it stops
+    tracking it; for a task that continued the workflow as new that includes the old run's
+    eviction, which the server does not wait for."""
+
+    seconds: list[tuple[str, float, bool]] = field(default_factory=list)  # type, s, at a CAN
+    unknown: int = 0
+
+    def over(self, limit: float) -> int:
+        return sum(1 for _, took, _ in self.seconds if took > limit)
+
+    def describe(self) -> str:
+        if not self.seconds:
+            return f"none found ({self.unknown} not found)" if self.unknown else "none"
+        by_type: dict[str, list[float]] = {}
+        for kind, took, _ in self.seconds:
+            by_type.setdefault(kind, []).append(took)
+        at_can = sum(1 for *_, can in self.seconds if can)
+        return (
+            ", ".join(
+                f"{kind} {len(t)} (over 1 s: {sum(1 for x in t if x > 1)}, longest "
+                f"{max(t) * 1000:.0f} ms)"
+                for kind, t in sorted(by_type.items())
+            )
+            + f"; {at_can} of them continued as new"
+            + (f"; {self.unknown} not found" if self.unknown else "")
+        )
+
+
+async def server_task_times(
+    client: AgentlaneClient, tasks: list[tuple[str, int, str, int]]
+) -> ServerTimes:
+    out = ServerTimes()
+    for run_id, event_id, kind, _ in tasks:
+        found = None
+        async for wf in client.client.list_workflows(f"RunId = '{run_id}'"):
+            found = wf.id
+        if found is None:
+            out.unknown += 1
+            continue
+        history = await client.client.get_workflow_handle(found, run_id=run_id).fetch_history()
+        started = {
+            e.event_id: e
+            for e in history.events
+            if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_STARTED
+        }
+        task = None
+        for e in history.events:
+            if e.event_type == ET.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+                begun = e.workflow_task_completed_event_attributes.started_event_id
+                if begun < event_id:
+                    task = (started[begun], e)
+        if task is None:
+            out.unknown += 1
+            continue
+        can = history.events[-1].event_type == ET.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+        last = history.events[-1].event_id
+        out.seconds.append((kind, ts(task[1]) - ts(task[0]), can and event_id > last - 3))
     return out
 
 
@@ -357,7 +426,11 @@ async def main() -> None:
                 log_warned - warned,
                 w.errors,
             )
-            note(f"  window to {elapsed / 60:.1f} min: {len(w.runs)} runs, {rps:.2f} runs/s")
+            # The whole row at once: a long soak stopped early still leaves its windows.
+            note(
+                "  window: "
+                + " | ".join(f"{h}={c}" for h, c in zip(table.headers, table.rows[-1], strict=True))
+            )
             rows.append((rps, worker_rss, per_run, worker_cpu))
             base_bytes, warned = size, log_warned
         table.print()
@@ -379,6 +452,9 @@ async def main() -> None:
         slow = slow_tasks(worker.log.read_text(errors="replace"))
         note(f"workflow tasks over {TASK_WARN_SECONDS} s: {slow.describe()}")
         figures.add("soak_tasks_over_1s", slow.count)
+        by_server = await server_task_times(client, slow.tasks)
+        note(f"the same tasks by the server's clock: {by_server.describe()}")
+        figures.add("soak_tasks_over_1s_by_server", by_server.over(1.0))
         figures.add("soak_sigterm_exit", f"{exit_s:.1f}", "s")
         figures.add("soak_worker_exit_code", code)
         figures.print()
