@@ -59,6 +59,17 @@ def session_details(
     )
 
 
+def branch_details(*, parent: str, branch_point: str, created_by: str | None) -> str:
+    return _rows(
+        [
+            ("branch of", f"**{parent}**"),
+            ("at entry", f"`{branch_point}`"),
+            ("settings", "the parent's"),
+            ("created by", created_by),
+        ]
+    )
+
+
 def run_details(req: ExecutionRequest, queued_behind: int = 0) -> str:
     senders = sorted({t.sender for t in req.prompt if t.sender})
     channels = sorted({t.routing.channel for t in req.prompt if t.routing.channel})

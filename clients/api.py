@@ -94,7 +94,7 @@ from agentlane.session import (
 )
 from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
-from agentlane.static_details import session_details
+from agentlane.static_details import branch_details, session_details
 from agentlane.subagents import SUBAGENT_SEGMENT
 from agentlane.temporal_client import connect
 from agentlane.tool_policy_config import AgentTools, ToolReport, policy_input
@@ -821,14 +821,19 @@ class AgentlaneClient:
         # Started together with the update that waits for the copy: if the copy fails, the
         # update is there to say why before the workflow ends. One attempt: a retry would find
         # the session it started.
-        start = WithStartWorkflowOperation(
-            SessionWorkflow.run,
-            SessionInput(state=state, fresh=True, branch=source),
-            id=session_workflow_id(key),
-            task_queue=self.settings.workflow_task_queue,
+        options = self._session_start_options(key)
+        options.update(
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             static_summary=f"chat session **{key}**, branch of **{parent}** at {from_entry}",
+            # Its settings are the parent's, which the session restores: only what is known here.
+            static_details=branch_details(
+                parent=parent, branch_point=from_entry, created_by=self.client.identity
+            ),
+            search_attributes=typed_attributes({sa.SESSION_KEY.name: key, sa.PHASE.name: "idle"}),
             memo={MEMO_PARENT: parent, MEMO_BRANCH_POINT: from_entry},
+        )
+        start = WithStartWorkflowOperation(
+            SessionWorkflow.run, SessionInput(state=state, fresh=True, branch=source), **options
         )
         call = asyncio.ensure_future(
             self.client.execute_update_with_start_workflow(

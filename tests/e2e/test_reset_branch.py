@@ -185,6 +185,12 @@ async def test_branch_goes_on_beside_its_parent(
     assert copied[2].meta == {"parent_session": session_key, "branch_point": point}
     status = await client.status(child)
     assert status.workspace == ws, "the branch keeps the parent's settings"
+    # Its page in the UI says what it is a branch of, and who made it.
+    page = await (
+        await client.client.get_workflow_handle(f"session:{child}").describe()
+    ).static_details()
+    assert page is not None and f"**branch of:** **{session_key}**" in page, page
+    assert f"`{point}`" in page and "**created by:**" in page
 
     in_child = await run(client, child, "read notes.txt")
     in_parent = await run(client, session_key, "read notes.txt")
