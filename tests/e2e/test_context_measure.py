@@ -1,4 +1,4 @@
-"""The context's size measured incrementally by a real worker (activities/context/context_measure):
+"""The context's size measured incrementally by a real worker (activities/context/context_cache):
 a session's first model call measures the whole context, every later one on the same worker
 only what was added since, across runs of the session; the runs end as before."""
 
