@@ -152,7 +152,7 @@ def context_view_and_replacements(
             continue
         if fresh_from is None and index > last_marker:
             fresh_from = len(head) + len(body)
-        shown = shown_entry(entry, replacements)
+        shown = shown_entry(entry, replacements) if entry.id in replacements else entry
         if shown is not entry:
             truncated.add(entry.id)
         body.append(shown)

@@ -56,7 +56,8 @@ def without_answered_partials(entries: list[TranscriptEntry]) -> list[Transcript
     """A failed attempt's partial text is left out once the same call was answered (the user
     saw the answer replace it); kept when it was the last word of a run that ended there."""
     ids = {e.id for e in entries}
-    return [e for e in entries if partial_of(e) not in ids]
+    cut = len(PARTIAL_SUFFIX)
+    return [e for e in entries if not (e.id.endswith(PARTIAL_SUFFIX) and e.id[:-cut] in ids)]
 
 
 def repair_notes(

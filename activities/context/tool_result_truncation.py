@@ -348,7 +348,7 @@ def apply_live_guard(
     out: list[TranscriptEntry] = []
     truncated: list[str] = []
     for entry in entries:
-        guarded = guarded_entry(entry, cap)
+        guarded = guarded_entry(entry, cap) if entry.role == Role.TOOL else entry
         if guarded is not entry:
             truncated.append(entry.id)
         out.append(guarded)

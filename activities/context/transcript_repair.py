@@ -171,6 +171,9 @@ def repair_tool_call_inputs(
     repairer = CallInputRepairer(_normalize_allowed(allowed_tool_names))
     out: list[TranscriptEntry] = []
     for entry in entries:
+        if entry.role != Role.ASSISTANT or not entry.tool_calls:
+            out.append(entry)  # what `repaired` does, without the call (most entries)
+            continue
         repaired = repairer.repaired(entry)
         if repaired is not None:
             out.append(repaired)
@@ -226,14 +229,14 @@ def _with_call_name(result: TranscriptEntry, call_name: str) -> TranscriptEntry:
     return result.model_copy(update={"tool_name": call_name.strip() or "unknown"})
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one is made per span, and a frozen one costs more to make
 class SpanPairing:
     """One assistant turn with calls and what followed it up to the next assistant turn, paired:
     the entries to send (the turn, its results in call order, the remainder) and the counts."""
 
     entries: list[TranscriptEntry]
-    answered: frozenset[str]  # call ids this span answered (a later span never answers them)
-    added: tuple[str, ...]
+    answered: set[str]  # call ids this span answered (a later span never answers them)
+    added: list[str]
     dropped_duplicates: int
     dropped_orphans: int
     dropped_errored_results: int
@@ -291,8 +294,8 @@ def pair_span(
     output_order.extend(index for index, _ in remainder)
     return SpanPairing(
         entries=out,
-        answered=frozenset(here),
-        added=tuple(added),
+        answered=here,
+        added=added,
         dropped_duplicates=duplicates,
         dropped_orphans=orphans,
         dropped_errored_results=errored_dropped,
@@ -374,7 +377,10 @@ def repair_tool_result_pairing(
 ) -> PairingRepair:
     pairer = ResultPairer(errored_turn_results)
     for entry in entries:
-        pairer.feed(entry)
+        if pairer.span is not None and entry.role != Role.ASSISTANT:
+            pairer.following.append(entry)  # what `feed` does, without the call (most entries)
+        else:
+            pairer.feed(entry)
     return pairer.finish(entries)
 
 
