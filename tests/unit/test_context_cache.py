@@ -257,3 +257,22 @@ def test_the_entry_budget_drops_the_least_recent_sessions() -> None:
     context_for_request(three, 32_000, cache, "s1")
     context_for_request(three, 32_000, cache, "s2")
     assert "s1" not in cache and "s2" in cache
+
+
+def test_a_different_prefix_is_built_whole() -> None:
+    session = Session(random.Random(3))
+    cache = ContextCache()
+    for _ in range(5):
+        session._turn()
+    stored = list(session.entries)
+    context_for_request(stored, 32_000, cache, "s1")
+    # Same ids, one text changed (another session under the key, a rewritten file): not an
+    # append to what the cache processed.
+    edited = [stored[0].model_copy(update={"text": "another question"}), *stored[1:]]
+    context = context_for_request(edited, 32_000, cache, "s1")
+    assert context == context_for_request(edited, 32_000)
+    assert context.entries[0].text == "another question"
+    assert (cache.whole, cache.incremental) == (2, 0)
+    # Shorter than what was processed: built whole too.
+    context_for_request(edited[:-1], 32_000, cache, "s1")
+    assert (cache.whole, cache.incremental) == (3, 0)
