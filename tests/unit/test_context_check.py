@@ -47,6 +47,29 @@ def entries_of(
     return out
 
 
+def read_results(count: int, chars: int) -> list[TranscriptEntry]:
+    """`count` read calls, each answered with `chars` characters."""
+    out: list[TranscriptEntry] = []
+    for n in range(count):
+        out += [
+            TranscriptEntry(
+                id=f"a{n}",
+                role=Role.ASSISTANT,
+                ts=0,
+                tool_calls=[ToolCall(id=f"t{n}", name="read", arguments={"path": "f"})],
+            ),
+            TranscriptEntry(
+                id=f"t{n}:result",
+                role=Role.TOOL,
+                ts=0,
+                tool_call_id=f"t{n}",
+                tool_name="read",
+                text="y" * chars,
+            ),
+        ]
+    return out
+
+
 def check(entries: list[TranscriptEntry], overhead: int = 500):
     return check_context(
         context_for_request(entries, WINDOW),
@@ -72,24 +95,7 @@ def test_a_context_over_the_guard_s_cap_still_plans_the_truncation() -> None:
     # Five 90 000-character results on a 200 000-token window: the precheck's estimate fits
     # (~135 000 tokens of a 180 000 budget) but the live guard, counting results double, is
     # over its cap (900 000 of 720 000 characters): the route needs what truncation frees.
-    entries = entries_of(400)
-    for n in range(5):
-        entries += [
-            TranscriptEntry(
-                id=f"a{n}",
-                role=Role.ASSISTANT,
-                ts=0,
-                tool_calls=[ToolCall(id=f"t{n}", name="read", arguments={"path": "f"})],
-            ),
-            TranscriptEntry(
-                id=f"t{n}:result",
-                role=Role.TOOL,
-                ts=0,
-                tool_call_id=f"t{n}",
-                tool_name="read",
-                text="y" * 90_000,
-            ),
-        ]
+    entries = entries_of(400) + read_results(5, 90_000)
     context = context_for_request(entries, 200_000)
     checked = context_check.check_context(
         context, overhead_tokens=500, context_window=200_000, reserve_tokens=RESERVE
@@ -142,24 +148,7 @@ def test_a_long_conversation_without_tool_results_must_compact() -> None:
 
 
 def test_many_medium_tool_results_compact_then_truncate() -> None:
-    entries = entries_of(400)
-    for n in range(4):
-        entries += [
-            TranscriptEntry(
-                id=f"a{n}",
-                role=Role.ASSISTANT,
-                ts=0,
-                tool_calls=[ToolCall(id=f"t{n}", name="read", arguments={"path": "f"})],
-            ),
-            TranscriptEntry(
-                id=f"t{n}:result",
-                role=Role.TOOL,
-                ts=0,
-                tool_call_id=f"t{n}",
-                tool_name="read",
-                text="y" * 12_000,
-            ),
-        ]
+    entries = entries_of(400) + read_results(4, 12_000)
     checked = check(entries)
     assert checked.route is PrecheckRoute.COMPACT_THEN_TRUNCATE
     assert checked.result.reducible_chars > 0
