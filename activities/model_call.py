@@ -398,12 +398,14 @@ class ModelCallActivity:
         measures = self.context_cache
         context = context_for_request(stored, window, measures, inp.session_key)
         log.debug(
-            "context of %s: %d entries, %d chars; measured incrementally %d, whole %d",
+            "context of %s: %d entries, %d chars; measured incrementally %d, whole %d; "
+            "%d stored entries processed",
             inp.assistant_entry_id,
             len(context.entries),
             context.estimated_chars,
             measures.incremental,
             measures.whole,
+            measures.processed,
         )
         if context.repaired or context.truncated_results:
             log.info(
