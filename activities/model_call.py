@@ -23,8 +23,8 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.cancellation import cancelled_for_good
 from activities.context.compaction_plan import compaction_reserve_tokens
+from activities.context.context_cache import ContextCache
 from activities.context.context_check import ContextCheck, check_context
-from activities.context.context_measure import ContextMeasures
 from activities.context.request_context import (
     PARTIAL_SUFFIX,
     RequestContext,
@@ -295,8 +295,8 @@ class ModelCallActivity:
         self.settings = settings
         self.publishers = publishers
         self.cooldowns = cooldowns
-        # This worker's running totals of each session's context size (context_measure).
-        self.context_measures = ContextMeasures()
+        # This worker's request context of each session, extended by appends (context_cache).
+        self.context_cache = ContextCache()
 
     # -- transcript preparation -------------------------------------------------------------
 
@@ -395,15 +395,17 @@ class ModelCallActivity:
 
         stored = await self.store.read(inp.session_key)
         window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
-        measures = self.context_measures
+        measures = self.context_cache
         context = context_for_request(stored, window, measures, inp.session_key)
         log.debug(
-            "context of %s: %d entries, %d chars; measured incrementally %d, whole %d",
+            "context of %s: %d entries, %d chars; measured incrementally %d, whole %d; "
+            "%d stored entries processed",
             inp.assistant_entry_id,
             len(context.entries),
             context.estimated_chars,
             measures.incremental,
             measures.whole,
+            measures.processed,
         )
         if context.repaired or context.truncated_results:
             log.info(

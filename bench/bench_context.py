@@ -4,6 +4,7 @@ workload on a model whose window never fills, measured in the same run.
     python bench/bench_context.py             (from the repository root, with the venv's Python)
     python bench/bench_context.py --quick     (60 turns, baseline 20: a smoke run)
     python bench/bench_context.py --turns 300 --baseline-turns 50
+    python bench/bench_context.py --cpu       (no server: one request's context build, in CPU time)
 
 One dev server, one worker process, the fake provider server (`tests/fakes/provider_server.py`,
 its own process) as two Anthropic models: `anthropic/fake-small` with `context_window = 32000` in
@@ -15,6 +16,12 @@ one of the workspace's data files (8-12 KB each), on every 10th turn also writes
 requests are answered by the fake's automatic summary, without taking any scripted chat reply.
 What the engine does with the window (when it compacts, truncates, or is refused) is its own
 decision, reported as it is.
+
+`--cpu` measures one thing in-process instead: the CPU time (`time.process_time`) of building a
+model request's context (`context_for_request`) from a session of 100, 1 000 and 5 000 entries,
+built whole against built from the worker's cache after one 5-step run was appended (10 entries:
+the message, four calls and their results, the reply). CPU time, not wall time: it holds on a
+busy machine.
 """
 
 from __future__ import annotations
@@ -29,17 +36,20 @@ import secrets
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from activities.context.context_cache import ContextCache  # noqa: E402
+from activities.context.request_context import context_for_request  # noqa: E402
 from activities.context.tool_result_truncation import TRUNCATED_META_KEY  # noqa: E402
 from agentlane.ids import events_workflow_id, session_workflow_id  # noqa: E402
 from agentlane.run import ExecutionResult, ExecutionStatus  # noqa: E402
-from agentlane.transcript import Role, TranscriptEntry  # noqa: E402
+from agentlane.transcript import Role, ToolCall, TranscriptEntry  # noqa: E402
 from bench.common import (  # noqa: E402
     Chain,
     Figures,
@@ -741,12 +751,106 @@ async def main(counts: Counts) -> int:
     return len(missed)
 
 
+# -- --cpu: one request's context build ------------------------------------------------------
+
+CPU_SIZES = (100, 1_000, 5_000)
+CPU_REQUESTS = 60  # timed requests per size and way
+
+
+def run_entries(run: int) -> list[TranscriptEntry]:
+    """One 5-step run as the transcript holds it: read, write, exec, read, then the reply."""
+    run_id = f"run-{run}"
+    out = [
+        TranscriptEntry(id=f"{run_id}:u", role=Role.USER, ts=0, run_id=run_id, text=message(run))
+    ]
+    for step, (tool, args) in enumerate(
+        [
+            ("read", {"path": data_path(run)}),
+            ("write", {"path": note_path(run), "content": "audit note " * 30}),
+            ("exec", {"command": "true"}),
+            ("read", {"path": note_path(run)}),
+        ]
+    ):
+        call = ToolCall(id=f"{run_id}:c{step}", name=tool, arguments=args)
+        out.append(
+            TranscriptEntry(
+                id=f"{run_id}:a{step}", role=Role.ASSISTANT, ts=0, run_id=run_id, tool_calls=[call]
+            )
+        )
+        out.append(
+            TranscriptEntry(
+                id=f"{call.id}:result",
+                role=Role.TOOL,
+                ts=0,
+                run_id=run_id,
+                tool_call_id=call.id,
+                tool_name=tool,
+                text="row,value\n" * (40 if tool == "read" else 2),
+            )
+        )
+    out.append(
+        TranscriptEntry(
+            id=f"{run_id}:a", role=Role.ASSISTANT, ts=0, run_id=run_id, text=answer(run)
+        )
+    )
+    return out
+
+
+def cpu_ms(build: Callable[[], object]) -> float:
+    start = time.process_time()
+    build()
+    return (time.process_time() - start) * 1000
+
+
+def cpu_bench() -> int:
+    table = Table(
+        "Building one request's context, CPU ms (median of "
+        f"{CPU_REQUESTS} requests; incremental: after one 5-step run appended)",
+        ["entries", "whole", "incremental", "whole / incremental"],
+    )
+    figures = Figures()
+    window = 200_000
+    for size in CPU_SIZES:
+        stored: list[TranscriptEntry] = []
+        run = 0
+        while len(stored) < size:
+            run += 1
+            stored.extend(run_entries(run))
+        stored = stored[:size]
+        whole = [cpu_ms(partial(context_for_request, stored, window)) for _ in range(CPU_REQUESTS)]
+        # Each timed request: the cache holds the session up to its last run, then that run's
+        # 10 entries are appended (the size stays the one in the table).
+        before = stored[: size - len(run_entries(0))]
+        incremental: list[float] = []
+        for _ in range(CPU_REQUESTS):
+            cache = ContextCache()
+            context_for_request(before, window, cache, "bench")
+            build = partial(context_for_request, stored, window, cache, "bench")
+            incremental.append(cpu_ms(build))
+            if cache.incremental != 1:
+                print(f"PROBLEM: the request of {size} entries was built whole")
+                return 1
+            if build() != context_for_request(stored, window):
+                print(f"PROBLEM: the cached context of {size} entries differs")
+                return 1
+        w, i = median(whole), median(incremental)
+        table.add(size, w, i, f"{w / i:.1f}x")
+        figures.add(f"context_whole_ms_{size}", w, "ms")
+        figures.add(f"context_incremental_ms_{size}", i, "ms")
+    table.print()
+    figures.print()
+    return 0
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="60 turns, baseline 20: smoke run")
     parser.add_argument("--turns", type=int, default=None, help="turns on the 32k window")
     parser.add_argument("--baseline-turns", type=int, default=None, help="baseline turns")
+    parser.add_argument("--cpu", action="store_true", help="only the context build's CPU time")
     args = parser.parse_args()
+    if args.cpu:
+        sys.exit(cpu_bench())
     quick = args.quick or os.environ.get("AGENTLANE_BENCH_QUICK") == "1"
     counts = QUICK if quick else FULL
     counts = Counts(

@@ -20,6 +20,7 @@ from workflows.policy.preemptive_check import PrecheckResult, PrecheckRoute, pre
 
 @dataclass(frozen=True)
 class ContextCheck:
+    # §10.3's figures; `reducible_chars` is measured only when a recovery route needs it.
     result: PrecheckResult
     # The live guard (§10.2) found the context over 90 % of the window.
     guard_overflow: bool
@@ -51,15 +52,24 @@ def check_context(
     # Entries the repair added or dropped shift indices a little; the anchor is an assistant
     # entry, which repair keeps, so searching from the view's index is close enough.
     counted = calibrated_context_tokens(context.entries, usage_valid_from=fresh_from)
-    result = precheck(
-        history_tokens=counted.estimated,
-        system_prompt_tokens=0 if counted.reported else overhead_tokens,
-        prompt_tokens=0,
-        context_window=context_window,
-        reserve_tokens=reserve_tokens,
-        reducible_chars=reducible_tool_result_chars(context.entries, context_window),
-        reported_tokens=counted.reported,
-        provider_window=provider_window,
-    )
+
+    def checked(reducible_chars: int) -> PrecheckResult:
+        return precheck(
+            history_tokens=counted.estimated,
+            system_prompt_tokens=0 if counted.reported else overhead_tokens,
+            prompt_tokens=0,
+            context_window=context_window,
+            reserve_tokens=reserve_tokens,
+            reducible_chars=reducible_chars,
+            reported_tokens=counted.reported,
+            provider_window=provider_window,
+        )
+
+    # What a recovery truncation could free only chooses among recovery routes, and planning it
+    # passes over every tool result of the context (cutting texts): a request that fits, the
+    # common case, skips it, so its `result.reducible_chars` is 0, not measured.
+    result = checked(0)
+    if result.route is not PrecheckRoute.FITS or context.overflow:
+        result = checked(reducible_tool_result_chars(context.entries, context_window))
     prompt_tokens = counted.tokens + (0 if counted.reported else overhead_tokens)
     return ContextCheck(result=result, guard_overflow=context.overflow, prompt_tokens=prompt_tokens)

@@ -105,8 +105,26 @@ def _kept_from(
     return first, turn if turn is not None and turn < first else None
 
 
+def shown_entry(entry: TranscriptEntry, replacements: dict[str, str]) -> TranscriptEntry:
+    """A chat entry as requests show it: a tool result a truncation marker replaced carries the
+    replacement text (and its stored length); any other entry is itself."""
+    text = replacements.get(entry.id)
+    if text is None or entry.role != Role.TOOL or text == entry.text:
+        return entry
+    meta = {**entry.meta, "truncated_from_chars": len(entry.text)}
+    return entry.model_copy(update={"text": text, "meta": meta})
+
+
 def context_entries(entries: Sequence[TranscriptEntry]) -> ContextView:
     """The entries a request is built from (before repair and the live guard)."""
+    return context_view_and_replacements(entries)[0]
+
+
+def context_view_and_replacements(
+    entries: Sequence[TranscriptEntry],
+) -> tuple[ContextView, dict[str, str]]:
+    """`context_entries`, and the truncation markers' replacement texts in force (what an entry
+    appended after them would show: `context_cache` extends a view by appends)."""
     start = branch_start(entries)
     compaction_index = latest_index(entries, Role.COMPACTION, start)
     head: list[TranscriptEntry] = []
@@ -134,16 +152,15 @@ def context_entries(entries: Sequence[TranscriptEntry]) -> ContextView:
             continue
         if fresh_from is None and index > last_marker:
             fresh_from = len(head) + len(body)
-        text = replacements.get(entry.id)
-        if text is not None and entry.role == Role.TOOL and text != entry.text:
-            meta = {**entry.meta, "truncated_from_chars": len(entry.text)}
-            entry = entry.model_copy(update={"text": text, "meta": meta})
+        shown = shown_entry(entry, replacements) if entry.id in replacements else entry
+        if shown is not entry:
             truncated.add(entry.id)
-        body.append(entry)
-    return ContextView(
+        body.append(shown)
+    view = ContextView(
         entries=[*head, *body],
         compaction=compaction,
         branch_start=start,
         truncated_ids=frozenset(truncated),
         fresh_from=len(head) + len(body) if fresh_from is None else fresh_from,
     )
+    return view, replacements

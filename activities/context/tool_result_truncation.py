@@ -309,6 +309,14 @@ def _guard_clone(entry: TranscriptEntry, cap: int) -> TranscriptEntry:
     return entry.model_copy(update={"text": text, "meta": meta})
 
 
+def guarded_entry(entry: TranscriptEntry, cap: int) -> TranscriptEntry:
+    """One entry as the live guard sends it: a tool result over `cap`
+    (`guard_single_result_cap`) cut on a copy, any other entry itself."""
+    if entry.role == Role.TOOL and guard_entry_chars(entry) > cap:
+        return _guard_clone(entry, cap)
+    return entry
+
+
 @dataclass(frozen=True)
 class LiveGuardResult:
     """The context to send (a copy where results were cut) and whether it still overflows."""
@@ -335,16 +343,15 @@ def apply_live_guard(
 ) -> LiveGuardResult:
     """§10.2 on a copy: cut over-cap results, then check the whole context. Older results are
     not rewritten under aggregate pressure; an overflow goes to recovery instead. `measure`
-    gives the whole context's `guard_context_chars` (`context_measure` keeps a running total)."""
+    gives the whole context's `guard_context_chars`."""
     cap = guard_single_result_cap(context_window)
     out: list[TranscriptEntry] = []
     truncated: list[str] = []
     for entry in entries:
-        if entry.role == Role.TOOL and guard_entry_chars(entry) > cap:
-            out.append(_guard_clone(entry, cap))
+        guarded = guarded_entry(entry, cap) if entry.role == Role.TOOL else entry
+        if guarded is not entry:
             truncated.append(entry.id)
-        else:
-            out.append(entry)
+        out.append(guarded)
     return LiveGuardResult(
         entries=tuple(out),
         truncated_ids=tuple(truncated),

@@ -33,8 +33,8 @@ Both passes are idempotent and return their input list itself when nothing chang
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
@@ -103,26 +103,31 @@ def _normalize_allowed(names: Iterable[str] | None) -> frozenset[str] | None:
     return normalized or None
 
 
-def repair_tool_call_inputs(
-    entries: Sequence[TranscriptEntry], *, allowed_tool_names: Iterable[str] | None = None
-) -> InputRepair:
-    allowed = _normalize_allowed(allowed_tool_names)
-    out: list[TranscriptEntry] = []
-    seen_ids: set[str] = set()
-    dropped_calls = dropped_entries = trimmed = dropped_signed = 0
-    for entry in entries:
+@dataclass
+class CallInputRepairer:
+    """§12.2 one entry at a time, in transcript order: what an entry becomes depends only on
+    the call ids before it, so a transcript's prefix is repaired once (`context_cache`)."""
+
+    allowed: frozenset[str] | None = None
+    seen_ids: set[str] = field(default_factory=set)
+    dropped_calls: int = 0
+    dropped_entries: int = 0
+    trimmed: int = 0
+    dropped_signed: int = 0
+
+    def repaired(self, entry: TranscriptEntry) -> TranscriptEntry | None:
+        """The entry as sent (itself when it needs nothing), or None when it is dropped."""
         if entry.role != Role.ASSISTANT or not entry.tool_calls:
-            out.append(entry)
-            continue
+            return entry
         kept: list[ToolCall] = []
         dropped_here = trimmed_here = 0
         for call in entry.tool_calls:
             name = call.name.strip()
             if (
                 not call.id.strip()
-                or call.id in seen_ids
+                or call.id in self.seen_ids
                 or any(k.id == call.id for k in kept)
-                or not is_valid_tool_name(name, allowed)
+                or not is_valid_tool_name(name, self.allowed)
             ):
                 dropped_here += 1
                 continue
@@ -131,29 +136,48 @@ def repair_tool_call_inputs(
                 trimmed_here += 1
             kept.append(call)
         if not dropped_here and not trimmed_here:
-            out.append(entry)
-            seen_ids.update(call.id for call in kept)
-            continue
+            self.seen_ids.update(call.id for call in kept)
+            return entry
         if entry.meta.get(THINKING_META_KEY):
             # A signed turn is replayed as it was signed or not at all.
-            dropped_signed += 1
-            dropped_calls += len(entry.tool_calls)
-            continue
-        dropped_calls += dropped_here
-        trimmed += trimmed_here
+            self.dropped_signed += 1
+            self.dropped_calls += len(entry.tool_calls)
+            return None
+        self.dropped_calls += dropped_here
+        self.trimmed += trimmed_here
         if not kept and not entry.text.strip() and not entry.reasoning.strip():
-            dropped_entries += 1
+            self.dropped_entries += 1
+            return None
+        self.seen_ids.update(call.id for call in kept)
+        return entry.model_copy(update={"tool_calls": kept})
+
+    def report(self, entries: Sequence[TranscriptEntry], out: list[TranscriptEntry]) -> InputRepair:
+        """The repair of `entries` whose repaired entries are `out`."""
+        changed = bool(
+            self.dropped_calls or self.dropped_entries or self.trimmed or self.dropped_signed
+        )
+        return InputRepair(
+            entries=out if changed else _as_list(entries),
+            dropped_tool_calls=self.dropped_calls,
+            dropped_assistant_entries=self.dropped_entries,
+            trimmed_names=self.trimmed,
+            dropped_signed_turns=self.dropped_signed,
+        )
+
+
+def repair_tool_call_inputs(
+    entries: Sequence[TranscriptEntry], *, allowed_tool_names: Iterable[str] | None = None
+) -> InputRepair:
+    repairer = CallInputRepairer(_normalize_allowed(allowed_tool_names))
+    out: list[TranscriptEntry] = []
+    for entry in entries:
+        if entry.role != Role.ASSISTANT or not entry.tool_calls:
+            out.append(entry)  # what `repaired` does, without the call (most entries)
             continue
-        seen_ids.update(call.id for call in kept)
-        out.append(entry.model_copy(update={"tool_calls": kept}))
-    changed = bool(dropped_calls or dropped_entries or trimmed or dropped_signed)
-    return InputRepair(
-        entries=out if changed else _as_list(entries),
-        dropped_tool_calls=dropped_calls,
-        dropped_assistant_entries=dropped_entries,
-        trimmed_names=trimmed,
-        dropped_signed_turns=dropped_signed,
-    )
+        repaired = repairer.repaired(entry)
+        if repaired is not None:
+            out.append(repaired)
+    return repairer.report(entries, out)
 
 
 # -- §12.1 pairing ---------------------------------------------------------------------------
@@ -205,81 +229,159 @@ def _with_call_name(result: TranscriptEntry, call_name: str) -> TranscriptEntry:
     return result.model_copy(update={"tool_name": call_name.strip() or "unknown"})
 
 
+@dataclass(slots=True)  # not frozen: one is made per span, and a frozen one costs more to make
+class SpanPairing:
+    """One assistant turn with calls and what followed it up to the next assistant turn, paired:
+    the entries to send (the turn, its results in call order, the remainder) and the counts."""
+
+    entries: list[TranscriptEntry]
+    answered: set[str]  # call ids this span answered (a later span never answers them)
+    added: list[str]
+    dropped_duplicates: int
+    dropped_orphans: int
+    dropped_errored_results: int
+    names_restored: int
+    moved: bool
+
+
+def pair_span(
+    assistant: TranscriptEntry,
+    following: Sequence[TranscriptEntry],
+    answered: Set[str],
+    errored_turn_results: ErroredTurnResults,
+) -> SpanPairing:
+    """§12.1 for one span; `answered`: the call ids earlier spans answered (not changed)."""
+    call_names = {call.id: call.name for call in assistant.tool_calls}
+    found: dict[str, tuple[int, TranscriptEntry]] = {}  # call id → (index in span, result)
+    remainder: list[tuple[int, TranscriptEntry]] = []
+    duplicates = orphans = errored_dropped = names = 0
+    for index, nxt in enumerate(following):
+        if nxt.role != Role.TOOL:
+            remainder.append((index, nxt))
+            continue
+        call_id = nxt.tool_call_id
+        if call_id is None or call_id not in call_names:
+            orphans += 1
+            continue
+        if call_id in answered or call_id in found:
+            duplicates += 1
+            continue
+        fixed = _with_call_name(nxt, call_names[call_id])
+        names += fixed is not nxt
+        found[call_id] = (index, fixed)
+    out = [assistant]
+    added: list[str] = []
+    here: set[str] = set()
+    errored = assistant.stop_reason in NO_SYNTHESIS_STOP_REASONS
+    output_order: list[int] = []  # span indexes of the kept entries, in output order
+    for call in assistant.tool_calls:
+        if call.id in answered or call.id in here:
+            continue  # an earlier turn used this id and was answered; never answer twice
+        if call.id in found:
+            index, result = found[call.id]
+            if errored and errored_turn_results is ErroredTurnResults.DROP:
+                errored_dropped += 1
+                continue
+            output_order.append(index)
+        elif errored:
+            continue
+        else:
+            result = synthetic_result(assistant, call)
+            added.append(call.id)
+        here.add(call.id)
+        out.append(result)
+    out.extend(e for _, e in remainder)
+    output_order.extend(index for index, _ in remainder)
+    return SpanPairing(
+        entries=out,
+        answered=here,
+        added=added,
+        dropped_duplicates=duplicates,
+        dropped_orphans=orphans,
+        dropped_errored_results=errored_dropped,
+        names_restored=names,
+        moved=output_order != sorted(output_order),
+    )
+
+
+@dataclass
+class ResultPairer:
+    """§12.1 fed one entry at a time. Everything before the latest assistant turn with calls is
+    final (`out`): a span ends at the next assistant turn, and nothing after it changes what
+    came before. The open span (`open_span`) is paired again whenever it is read, since a later
+    entry may still answer its calls."""
+
+    errored_turn_results: ErroredTurnResults = ErroredTurnResults.KEEP
+    out: list[TranscriptEntry] = field(default_factory=list)
+    answered: set[str] = field(default_factory=set)
+    added: list[str] = field(default_factory=list)
+    dropped_duplicates: int = 0
+    dropped_orphans: int = 0
+    dropped_errored_results: int = 0
+    names_restored: int = 0
+    moved: bool = False
+    span: TranscriptEntry | None = None
+    following: list[TranscriptEntry] = field(default_factory=list)
+
+    def feed(self, entry: TranscriptEntry) -> None:
+        if self.span is not None:
+            if entry.role != Role.ASSISTANT:
+                self.following.append(entry)
+                return
+            self._commit(self.open_span())
+        if entry.role == Role.TOOL:
+            self.dropped_orphans += 1  # not inside the span of the turn that called it
+        elif entry.role != Role.ASSISTANT or not entry.tool_calls:
+            self.out.append(entry)
+        else:
+            self.span, self.following = entry, []
+
+    def open_span(self) -> SpanPairing | None:
+        if self.span is None:
+            return None
+        return pair_span(self.span, self.following, self.answered, self.errored_turn_results)
+
+    def _commit(self, span: SpanPairing | None) -> None:
+        if span is None:
+            return
+        self.out.extend(span.entries)
+        self.answered |= span.answered
+        self.added.extend(span.added)
+        self.dropped_duplicates += span.dropped_duplicates
+        self.dropped_orphans += span.dropped_orphans
+        self.dropped_errored_results += span.dropped_errored_results
+        self.names_restored += span.names_restored
+        self.moved = self.moved or span.moved
+        self.span, self.following = None, []
+
+    def finish(self, entries: Sequence[TranscriptEntry]) -> PairingRepair:
+        """The repair of `entries` (everything fed), closing the open span."""
+        self._commit(self.open_span())
+        if _unchanged(entries, self.out):
+            return PairingRepair(entries=_as_list(entries))
+        return PairingRepair(
+            entries=self.out,
+            added=tuple(self.added),
+            dropped_duplicates=self.dropped_duplicates,
+            dropped_orphans=self.dropped_orphans,
+            dropped_errored_results=self.dropped_errored_results,
+            names_restored=self.names_restored,
+            moved=self.moved,
+        )
+
+
 def repair_tool_result_pairing(
     entries: Sequence[TranscriptEntry],
     *,
     errored_turn_results: ErroredTurnResults = ErroredTurnResults.KEEP,
 ) -> PairingRepair:
-    out: list[TranscriptEntry] = []
-    answered: set[str] = set()
-    added: list[str] = []
-    duplicates = orphans = errored_dropped = names = 0
-    moved = False
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        if entry.role == Role.TOOL:
-            orphans += 1  # not inside the span of the turn that called it
-            i += 1
-            continue
-        if entry.role != Role.ASSISTANT or not entry.tool_calls:
-            out.append(entry)
-            i += 1
-            continue
-        call_names = {call.id: call.name for call in entry.tool_calls}
-        found: dict[str, tuple[int, TranscriptEntry]] = {}  # call id → (input index, result)
-        remainder: list[tuple[int, TranscriptEntry]] = []
-        j = i + 1
-        while j < len(entries) and entries[j].role != Role.ASSISTANT:
-            nxt = entries[j]
-            j += 1
-            if nxt.role != Role.TOOL:
-                remainder.append((j - 1, nxt))
-                continue
-            call_id = nxt.tool_call_id
-            if call_id is None or call_id not in call_names:
-                orphans += 1
-                continue
-            if call_id in answered or call_id in found:
-                duplicates += 1
-                continue
-            fixed = _with_call_name(nxt, call_names[call_id])
-            names += fixed is not nxt
-            found[call_id] = (j - 1, fixed)
-        out.append(entry)
-        errored = entry.stop_reason in NO_SYNTHESIS_STOP_REASONS
-        output_order: list[int] = []  # input indexes of the kept entries, in output order
-        for call in entry.tool_calls:
-            if call.id in answered:
-                continue  # an earlier turn used this id and was answered; never answer twice
-            if call.id in found:
-                index, result = found[call.id]
-                if errored and errored_turn_results is ErroredTurnResults.DROP:
-                    errored_dropped += 1
-                    continue
-                output_order.append(index)
-            elif errored:
-                continue
-            else:
-                result = synthetic_result(entry, call)
-                added.append(call.id)
-            answered.add(call.id)
-            out.append(result)
-        out.extend(e for _, e in remainder)
-        output_order.extend(index for index, _ in remainder)
-        moved = moved or output_order != sorted(output_order)
-        i = j
-    if _unchanged(entries, out):
-        return PairingRepair(entries=_as_list(entries))
-    return PairingRepair(
-        entries=out,
-        added=tuple(added),
-        dropped_duplicates=duplicates,
-        dropped_orphans=orphans,
-        dropped_errored_results=errored_dropped,
-        names_restored=names,
-        moved=moved,
-    )
+    pairer = ResultPairer(errored_turn_results)
+    for entry in entries:
+        if pairer.span is not None and entry.role != Role.ASSISTANT:
+            pairer.following.append(entry)  # what `feed` does, without the call (most entries)
+        else:
+            pairer.feed(entry)
+    return pairer.finish(entries)
 
 
 # -- both, in order --------------------------------------------------------------------------

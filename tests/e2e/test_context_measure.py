@@ -1,4 +1,4 @@
-"""The context's size measured incrementally by a real worker (activities/context/context_measure):
+"""The context's size measured incrementally by a real worker (activities/context/context_cache):
 a session's first model call measures the whole context, every later one on the same worker
 only what was added since, across runs of the session; the runs end as before."""
 
@@ -16,7 +16,10 @@ from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.harness import Deployment
 
-MEASURED = re.compile(r"context of (\S+): \d+ entries, \d+ chars; measured incrementally (\d+)")
+MEASURED = re.compile(
+    r"context of (\S+): \d+ entries, \d+ chars; measured incrementally (\d+), whole \d+; "
+    r"(\d+) stored entries processed"
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +44,12 @@ async def test_later_calls_measure_only_what_was_added(debug_worker: Deployment)
     assert sorted(p.name for p in Path(ws).iterdir()) == ["f0.txt", "f1.txt", "f2.txt"]
     log = "\n".join(w.log.read_text() for w in debug_worker.workers)
     calls = [(m[1], int(m[2])) for m in MEASURED.finditer(log)]
+    processed = [int(m[3]) for m in MEASURED.finditer(log)]
     # 4 calls in the first run (3 tool calls, then the answer), 1 in the second.
     assert len(calls) == 5, calls
     # The counter is the worker's: the first call measured the whole context, each later one
     # (the second run's included) only the entries added since.
     assert [n for _, n in calls] == [0, 1, 2, 3, 4], calls
+    # Each later call processed only what was appended since the one before: the previous
+    # call's reply and its tool's result (or the next run's message).
+    assert processed[0] >= 1 and all(n <= 3 for n in processed[1:]), processed
