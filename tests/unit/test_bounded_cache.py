@@ -38,13 +38,13 @@ async def test_the_transcript_store_keeps_a_bounded_number_of_sessions(
     store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     for n in range(40):
         await store.append(f"s{n}", [user(f"s{n}.u1", f"hello {n}"), user(f"s{n}.u2", "again")])
-        assert [e.text for e in await store.read(f"s{n}")] == [f"hello {n}", "again"]
+        assert [e.text for e in await store.read_context(f"s{n}")] == [f"hello {n}", "again"]
     assert len(store._cache) == 5
     # A session that fell out is read again from the store, whole, and appends still chain.
-    assert [e.id for e in await store.read("s0")] == ["s0.u1", "s0.u2"]
+    assert [e.id for e in await store.read_context("s0")] == ["s0.u1", "s0.u2"]
     await store.append("s0", [user("s0.u3", "more")])
-    assert [e.id for e in await store.read("s0")] == ["s0.u1", "s0.u2", "s0.u3"]
-    assert (await store.read("s0"))[-1].parent_id == "s0.u2"
+    assert [e.id for e in await store.read_context("s0")] == ["s0.u1", "s0.u2", "s0.u3"]
+    assert (await store.read_context("s0"))[-1].parent_id == "s0.u2"
 
 
 def test_a_weight_budget_drops_the_least_recent_but_never_the_latest() -> None:
@@ -68,9 +68,9 @@ async def test_the_transcript_store_keeps_a_bounded_number_of_bytes(tmp_path: Pa
     for run in range(30):
         for n in range(3):
             await store.append(f"s{n}", [user(f"s{n}.r{run}", "x" * 200)])
-            assert len(await store.read(f"s{n}")) == run + 1
+            assert len(await store.read_context(f"s{n}")) == run + 1
     held = sum(p.size for p in store._cache._items.values())
     assert held <= budget and len(store._cache) < 3
     assert transcript_store.approx_entry_bytes(user("u", "x" * 200)) > 1500
     # What fell out is read again whole.
-    assert [e.id for e in await store.read("s0")] == [f"s0.r{run}" for run in range(30)]
+    assert [e.id for e in await store.read_context("s0")] == [f"s0.r{run}" for run in range(30)]
