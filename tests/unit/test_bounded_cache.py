@@ -74,3 +74,86 @@ async def test_the_transcript_store_keeps_a_bounded_number_of_bytes(tmp_path: Pa
     assert transcript_store.approx_entry_bytes(user("u", "x" * 200)) > 1500
     # What fell out is read again whole.
     assert [e.id for e in await store.read_context("s0")] == [f"s0.r{run}" for run in range(30)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def round_robin_misses(cache: BoundedCache[str, list[int]], clock: Clock, *, active: bool) -> int:
+    """Five sessions of weight 5 used in turn, a second apart, over a budget of 15 (room for
+    three): how many uses miss."""
+    misses = 0
+    for turn in range(100):
+        key = f"s{turn % 5}"
+        clock.now += 1
+        cold = cache.get(key) is None
+        if cold:
+            misses += 1
+            cache[key] = [1] * 5
+        if active:
+            cache.trim_active(15, len, idle_after=60, newcomer=key if cold else None)
+        else:
+            cache.trim_weight(15, len)
+    return misses
+
+
+def test_round_robin_over_the_budget_keeps_the_working_set_instead_of_thrashing() -> None:
+    clock = Clock()
+    assert round_robin_misses(BoundedCache(100, clock), clock, active=False) == 100
+    # Three sessions stay; only the other two are read again, on each of their uses.
+    assert round_robin_misses(BoundedCache(100, clock), clock, active=True) == 3 + 2 * 20
+
+
+def test_idle_entries_go_first_then_the_newcomer_then_the_least_recent() -> None:
+    clock = Clock()
+    cache: BoundedCache[str, list[int]] = BoundedCache(100, clock)
+    cache["idle"] = [1] * 5
+    clock.now = 100
+    cache["b"], cache["c"] = [1] * 5, [1] * 5
+    cache["new"] = [1] * 5
+    assert cache.trim_active(15, len, idle_after=60, newcomer="new") == ["idle"]
+    assert "new" in cache
+    clock.now = 110
+    cache["late"] = [1] * 5
+    assert cache.trim_active(15, len, idle_after=60, newcomer="late") == ["late"]
+    # Active entries grown past the budget: the least recently used go, the latest stays.
+    cache["c"].extend([1] * 20)
+    cache.get("c")
+    assert cache.trim_active(15, len, idle_after=60, newcomer=None) == ["b", "new"]
+    assert list(cache._items) == ["c"]
+
+
+async def test_the_transcript_store_rereads_only_the_sessions_it_cannot_keep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions used in turn past the byte budget: the ones kept stay kept (each use of them
+    reads only what is new); only the others are read cold again."""
+    from agentlane.settings import Settings
+    from store.open import open_store
+
+    backend = await open_store(Settings(data_dir=tmp_path))
+    cold_reads: list[str] = []
+    floor = backend.context_floor
+
+    async def counted(key: str) -> int:
+        cold_reads.append(key)
+        return await floor(key)
+
+    monkeypatch.setattr(backend, "context_floor", counted)
+    size = transcript_store.approx_entry_bytes(user("s0.r0", "x" * 200))
+    store = TranscriptStore(backend, cache_bytes=int(size * 3 * 10.5))  # 3 of 4 at 10 runs
+    for run in range(10):
+        for n in range(4):
+            await store.append(f"s{n}", [user(f"s{n}.r{run}", "x" * 200)])
+            assert len(await store.read_context(f"s{n}")) == run + 1
+    # Once they outgrew the budget one session left the cache and stays out; the three kept
+    # were read cold once, ever.
+    kept = sorted(store._cache._items)
+    assert len(kept) == 3 and all(cold_reads.count(key) == 1 for key in kept)
+    (out,) = {f"s{n}" for n in range(4)} - set(kept)
+    assert cold_reads.count(out) > 1
