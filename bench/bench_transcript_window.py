@@ -35,9 +35,10 @@ from store.open import open_store  # noqa: E402
 
 
 def parent_of_this_change() -> str:
-    """The commit before this bench was added: the transcript cache that read whole."""
+    """The commit before the context floor came: the transcript cache that read whole."""
+    floor = ROOT / "agentlane" / "context_floor.py"
     added = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", __file__],
+        ["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", str(floor)],
         check=True,
         capture_output=True,
         text=True,
@@ -58,6 +59,7 @@ def old_module(rev: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location("transcript_store_before", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
