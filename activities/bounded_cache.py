@@ -29,6 +29,8 @@ class BoundedCache(Generic[K, V]):
         self._items: OrderedDict[K, V] = OrderedDict()
         # When each entry was last used (`trim_active` keeps those used recently).
         self._used: dict[K, float] = {}
+        # Kept past a weight budget for their next uses only (`trim_active`).
+        self._probation: set[K] = set()
         self._clock = clock
         self._lock = threading.Lock()
 
@@ -61,6 +63,7 @@ class BoundedCache(Generic[K, V]):
             while len(self._items) > self.size:
                 gone, _ = self._items.popitem(last=False)
                 self._used.pop(gone, None)
+                self._probation.discard(gone)
 
     @overload
     def pop(self, key: K) -> V | None: ...
@@ -69,6 +72,7 @@ class BoundedCache(Generic[K, V]):
     def pop(self, key: K, default: object = None) -> object:
         with self._lock:
             self._used.pop(key, None)
+            self._probation.discard(key)
             return self._items.pop(key, default)
 
     def __contains__(self, key: object) -> bool:
@@ -89,46 +93,63 @@ class BoundedCache(Generic[K, V]):
             while total > limit and len(self._items) > 1:
                 gone, value = self._items.popitem(last=False)
                 self._used.pop(gone, None)
+                self._probation.discard(gone)
                 total -= weight(value)
                 dropped += 1
             return dropped
 
     def trim_active(
-        self, limit: int, weight: Callable[[V], int], *, idle_after: float, newcomer: K | None
+        self,
+        limit: int,
+        weight: Callable[[V], int],
+        *,
+        idle_after: float,
+        current: K,
+        newcomer: bool,
     ) -> list[K]:
-        """Bring the total `weight` to at most `limit` without thrashing; return what went.
+        """Bring the total `weight` to at most `limit` without thrashing, `current` just used
+        (`newcomer`: just added by a miss); return the keys that went.
 
         Plain LRU over a working set larger than the budget, used round robin, misses on every
         access (each newcomer pushes out the next one needed). Instead, in this order:
 
         1. entries idle for more than `idle_after` seconds go, least recently used first;
-        2. if still over, the `newcomer` (just added by a miss) is not kept: while every cached
-           entry is active the working set stays, and only the newcomer is rebuilt next time;
-        3. if still over (active entries grew past the budget), the least recently used go,
-           the most recent always stays.
+        2. then entries on probation (newcomers admitted past the budget) other than `current`;
+        3. if still over and `current` is a newcomer (or on probation), it stays on probation:
+           kept for its next uses until another newcomer needs the room, so the active working
+           set stays whole and only the newcomers are rebuilt (the total may pass `limit` by one
+           entry, the one in use);
+        4. if still over (active entries grew past the budget), the least recently used go,
+           `current` always stays.
         """
         with self._lock:
             total = sum(weight(v) for v in self._items.values())
             gone: list[K] = []
 
-            def drop(key: K) -> None:
+            def drop_while_over(keys: list[K]) -> None:
                 nonlocal total
-                total -= weight(self._items.pop(key))
-                self._used.pop(key, None)
-                gone.append(key)
+                for key in keys:
+                    if total <= limit:
+                        return
+                    if key != current and key in self._items:
+                        total -= weight(self._items.pop(key))
+                        self._used.pop(key, None)
+                        self._probation.discard(key)
+                        gone.append(key)
 
             cutoff = self._clock() - idle_after
-            for key in [k for k in self._items if self._used.get(k, cutoff) < cutoff]:
-                if total <= limit or len(self._items) <= 1:
-                    break
-                drop(key)
-            if total > limit and newcomer is not None and newcomer in self._items:
-                drop(newcomer)
-            while total > limit and len(self._items) > 1:
-                drop(next(iter(self._items)))
+            drop_while_over([k for k in self._items if self._used.get(k, cutoff) < cutoff])
+            drop_while_over([k for k in self._items if k in self._probation])
+            if total > limit and (newcomer or current in self._probation):
+                self._probation.add(current)
+                return gone
+            drop_while_over(list(self._items))
+            if total <= limit:
+                self._probation.clear()  # all fit: none is on probation any more
             return gone
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
             self._used.clear()
+            self._probation.clear()

@@ -177,13 +177,15 @@ class TranscriptStore:
                 fresh = self._add(parsed, await self.store.entries_after(key, parsed.seq))
             if fresh:
                 self._cache[key] = parsed  # the most recent
-                # Past the budget: idle sessions go first; a session read cold now is not
-                # kept while every cached one is active (see `BoundedCache.trim_active`).
+                # Past the budget: idle sessions go first; a session read cold now is kept
+                # only until the next one needs the room while every other is active (see
+                # `BoundedCache.trim_active`).
                 self._cache.trim_active(
                     self.cache_bytes,
                     lambda p: p.size,
                     idle_after=ACTIVE_SECONDS,
-                    newcomer=key if cold else None,
+                    current=key,
+                    newcomer=cold,
                 )
             return parsed
 
