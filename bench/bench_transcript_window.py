@@ -7,7 +7,8 @@ after (it reads from the session's context floor).
 
 Sessions (embedded SQLite in a temporary folder; entries of about the soak's size): 2 000
 entries without a compaction, and 20 000 with a compaction at 18 000 that keeps the 100 entries
-before it.
+before it. Then the soak's pattern (`round_robin`): sessions served in turn past the cache's
+budget, runs 1-10 against the last ten.
 """
 
 from __future__ import annotations
@@ -64,38 +65,66 @@ def old_module(rev: str) -> ModuleType:
     return module
 
 
+def soak_entry(n: int, prefix: str = "e") -> TranscriptEntry:
+    """Entry `n` of a session in about the soak's shape: a turn, an answer, a tool result."""
+    role = [Role.USER, Role.ASSISTANT, Role.TOOL][n % 3]
+    return TranscriptEntry(
+        id=f"{prefix}{n}",
+        role=role,
+        ts=1.0,
+        run_id=f"run{n // 10}",
+        text=("line of the file\n" * 6) if role == Role.TOOL else "step " * 8,
+        tool_call_id=f"{prefix}call{n}" if role == Role.TOOL else None,
+        tool_name="read" if role == Role.TOOL else None,
+    )
+
+
+def compaction(n: int, keep: int, prefix: str = "e") -> TranscriptEntry:
+    return TranscriptEntry(
+        id=f"{prefix}c{n}",
+        role=Role.COMPACTION,
+        ts=1.0,
+        text="summary " * 200,
+        meta={"first_kept_id": f"{prefix}{n - keep}"},
+    )
+
+
 async def fill(store: Store, key: str, total: int, compaction_at: int | None) -> str:
     """`total` entries; a compaction marker at `compaction_at` keeping the 100 before it.
     Returns the id of an entry of the session's start (what `get` looks up)."""
     batch: list[TranscriptEntry] = []
     for n in range(1, total + 1):
-        if n == compaction_at:
-            batch.append(
-                TranscriptEntry(
-                    id=f"c{n}",
-                    role=Role.COMPACTION,
-                    ts=1.0,
-                    text="summary " * 200,
-                    meta={"first_kept_id": f"e{n - 100}"},
-                )
-            )
-        else:
-            batch.append(
-                TranscriptEntry(
-                    id=f"e{n}",
-                    role=[Role.USER, Role.ASSISTANT, Role.TOOL][n % 3],
-                    ts=1.0,
-                    run_id=f"run{n // 10}",
-                    text=("line of the file\n" * 6) if n % 3 == 2 else "step " * 8,
-                    tool_call_id=f"call{n}" if n % 3 == 2 else None,
-                    tool_name="read" if n % 3 == 2 else None,
-                )
-            )
+        batch.append(compaction(n, 100) if n == compaction_at else soak_entry(n))
         if len(batch) == 500:
             await store.append_entries(key, batch)
             batch = []
     await store.append_entries(key, batch)
     return "e5"
+
+
+async def round_robin(
+    module: Any, store: Store, sessions: int, runs: int, budget_mb: float
+) -> list[float]:
+    """Sessions served in turn, as the soak does: each run appends 10 entries and reads as a
+    model call does (`get` of its new entry, the context); every 50 runs a compaction keeps
+    the last 100 entries. CPU ms of each run number (summed over sessions)."""
+    transcripts = module.TranscriptStore(store, cache_bytes=int(budget_mb * 2**20))
+    read = getattr(transcripts, "read_context", None) or transcripts.read
+    tag = f"{module.__name__}-{time.time_ns()}"
+    per_run: list[float] = []
+    for run in range(runs):
+        started = time.process_time()
+        for s in range(sessions):
+            key = f"{tag}-{s}"
+            base = run * 10
+            batch = [soak_entry(base + i) for i in range(1, 11)]
+            if run and run % 50 == 0:
+                batch[-1] = compaction(base + 10, 100)
+            await transcripts.get(key, batch[0].id)
+            await transcripts.append(key, batch)
+            await read(key)
+        per_run.append((time.process_time() - started) * 1000)
+    return per_run
 
 
 async def cold_read_and_get(
@@ -117,6 +146,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--before", default=None, help="the revision to compare with")
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--budget-mb", type=float, default=16)
     args = parser.parse_args()
     before = old_module(args.before or parent_of_this_change())
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,6 +165,15 @@ async def main() -> None:
                 ]
                 cpu = statistics.median(r[0] for r in runs) * 1000
                 print(f"{label:<40}{name:>8}{cpu:>18.1f}{runs[0][1] / 2**20:>12.2f}")
+        print(
+            f"\n{args.sessions} sessions in turn, {args.runs} runs each, a compaction every 50 "
+            f"runs, cache budget {args.budget_mb:g} MB: CPU ms per run (all sessions), median"
+        )
+        print(f"{'':>8}{'runs 1-10':>12}{'last 10':>12}{'total s':>10}")
+        for name, module in (("before", before), ("after", after)):
+            per_run = await round_robin(module, store, args.sessions, args.runs, args.budget_mb)
+            first, last = statistics.median(per_run[:10]), statistics.median(per_run[-10:])
+            print(f"{name:>8}{first:>12.1f}{last:>12.1f}{sum(per_run) / 1000:>10.1f}")
         await store.close()
 
 
