@@ -127,6 +127,22 @@ def _seen_query(key: str, ids: list[str], calls: list[str]) -> Statement:
     )
 
 
+def _run_starts(key: str, written: Sequence[TranscriptEntry], first_seq: int) -> list[Statement]:
+    """The first seq of each run among `written` (seqs from `first_seq`), kept once per run."""
+    starts: dict[str, int] = {}
+    for seq, entry in enumerate(written, first_seq):
+        if entry.run_id is not None:
+            starts.setdefault(entry.run_id, seq)
+    return [
+        (
+            "INSERT INTO run_starts (session_key, run_id, first_seq) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (key, run_id, seq),
+        )
+        for run_id, seq in starts.items()
+    ]
+
+
 def _floor_upsert(key: str, floor_seq: int, marker_seq: int, reset_seq: int) -> Statement:
     """The session's context floor, unless a later marker already set it."""
     return (
@@ -303,12 +319,14 @@ class SqlStore(Store):
             )
             written, inserts = plan_append(key, entries, last[0] if last else None, seen)
             first_seq = int(last[0][0]) + 1 if last else 1
-            if any(n != 1 for n in await tx.execute_batch(inserts)):
+            # Where each new run begins goes in the same trip (a row per run, kept once).
+            changed = await tx.execute_batch([*inserts, *_run_starts(key, written, first_seq)])
+            if any(n != 1 for n in changed[: len(inserts)]):
                 raise StoreError(
                     f"transcript {key!r}: an append under the session's lock met an entry it "
                     "had not seen; nothing of this batch was written"
                 )
-            await self._note_marks(tx, key, written, first_seq)
+            await self._note_floor(tx, key, written, first_seq)
             return written
 
         return await self._session(append, tx=True)
@@ -321,29 +339,16 @@ class SqlStore(Store):
         )
         return [(int(s), TranscriptEntry.model_validate_json(body)) for s, body in rows]
 
-    async def _note_marks(
+    async def _note_floor(
         self, tx: Tx, key: str, written: Sequence[TranscriptEntry], first_seq: int
     ) -> None:
-        """In the append's transaction: where each new run begins, and the context floor a
-        reset or compaction among `written` (seqs from `first_seq`) moves to."""
-        starts: dict[str, int] = {}
-        markers: list[tuple[int, TranscriptEntry]] = []
-        for seq, entry in enumerate(written, first_seq):
-            if entry.run_id is not None:
-                starts.setdefault(entry.run_id, seq)
-            if entry.role in FLOOR_ROLES:
-                markers.append((seq, entry))
-        if starts:
-            await tx.execute_batch(
-                [
-                    (
-                        "INSERT INTO run_starts (session_key, run_id, first_seq) "
-                        "VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                        (key, run_id, seq),
-                    )
-                    for run_id, seq in starts.items()
-                ]
-            )
+        """In the append's transaction: the context floor a reset or compaction among
+        `written` (seqs from `first_seq`) moves to."""
+        markers = [
+            (seq, entry)
+            for seq, entry in enumerate(written, first_seq)
+            if entry.role in FLOOR_ROLES
+        ]
         if not markers:
             return
         rows = await tx.fetch("SELECT reset_seq FROM context_floors WHERE session_key = ?", (key,))
