@@ -8,6 +8,7 @@ from the store on the next use, so a bound costs a re-read, never correctness.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar, overload
@@ -21,11 +22,16 @@ class BoundedCache(Generic[K, V]):
     """`get`, `[]`, `[]=`, `pop`, `in`, `len` of a dict; past `size` entries the least recently
     used goes. Safe across threads (activities read the stores from `asyncio.to_thread`)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, clock: Callable[[], float] = time.monotonic) -> None:
         if size < 1:
             raise ValueError(f"a cache needs room for at least one entry, not {size}")
         self.size = size
         self._items: OrderedDict[K, V] = OrderedDict()
+        # When each entry was last used (`trim_active` keeps those used recently).
+        self._used: dict[K, float] = {}
+        # Kept past a weight budget for their next uses only (`trim_active`).
+        self._probation: set[K] = set()
+        self._clock = clock
         self._lock = threading.Lock()
 
     @overload
@@ -39,20 +45,25 @@ class BoundedCache(Generic[K, V]):
             except KeyError:
                 return default
             self._items.move_to_end(key)
+            self._used[key] = self._clock()
             return value
 
     def __getitem__(self, key: K) -> V:
         with self._lock:
             value = self._items[key]
             self._items.move_to_end(key)
+            self._used[key] = self._clock()
             return value
 
     def __setitem__(self, key: K, value: V) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
+            self._used[key] = self._clock()
             while len(self._items) > self.size:
-                self._items.popitem(last=False)
+                gone, _ = self._items.popitem(last=False)
+                self._used.pop(gone, None)
+                self._probation.discard(gone)
 
     @overload
     def pop(self, key: K) -> V | None: ...
@@ -60,6 +71,8 @@ class BoundedCache(Generic[K, V]):
     def pop(self, key: K, default: D) -> V | D: ...
     def pop(self, key: K, default: object = None) -> object:
         with self._lock:
+            self._used.pop(key, None)
+            self._probation.discard(key)
             return self._items.pop(key, default)
 
     def __contains__(self, key: object) -> bool:
@@ -78,11 +91,65 @@ class BoundedCache(Generic[K, V]):
             total = sum(weight(v) for v in self._items.values())
             dropped = 0
             while total > limit and len(self._items) > 1:
-                _, value = self._items.popitem(last=False)
+                gone, value = self._items.popitem(last=False)
+                self._used.pop(gone, None)
+                self._probation.discard(gone)
                 total -= weight(value)
                 dropped += 1
             return dropped
 
+    def trim_active(
+        self,
+        limit: int,
+        weight: Callable[[V], int],
+        *,
+        idle_after: float,
+        current: K,
+        newcomer: bool,
+    ) -> list[K]:
+        """Bring the total `weight` to at most `limit` without thrashing, `current` just used
+        (`newcomer`: just added by a miss); return the keys that went.
+
+        Plain LRU over a working set larger than the budget, used round robin, misses on every
+        access (each newcomer pushes out the next one needed). Instead, in this order:
+
+        1. entries idle for more than `idle_after` seconds go, least recently used first;
+        2. then entries on probation (newcomers admitted past the budget) other than `current`;
+        3. if still over and `current` is a newcomer (or on probation), it stays on probation:
+           kept for its next uses until another newcomer needs the room, so the active working
+           set stays whole and only the newcomers are rebuilt (the total may pass `limit` by one
+           entry, the one in use);
+        4. if still over (active entries grew past the budget), the least recently used go,
+           `current` always stays.
+        """
+        with self._lock:
+            total = sum(weight(v) for v in self._items.values())
+            gone: list[K] = []
+
+            def drop_while_over(keys: list[K]) -> None:
+                nonlocal total
+                for key in keys:
+                    if total <= limit:
+                        return
+                    if key != current and key in self._items:
+                        total -= weight(self._items.pop(key))
+                        self._used.pop(key, None)
+                        self._probation.discard(key)
+                        gone.append(key)
+
+            cutoff = self._clock() - idle_after
+            drop_while_over([k for k in self._items if self._used.get(k, cutoff) < cutoff])
+            drop_while_over([k for k in self._items if k in self._probation])
+            if total > limit and (newcomer or current in self._probation):
+                self._probation.add(current)
+                return gone
+            drop_while_over(list(self._items))
+            if total <= limit:
+                self._probation.clear()  # all fit: none is on probation any more
+            return gone
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._used.clear()
+            self._probation.clear()

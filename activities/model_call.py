@@ -393,7 +393,7 @@ class ModelCallActivity:
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
-        stored = await self.store.read(inp.session_key)
+        stored = await self.store.read_context(inp.session_key)
         window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
         measures = self.context_cache
         context = context_for_request(stored, window, measures, inp.session_key)

@@ -104,7 +104,7 @@ class SessionTreeActivities:
 
     async def _copy(self, inp: BranchCopyInput) -> BranchCopied:
         parent, point = inp.source.parent_session, inp.source.branch_point
-        entries = await self.store.read(parent)
+        entries = await self.store.read_all(parent)
         if not entries:
             raise ApplicationError(
                 f"session {parent} does not exist (no transcript)",
@@ -140,7 +140,7 @@ class SessionTreeActivities:
         )
         copy = [*path, *answers, marker]
         ours = {e.id for e in copy}
-        if any(e.id not in ours for e in await self.store.read(inp.session_key)):
+        if any(e.id not in ours for e in await self.store.read_all(inp.session_key)):
             # Not an earlier attempt of this copy: some other session's history.
             raise ApplicationError(
                 f"session {inp.session_key} already has a transcript",

@@ -403,7 +403,7 @@ class Republisher:
         """The events to publish again, what is still missing after them, and what the stream
         holds of the run. `wait_to_settle`: entries too young to tell are waited for once (the
         run's end, the last chance) instead of left for later."""
-        entries = await self.store.read(session_key)
+        entries = await self.store.read_run(session_key, run_id)
         expected = expected_event_ids(entries, run_id)
         for _ in range(2):
             read = await run_events(client, session_key, run_id)

@@ -7,7 +7,15 @@ writes again). The store enforces both with unique keys, in one transaction per 
 
 Reads are incremental: a process remembers the last sequence number it read for each session
 and fetches only what came after, so long conversations do not cost a full re-read per model
-call.
+call. And they are windowed (issue 26): a process keeps only the session's live context, the
+entries from its context floor on (`agentlane/context_floor.py`), since nothing below it can
+reach a request again. A session is read cold from its floor (recorded by the store with the
+marker that set it), and what falls below a reset or compaction read in is dropped, so what a
+session costs in memory and per cold read is its live context, not its age. Two reads, named
+apart: `read_context` (the live window, for building requests) and `read_all` (the whole
+transcript from the store, for a branch copy or `agentlane transcript --all`). Lookups by id
+that can reach below the floor (`get`, `tool_result`, `read_run`) go to the store's indexed
+queries.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from activities.bounded_cache import BoundedCache
+from agentlane.context_floor import FLOOR_ROLES, context_floor
 from agentlane.ids import storage_name
 from agentlane.run import UserTurn
 from agentlane.transcript import Role, ToolCall, TranscriptEntry, unanswered_text
@@ -70,7 +79,11 @@ def tool_result_entry(
 
 @dataclass
 class _Parsed:
+    # The last seq read, and the seq of `entries[0]` (seqs are dense: the store numbers a
+    # session's entries 1, 2, ... under its lock); what lies below `start` was never read or
+    # fell below the floor.
     seq: int = 0
+    start: int = 1
     entries: list[TranscriptEntry] = field(default_factory=list)
     ids: dict[str, int] = field(default_factory=dict)
     answered: dict[str, int] = field(default_factory=dict)
@@ -92,11 +105,13 @@ def approx_entry_bytes(entry: TranscriptEntry) -> int:
     return size
 
 
-# How many sessions' transcripts one worker process keeps parsed in memory, and how many bytes
-# of parsed entries at most (`Settings.transcript_cache_bytes`): a session's transcript grows
-# with every run, so a count of sessions alone bounds nothing.
+# How many sessions' live contexts one worker process keeps parsed in memory, and how many bytes
+# of parsed entries at most (`Settings.transcript_cache_bytes`, AGENTLANE_TRANSCRIPT_CACHE_MB):
+# a session's live context grows until a compaction, so a count of sessions alone bounds
+# nothing. A session used within `ACTIVE_SECONDS` counts as active (`BoundedCache.trim_active`).
 PARSED_SESSIONS_KEPT = 256
-PARSED_BYTES_KEPT = 64 * 2**20
+PARSED_BYTES_KEPT = 256 * 2**20
+ACTIVE_SECONDS = 60.0
 
 
 class TranscriptStore:
@@ -154,18 +169,66 @@ class TranscriptStore:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
             parsed = self._cache.get(key)
+            cold = parsed is None
             if parsed is None:
-                parsed = self._cache[key] = _Parsed()
-            fresh = await self.store.entries_after(key, parsed.seq)
-            for seq, entry in fresh:
-                self._index(parsed, entry)
-                parsed.seq = seq
+                parsed = await self._read_cold(key)
+                fresh = True
+            else:
+                fresh = self._add(parsed, await self.store.entries_after(key, parsed.seq))
             if fresh:
-                self._cache[key] = parsed  # the most recent: the one trim never drops
-                # Past the budget, the sessions used least recently are read again when next
-                # used (whole: a cost that grows with their transcript, paid only by them).
-                self._cache.trim_weight(self.cache_bytes, lambda p: p.size)
+                self._cache[key] = parsed  # the most recent
+                # Past the budget: idle sessions go first; a session read cold now is kept
+                # only until the next one needs the room while every other is active (see
+                # `BoundedCache.trim_active`).
+                self._cache.trim_active(
+                    self.cache_bytes,
+                    lambda p: p.size,
+                    idle_after=ACTIVE_SECONDS,
+                    current=key,
+                    newcomer=cold,
+                )
             return parsed
+
+    async def _read_cold(self, key: str) -> _Parsed:
+        """The session read from its recorded floor (from its start when none is recorded)."""
+        floor = await self.store.context_floor(key)
+        parsed = _Parsed(seq=max(floor - 1, 0), start=max(floor, 1))
+        rows = await self.store.entries_after(key, parsed.seq)
+        if floor == 0 and any(e.role in FLOOR_ROLES for _, e in rows):
+            # Written before floors were recorded: record it now, once.
+            at = context_floor([e for _, e in rows])
+            markers = [s for s, e in rows if e.role in FLOOR_ROLES]
+            resets = [s for s, e in rows if e.role == Role.RESET]
+            await self.store.record_context_floor(
+                key, rows[at][0], markers[-1], resets[-1] if resets else 0
+            )
+        self._add(parsed, rows)
+        return parsed
+
+    def _add(self, parsed: _Parsed, rows: list[tuple[int, TranscriptEntry]]) -> bool:
+        """Index what was read after `parsed`; then drop what a marker among it put below the
+        floor. Whether anything was read."""
+        for seq, entry in rows:
+            self._index(parsed, entry)
+            parsed.seq = seq
+        if any(entry.role in FLOOR_ROLES for _, entry in rows):
+            self._drop_below(parsed, context_floor(parsed.entries))
+        return bool(rows)
+
+    @classmethod
+    def _drop_below(cls, parsed: _Parsed, index: int) -> None:
+        """Keep the entries from `index` on (re-indexed: this happens once a compaction or
+        reset, not once a run). The unanswered calls stay: they are the current run's."""
+        if index <= 0:
+            return
+        kept = parsed.entries[index:]
+        unanswered = parsed.unanswered
+        parsed.start += index
+        parsed.entries, parsed.ids, parsed.answered, parsed.by_run = [], {}, {}, {}
+        parsed.size = 0
+        for entry in kept:
+            cls._index(parsed, entry)
+        parsed.unanswered = unanswered
 
     @staticmethod
     def _index(parsed: _Parsed, entry: TranscriptEntry) -> None:
@@ -183,30 +246,54 @@ class TranscriptStore:
                 if call.id not in parsed.answered:
                     parsed.unanswered[call.id] = call
 
-    async def read(self, key: str) -> list[TranscriptEntry]:
+    async def read_context(self, key: str) -> list[TranscriptEntry]:
+        """The session's live context: its entries from the context floor on (a suffix of the
+        transcript over which `context_entries` reads exactly what it reads over the whole).
+        What requests, compaction and truncation are built from; its cost is the live
+        context's, whatever the session's age."""
         return list((await self._refresh(key)).entries)
 
+    async def read_all(self, key: str) -> list[TranscriptEntry]:
+        """The whole transcript, read from the store (not kept): for what needs the history
+        below the floor too (a branch copy, `agentlane transcript --all`)."""
+        return [entry for _, entry in await self.store.entries_after(key)]
+
     async def read_run(self, key: str, run_id: str) -> list[TranscriptEntry]:
-        """The entries of one run, without walking the others (its cost is the run's size,
-        not the session's age)."""
+        """The entries of one run, without walking the others (its cost is the run's span, not
+        the session's age). A run that began below the floor (one a compaction happened in)
+        is read from the store, from where it began."""
         parsed = await self._refresh(key)
-        return [parsed.entries[i] for i in parsed.by_run.get(run_id, [])]
+        own = [parsed.entries[i] for i in parsed.by_run.get(run_id, [])]
+        if parsed.start <= 1:
+            return own
+        began = await self.store.run_start(key, run_id)
+        if began is None or began >= parsed.start:
+            return own
+        return [e for _, e in await self.store.entries_after(key, began - 1) if e.run_id == run_id]
 
     async def get(self, key: str, entry_id: str) -> TranscriptEntry | None:
         parsed = await self._refresh(key)
         index = parsed.ids.get(entry_id)
-        return None if index is None else parsed.entries[index]
+        if index is not None:
+            return parsed.entries[index]
+        return await self.store.entry(key, entry_id) if parsed.start > 1 else None
 
     async def tool_result(self, key: str, tool_call_id: str) -> TranscriptEntry | None:
         parsed = await self._refresh(key)
         index = parsed.answered.get(tool_call_id)
-        return None if index is None else parsed.entries[index]
+        if index is not None:
+            return parsed.entries[index]
+        return await self.store.tool_result(key, tool_call_id) if parsed.start > 1 else None
 
     async def last_id(self, key: str) -> str | None:
+        # The window always holds the last entry: a floor is never above its marker.
         entries = (await self._refresh(key)).entries
         return entries[-1].id if entries else None
 
     async def unanswered_tool_calls(self, key: str) -> list[ToolCall]:
+        """The tool calls without a result. Those of the current run: a compaction or reset
+        comes between a run's steps, after every call before it was answered (a run's end
+        answers what it left), so no call below the floor lacks a result."""
         return list((await self._refresh(key)).unanswered.values())
 
     # -- writing ---------------------------------------------------------------------------

@@ -76,7 +76,7 @@ class Settings(BaseModel):
     # Workflow tasks one worker runs at once (each holds a thread of the SDK's workflow executor).
     max_concurrent_workflow_tasks: int = 50
     # Bytes of parsed transcripts one worker keeps in memory (activities/transcript_store.py).
-    transcript_cache_bytes: int = 64 * 2**20
+    transcript_cache_bytes: int = 256 * 2**20
     # How long a workflow task waits on a dead worker's sticky queue before any worker takes it
     # (README "Durability and timeouts"; the activity heartbeat timeout is set by the workflows,
     # workflows/activity_options.py).
@@ -185,7 +185,7 @@ class Settings(BaseModel):
             max_concurrent_subagent_model_calls=int(_env("MAX_SUBAGENT_MODEL_CALLS", "8")),
             max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
             max_concurrent_workflow_tasks=int(_env("MAX_WORKFLOW_TASKS", "50")),
-            transcript_cache_bytes=int(float(_env("TRANSCRIPT_CACHE_MB", "64")) * 2**20),
+            transcript_cache_bytes=int(float(_env("TRANSCRIPT_CACHE_MB", "256")) * 2**20),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
             payload_offload_threshold=int(_env("PAYLOAD_OFFLOAD_BYTES", str(128 * 1024))),

@@ -302,7 +302,7 @@ async def asyncio_loop(root: Path, steps: int) -> list[float]:
     times: list[float] = []
     for turn in range(steps):
         started = time.perf_counter()
-        entries = await store.read(key)
+        entries = await store.read_context(key)
         request = ModelRequest(model="planner", system=system, entries=entries, tools=tools)
         text, calls = "", []
         async for event in provider.stream(request, None):

@@ -1283,14 +1283,14 @@ class AgentlaneClient:
         from activities.transcript_store import TranscriptStore
 
         key = check_session_key(session_key)
-        return run_sync(self.settings, lambda store: TranscriptStore(store).read(key))
+        return run_sync(self.settings, lambda store: TranscriptStore(store).read_all(key))
 
     async def read_transcript(self, session_key: str) -> list[TranscriptEntry]:
         """`transcript` from async code, on this process's shared store."""
         from activities.transcript_store import TranscriptStore
 
         key = check_session_key(session_key)
-        return await TranscriptStore(await shared_store(self.settings)).read(key)
+        return await TranscriptStore(await shared_store(self.settings)).read_all(key)
 
     # -- scheduled runs (issue 12; clients/schedules.py) ---------------------------------------
 

@@ -71,6 +71,22 @@ class Store(abc.ABC):
         """The session's entries with a sequence number above `seq`, in order, with it."""
 
     @abc.abstractmethod
+    async def context_floor(self, key: str) -> int:
+        """The seq where the session's live context starts (`agentlane/context_floor.py`),
+        recorded with the reset or compaction marker that set it; 0 when none is recorded."""
+
+    @abc.abstractmethod
+    async def record_context_floor(
+        self, key: str, floor_seq: int, marker_seq: int, reset_seq: int
+    ) -> None:
+        """Record the floor that the marker at `marker_seq` sets (for a session written before
+        floors were recorded); a floor recorded from a later marker stays."""
+
+    @abc.abstractmethod
+    async def run_start(self, key: str, run_id: str) -> int | None:
+        """The seq of the run's first entry in the session; None when it has none."""
+
+    @abc.abstractmethod
     async def entry(self, key: str, entry_id: str) -> TranscriptEntry | None: ...
 
     @abc.abstractmethod

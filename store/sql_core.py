@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from agentlane.context_floor import FLOOR_ROLES, marker_floor
 from agentlane.transcript import Role, TranscriptEntry
 from store import migrations
 from store.interface import Store, StoreError
@@ -123,6 +124,33 @@ def _seen_query(key: str, ids: list[str], calls: list[str]) -> Statement:
         "SELECT entry_id, result_for FROM transcript_entries WHERE session_key = ? "
         f"AND ({' OR '.join(where)})",
         (key, *ids, *calls),
+    )
+
+
+def _run_starts(key: str, written: Sequence[TranscriptEntry], first_seq: int) -> list[Statement]:
+    """The first seq of each run among `written` (seqs from `first_seq`), kept once per run."""
+    starts: dict[str, int] = {}
+    for seq, entry in enumerate(written, first_seq):
+        if entry.run_id is not None:
+            starts.setdefault(entry.run_id, seq)
+    return [
+        (
+            "INSERT INTO run_starts (session_key, run_id, first_seq) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (key, run_id, seq),
+        )
+        for run_id, seq in starts.items()
+    ]
+
+
+def _floor_upsert(key: str, floor_seq: int, marker_seq: int, reset_seq: int) -> Statement:
+    """The session's context floor, unless a later marker already set it."""
+    return (
+        "INSERT INTO context_floors (session_key, floor_seq, marker_seq, reset_seq) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (session_key) DO UPDATE SET "
+        "floor_seq = excluded.floor_seq, marker_seq = excluded.marker_seq, "
+        "reset_seq = excluded.reset_seq WHERE excluded.marker_seq >= context_floors.marker_seq",
+        (key, floor_seq, marker_seq, reset_seq),
     )
 
 
@@ -290,11 +318,15 @@ class SqlStore(Store):
                 ]
             )
             written, inserts = plan_append(key, entries, last[0] if last else None, seen)
-            if any(n != 1 for n in await tx.execute_batch(inserts)):
+            first_seq = int(last[0][0]) + 1 if last else 1
+            # Where each new run begins goes in the same trip (a row per run, kept once).
+            changed = await tx.execute_batch([*inserts, *_run_starts(key, written, first_seq)])
+            if any(n != 1 for n in changed[: len(inserts)]):
                 raise StoreError(
                     f"transcript {key!r}: an append under the session's lock met an entry it "
                     "had not seen; nothing of this batch was written"
                 )
+            await self._note_floor(tx, key, written, first_seq)
             return written
 
         return await self._session(append, tx=True)
@@ -306,6 +338,59 @@ class SqlStore(Store):
             (key, seq),
         )
         return [(int(s), TranscriptEntry.model_validate_json(body)) for s, body in rows]
+
+    async def _note_floor(
+        self, tx: Tx, key: str, written: Sequence[TranscriptEntry], first_seq: int
+    ) -> None:
+        """In the append's transaction: the context floor a reset or compaction among
+        `written` (seqs from `first_seq`) moves to."""
+        markers = [
+            (seq, entry)
+            for seq, entry in enumerate(written, first_seq)
+            if entry.role in FLOOR_ROLES
+        ]
+        if not markers:
+            return
+        rows = await tx.fetch("SELECT reset_seq FROM context_floors WHERE session_key = ?", (key,))
+        reset_seq = int(rows[0][0]) if rows else 0
+        for seq, marker in markers:
+            if marker.role == Role.RESET:
+                reset_seq = seq
+            names = [
+                str(v)
+                for v in (marker.meta.get("first_kept_id"), marker.meta.get("turn_start_id"))
+                if v and marker.role == Role.COMPACTION
+            ]
+            found = (
+                await tx.fetch(
+                    "SELECT entry_id, seq FROM transcript_entries WHERE session_key = ? "
+                    f"AND entry_id IN ({marks(len(names))})",
+                    (key, *names),
+                )
+                if names
+                else []
+            )
+            position = {str(name): int(at) for name, at in found}
+            floor = marker_floor(marker, seq, reset_seq, position)
+            await tx.execute(*_floor_upsert(key, floor, seq, reset_seq))
+
+    async def context_floor(self, key: str) -> int:
+        return int(
+            await self._scalar("SELECT floor_seq FROM context_floors WHERE session_key = ?", (key,))
+            or 0
+        )
+
+    async def record_context_floor(
+        self, key: str, floor_seq: int, marker_seq: int, reset_seq: int
+    ) -> None:
+        await self._count(*_floor_upsert(key, floor_seq, marker_seq, reset_seq))
+
+    async def run_start(self, key: str, run_id: str) -> int | None:
+        value = await self._scalar(
+            "SELECT first_seq FROM run_starts WHERE session_key = ? AND run_id = ?",
+            (key, run_id),
+        )
+        return None if value is None else int(value)
 
     async def _one_entry(self, column: str, key: str, value: str) -> TranscriptEntry | None:
         body = await self._scalar(

@@ -196,7 +196,7 @@ class CompactionActivity:
             compaction.reserve_tokens, compaction.reserve_tokens_floor
         )
         budget = prompt_budget_tokens(window, reserve)
-        stored = await self.store.read(key)
+        stored = await self.store.read_context(key)
         view = context_entries(stored)
         body = [e for e in view.entries if not is_summary(e)]
         body = repair_tool_result_pairing(

@@ -42,7 +42,7 @@ class TruncationActivity:
         window = resolved.entry.context_window
         if inp.observed_limit:
             window = min(window, inp.observed_limit)
-        stored = await self.store.read(key)
+        stored = await self.store.read_context(key)
         entries = [e for e in context_entries(stored).entries if not is_summary(e)]
         plan = plan_recovery_truncation(entries, window)
         if not plan.changed:

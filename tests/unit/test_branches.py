@@ -231,7 +231,7 @@ async def test_a_reset_marker_is_written_once_and_closes_open_calls(tmp_path: Pa
     written = await tree._write_reset(inp)
     assert written.parent_id == "c1:result" and written.closed_tool_calls == 1
     assert await tree._write_reset(inp) == written.model_copy(update={"closed_tool_calls": 0})
-    entries = await store.read("s")
+    entries = await store.read_all("s")
     assert ids(entries) == ["u1", "a1", "c1:result", "s.x:reset1"]
     assert entries[2].is_error and entries[-1].meta == {"reason": "r", "by": "me"}
 
@@ -249,7 +249,7 @@ async def test_a_branch_copy_is_idempotent_and_keeps_the_parent_settings(tmp_pat
     copied = await tree._copy(inp)
     assert copied.copied == 2 and copied.settings == settings
     assert (await tree._copy(inp)).copied == 2, "a retry writes nothing twice"
-    entries = await store.read("c")
+    entries = await store.read_all("c")
     assert ids(entries) == ["u2", "a2", "c1:result", "c.x:branch"]
     assert entries[2].is_error and entries[2].text == "Tool call was not executed."
     assert entries[3].parent_id == "c1:result"
@@ -267,4 +267,4 @@ async def test_a_branch_never_lands_on_another_history(tmp_path: Path) -> None:
     with pytest.raises(ApplicationError) as err:
         await tree._copy(BranchCopyInput(session_key="new", source=bad, entry_id="n:branch"))
     assert err.value.type == UNKNOWN_BRANCH_POINT and err.value.non_retryable
-    assert not await store.read("new")
+    assert not await store.read_all("new")

@@ -81,10 +81,10 @@ async def test_import_brings_every_kind_in_once(tmp_path: Path) -> None:
     assert len([p for p in report.problems if "not a transcript entry" in p]) == 3
     assert await warn_unimported(settings, store) is None
 
-    entries = await TranscriptStore(store).read(KEY)
+    entries = await TranscriptStore(store).read_context(KEY)
     assert [e.id for e in entries] == ["u1", "session:slack:C1:run:1.abc:t0"]
     assert entries[1].parent_id == "u1"
-    assert [e.id for e in await TranscriptStore(store).read("plain")] == ["u1"]
+    assert [e.id for e in await TranscriptStore(store).read_context("plain")] == ["u1"]
     assert json.loads(await store.session_record(KEY) or "")["run_count"] == 3
     assert [r for r, _ in await store.runs(KEY)] == ["session:slack:C1:run:1"]
     assert await store.run_workspace(KEY, "session:slack:C1:run:1.abc") == "/w"
@@ -101,7 +101,7 @@ async def test_import_brings_every_kind_in_once(tmp_path: Path) -> None:
 
     again = await import_files(tmp_path, store)
     assert sum(again.written.get(k, 0) for k in ("transcript entries", "runs")) == 0
-    assert len(await TranscriptStore(store).read(KEY)) == 2
+    assert len(await TranscriptStore(store).read_context(KEY)) == 2
     await store.close()
 
 

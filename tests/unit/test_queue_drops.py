@@ -65,7 +65,7 @@ async def test_the_store_writes_each_once_and_the_model_never_sees_them(tmp_path
     entries = [dropped_entry(dropped(2, "two")), dropped_entry(dropped(3, "three"))]
     assert len(await store.append("k", entries)) == 2
     assert await store.append("k", entries) == []  # a retried activity writes nothing twice
-    kept = await store.read("k")
+    kept = await store.read_context("k")
     assert [e.text for e in kept] == ["say hi", "two", "three"]
     assert [e.parent_id for e in kept] == [None, "k.c:m1", "k.c:m2:dropped"]
     assert [e.text for e in context_entries(kept).entries] == ["say hi"]

@@ -43,7 +43,7 @@ def result(eid: str, call_id: str, text: str = "ok") -> TranscriptEntry:
 
 
 async def test_empty_session_reads_nothing(store: TranscriptStore) -> None:
-    assert await store.read(KEY) == []
+    assert await store.read_context(KEY) == []
     assert await store.last_id(KEY) is None
     assert await store.get(KEY, "x") is None
     assert await store.unanswered_tool_calls(KEY) == []
@@ -55,20 +55,20 @@ async def test_append_is_idempotent_by_entry_id(store: TranscriptStore) -> None:
     assert [e.id for e in first] == ["u1", "u2"]
     again = await store.append(KEY, [user("u1", "one, different text"), user("u3", "three")])
     assert [e.id for e in again] == ["u3"]
-    assert [e.id for e in await store.read(KEY)] == ["u1", "u2", "u3"]
-    assert (await store.read(KEY))[0].text == "one"
+    assert [e.id for e in await store.read_context(KEY)] == ["u1", "u2", "u3"]
+    assert (await store.read_context(KEY))[0].text == "one"
 
 
 async def test_duplicate_ids_within_one_batch_are_written_once(store: TranscriptStore) -> None:
     written = await store.append(KEY, [user("u1", "a"), user("u1", "b")])
     assert [e.text for e in written] == ["a"]
-    assert len(await store.read(KEY)) == 1
+    assert len(await store.read_context(KEY)) == 1
 
 
 async def test_parent_ids_chain_and_explicit_parent_is_kept(store: TranscriptStore) -> None:
     await store.append(KEY, [user("u1"), assistant("a1")])
     await store.append(KEY, [user("u2"), user("u3", parent="u1")])
-    entries = {e.id: e for e in await store.read(KEY)}
+    entries = {e.id: e for e in await store.read_context(KEY)}
     assert entries["u1"].parent_id is None
     assert entries["a1"].parent_id == "u1"
     assert entries["u2"].parent_id == "a1"  # chains across appends
@@ -88,7 +88,7 @@ async def test_tool_result_written_at_most_once_per_call(store: TranscriptStore)
     assert await store.append(KEY, [result("r1", "c1", "first")]) != []
     # A retried attempt writes a result for the same call under another entry id: ignored.
     assert await store.append(KEY, [result("r1-retry", "c1", "second")]) == []
-    results = [e for e in await store.read(KEY) if e.role == Role.TOOL]
+    results = [e for e in await store.read_context(KEY) if e.role == Role.TOOL]
     assert [(e.id, e.text) for e in results] == [("r1", "first")]
     found = await store.tool_result(KEY, "c1")
     assert found is not None
@@ -101,7 +101,7 @@ async def test_two_results_for_one_call_in_one_batch(store: TranscriptStore) -> 
     await store.append(KEY, [assistant("a1", "c1")])
     written = await store.append(KEY, [result("r1", "c1", "x"), result("r2", "c1", "y")])
     assert [e.id for e in written] == ["r1"]
-    assert [e.id for e in await store.read(KEY)] == ["a1", "r1"]
+    assert [e.id for e in await store.read_context(KEY)] == ["a1", "r1"]
 
 
 async def test_unanswered_tool_calls(store: TranscriptStore) -> None:
@@ -126,26 +126,26 @@ async def test_get_returns_the_entry(store: TranscriptStore) -> None:
 async def test_sessions_are_separate(store: TranscriptStore) -> None:
     await store.append("a", [user("u1", "for a")])
     await store.append("b", [user("u1", "for b")])
-    assert [e.text for e in await store.read("a")] == ["for a"]
-    assert [e.text for e in await store.read("b")] == ["for b"]
+    assert [e.text for e in await store.read_context("a")] == ["for a"]
+    assert [e.text for e in await store.read_context("b")] == ["for b"]
 
 
 async def test_incremental_read_sees_appends_from_another_instance(tmp_path: Path) -> None:
     reader = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     writer = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
-    assert await reader.read(KEY) == []
+    assert await reader.read_context(KEY) == []
     await writer.append(KEY, [user("u1"), assistant("a1", "c1")])
-    assert [e.id for e in await reader.read(KEY)] == ["u1", "a1"]
+    assert [e.id for e in await reader.read_context(KEY)] == ["u1", "a1"]
     assert [c.id for c in await reader.unanswered_tool_calls(KEY)] == ["c1"]
     await writer.append(KEY, [result("r1", "c1"), user("u2")])
-    assert [e.id for e in await reader.read(KEY)] == ["u1", "a1", "r1", "u2"]
+    assert [e.id for e in await reader.read_context(KEY)] == ["u1", "a1", "r1", "u2"]
     assert await reader.unanswered_tool_calls(KEY) == []
     assert await reader.last_id(KEY) == "u2"
     # The reader's own append knows about the other instance's entries.
     assert await reader.append(KEY, [result("r1-again", "c1"), user("u1")]) == []
     written = await reader.append(KEY, [user("u3")])
     assert written[0].parent_id == "u2"
-    assert [e.id for e in await writer.read(KEY)] == ["u1", "a1", "r1", "u2", "u3"]
+    assert [e.id for e in await writer.read_context(KEY)] == ["u1", "a1", "r1", "u2", "u3"]
 
 
 async def test_run_workspace_is_recorded_per_run_and_chain(tmp_path: Path) -> None:
@@ -178,14 +178,14 @@ async def test_concurrent_appends(tmp_path: Path, shared_instance: bool) -> None
             await store.append(KEY, batch)
 
     await asyncio.gather(*(work(t) for t in range(tasks_n)))
-    entries = await TranscriptStore(await open_store(Settings(data_dir=tmp_path))).read(KEY)
+    entries = await TranscriptStore(await open_store(Settings(data_dir=tmp_path))).read_context(KEY)
     ids = [e.id for e in entries]
     assert len(ids) == tasks_n * per_task
     assert set(ids) == {f"t{t}-{i}" for t in range(tasks_n) for i in range(per_task)}
     # Every entry's parent is the entry written just before it.
     assert entries[0].parent_id is None
     assert all(entries[n].parent_id == ids[n - 1] for n in range(1, len(entries)))
-    assert [e.id for e in await shared.read(KEY)] == ids
+    assert [e.id for e in await shared.read_context(KEY)] == ids
 
 
 async def test_a_runs_entries_are_read_without_the_others(store: TranscriptStore) -> None:
