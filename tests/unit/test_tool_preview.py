@@ -150,7 +150,9 @@ def test_an_apply_patch_call_keeps_its_file_headers_on_the_stream() -> None:
     from activities.tool_calls import preview_args
     from clients.tool_line import tool_input_preview
 
-    patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n+x\n*** Add File: b.txt\n+y\n*** End Patch\n"
+    patch = (
+        "*** Begin Patch\n*** Update File: a.txt\n@@\n+x\n*** Add File: b.txt\n+y\n*** End Patch\n"
+    )
     assert tool_input_preview("apply_patch", preview_args({"input": patch})) == (
         "update a.txt, add b.txt"
     )
