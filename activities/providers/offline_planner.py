@@ -235,7 +235,10 @@ class Progress:
 
 
 def progress_since_last_user(entries: list[TranscriptEntry]) -> Progress:
-    last_user = max((i for i, e in enumerate(entries) if e.role == Role.USER), default=-1)
+    # From the end: the latest instruction is near it, however long the conversation.
+    last_user = next(
+        (i for i in range(len(entries) - 1, -1, -1) if entries[i].role == Role.USER), -1
+    )
     instruction = entries[last_user].text if last_user >= 0 else ""
     after = entries[last_user + 1 :]
     return Progress(
