@@ -16,6 +16,7 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator
+from operator import attrgetter
 
 from activities.providers.base import (
     Credentials,
@@ -184,6 +185,9 @@ async def _deltas(text: str, delay: float) -> AsyncIterator[TextDelta]:
         yield TextDelta(token)
 
 
+_TEXT = attrgetter("text")
+
+
 def _usage(request: ModelRequest, output_chars: int) -> Usage:
-    prompt_chars = len(request.system) + sum(len(e.text) for e in request.entries)
+    prompt_chars = len(request.system) + sum(map(len, map(_TEXT, request.entries)))
     return Usage(input=_estimate_tokens(prompt_chars), output=_estimate_tokens(output_chars))

@@ -32,6 +32,7 @@ import functools
 import re
 import zlib
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from agentlane.transcript import Role, TranscriptEntry
@@ -234,6 +235,9 @@ class Progress:
     assistant_turns: int
 
 
+_ROLE = attrgetter("role")
+
+
 def progress_since_last_user(entries: list[TranscriptEntry]) -> Progress:
     # From the end: the latest instruction is near it, however long the conversation.
     last_user = next(
@@ -244,5 +248,7 @@ def progress_since_last_user(entries: list[TranscriptEntry]) -> Progress:
     return Progress(
         instruction=instruction,
         tool_results=[e for e in after if e.role == Role.TOOL],
-        assistant_turns=sum(1 for e in entries if e.role == Role.ASSISTANT),
+        # Counted in C: the stand-in model should cost what a provider's would, not a Python
+        # loop over the whole context per call.
+        assistant_turns=list(map(_ROLE, entries)).count(Role.ASSISTANT),
     )
