@@ -15,7 +15,7 @@ import codecs
 import os
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
+from typing import BinaryIO
 
 from activities.tools.results import MAX_RESULT_CHARS, ToolResult, clip
 from activities.tools.spawn import spawn
@@ -37,8 +37,8 @@ class _OutputFollower:
     tool open by keeping a pipe's write end.
     """
 
-    def __init__(self, path: Path, on_output: Callable[[str], None]) -> None:
-        self._file = path.open("rb")
+    def __init__(self, file: BinaryIO, on_output: Callable[[str], None]) -> None:
+        self._file = file
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._on_output = on_output
         self.chunks: list[str] = []
@@ -95,6 +95,21 @@ class _OutputFollower:
         )
 
 
+def _output_file() -> tuple[BinaryIO, BinaryIO]:
+    """A writer for the command and a reader for the activity, on a file with no name.
+
+    Unlinked at once, so nothing is left in the temporary folder when the worker is killed in
+    the middle of a command (a named scratch folder was, once per kill -9); the kernel frees
+    the file when the command and the reader have both closed it.
+    """
+    fd, name = tempfile.mkstemp(prefix="agentlane-exec-")
+    try:
+        reader = open(name, "rb")  # noqa: SIM115 - closed by _OutputFollower.close
+    finally:
+        os.unlink(name)
+    return os.fdopen(fd, "wb"), reader
+
+
 async def run_exec(
     workspace: str,
     args: ExecArgs,
@@ -103,26 +118,29 @@ async def run_exec(
 ) -> ToolResult:
     root = workspace_root(workspace)
     timeout = args.timeout or default_timeout
-    with tempfile.TemporaryDirectory(prefix="agentlane-exec-") as scratch:
-        out_path = Path(scratch) / "output"
-        with out_path.open("wb") as out:
-            proc = await spawn(["bash", "-c", args.command], cwd=root, stdout=out)
-        follower = _OutputFollower(out_path, on_output)
-        following = asyncio.create_task(follower.follow())
-        timed_out = False
-        try:
-            async with asyncio.timeout(timeout):
-                await proc.wait()
-        except TimeoutError:
-            timed_out = True
-        finally:
-            # Whatever the command started and left running in its process group stops with
-            # it (also on timeout and on cancellation).
-            proc.kill_group()
-            if proc.returncode is None:
-                await proc.wait()
-            following.cancel()
-            follower.close()
+    writer, reader = _output_file()
+    try:
+        with writer:
+            proc = await spawn(["bash", "-c", args.command], cwd=root, stdout=writer)
+    except BaseException:
+        reader.close()
+        raise
+    follower = _OutputFollower(reader, on_output)
+    following = asyncio.create_task(follower.follow())
+    timed_out = False
+    try:
+        async with asyncio.timeout(timeout):
+            await proc.wait()
+    except TimeoutError:
+        timed_out = True
+    finally:
+        # Whatever the command started and left running in its process group stops with
+        # it (also on timeout and on cancellation).
+        proc.kill_group()
+        if proc.returncode is None:
+            await proc.wait()
+        following.cancel()
+        follower.close()
     output = follower.output()
     code = proc.returncode
     if timed_out:

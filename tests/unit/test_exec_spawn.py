@@ -49,7 +49,10 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(spawn.parent_death_prefix() == [], reason="util-linux setpriv not installed")
 def test_a_command_dies_with_its_worker(tmp_path: Path) -> None:
-    """kill -9 of the process that started the command: the command is gone at once."""
+    """kill -9 of the process that started the command: the command is gone at once, and it
+    leaves nothing in the temporary folder (its output file has no name)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     script = (
         "import asyncio, sys\n"
         "from activities.tools.exec_tool import run_exec\n"
@@ -57,7 +60,9 @@ def test_a_command_dies_with_its_worker(tmp_path: Path) -> None:
         f"asyncio.run(run_exec({str(tmp_path)!r}, "
         "ExecArgs(command='echo $$ > shell.pid; sleep 60'), lambda _: None))\n"
     )
-    worker = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(scratch)}
+    )
     pid_file = tmp_path / "shell.pid"
     try:
         deadline = time.monotonic() + 20
@@ -72,6 +77,7 @@ def test_a_command_dies_with_its_worker(tmp_path: Path) -> None:
         while _alive(shell) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not _alive(shell), "the command outlived its worker"
+        assert list(scratch.iterdir()) == []
     finally:
         worker.kill()
         worker.wait()
