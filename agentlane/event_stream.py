@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel
+from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from agentlane.events import EventKind
 
 # A stream segment continues as new after this many history events or this many bytes of
 # history, whichever comes first: far below Temporal's suggestion (4 096 events, ~4 MB), so a
@@ -27,3 +32,13 @@ class EventsInput(BaseModel):
     # None: the defaults above (tests lower them).
     continue_as_new_after_bytes: int | None = None
     carry_bytes: int | None = None
+
+
+def ends_a_run(item: Payload) -> bool:
+    """Whether a stream item is a run's `agent_end` (the stream's items are JSON payloads of
+    `AgentEvent`)."""
+    try:
+        kind = json.loads(item.data).get("kind")
+    except (ValueError, AttributeError):
+        return False
+    return bool(kind == EventKind.AGENT_END)

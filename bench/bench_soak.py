@@ -214,17 +214,22 @@ def pct(values: list[float], q: float) -> float:
 class Window:
     runs: list[float] = field(default_factory=list)  # send -> result, seconds
     last_steps: list[float] = field(default_factory=list)
+    compactions: int = 0  # in the runs whose history was read
     errors: int = 0
 
 
-async def last_step(client: AgentlaneClient, run_id: str) -> float | None:
-    """The final model call's scheduling -> the run's completion (its reply and its end)."""
+async def last_step(client: AgentlaneClient, run_id: str) -> tuple[float | None, bool]:
+    """The final model call's scheduling -> the run's completion (its reply and its end), and
+    whether the run compacted its session's context."""
     history = await client.client.get_workflow_handle(run_id).fetch_history()
+    compacted = bool(
+        events_of_type(history.events, ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "compact_context")
+    )
     calls = events_of_type(history.events, ET.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, "call_model")
     done = events_of_type(history.events, ET.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED)
     if not calls or not done:
-        return None
-    return ts(done[-1]) - ts(calls[-1])
+        return None, compacted
+    return ts(done[-1]) - ts(calls[-1]), compacted
 
 
 async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figures) -> None:
@@ -317,12 +322,25 @@ async def main() -> None:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--window-minutes", type=float, default=5)
     parser.add_argument("--sample", type=int, default=5, help="read the history of 1 run in N")
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        help="the offline model's context window in tokens (default its catalogue's 200 000): "
+        "a smaller one makes sessions compact within the soak, as weeks-old sessions do",
+    )
     args = parser.parse_args()
     if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
         args.sessions, args.minutes, args.window_minutes = 3, 0.5, 0.25
     window_s = args.window_minutes * 60
     async with bench_stack("soak") as stack:
         dep = stack.deployment(TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS=TASK_WARN_SECONDS)
+        if args.context_window:
+            dep.data_dir.mkdir(parents=True, exist_ok=True)
+            (dep.data_dir / "config.toml").write_text(
+                '[[models]]\nprovider = "offline"\nid = "planner"\n'
+                f"context_window = {args.context_window}\n"
+            )
         worker = dep.start_worker()
         client = await stack.client(dep)
         keys = [fresh_key("soak") for _ in range(args.sessions)]
@@ -350,7 +368,8 @@ async def main() -> None:
                 window.runs.append(time.monotonic() - sent)
                 counter[0] += 1
                 if counter[0] % args.sample == 0:
-                    step = await last_step(client, receipt.run_id)
+                    step, compacted = await last_step(client, receipt.run_id)
+                    window.compactions += compacted
                     if step is not None:
                         window.last_steps.append(step)
 
@@ -370,6 +389,7 @@ async def main() -> None:
                 "data dir B/run",
                 "payload files",
                 f"tasks > {TASK_WARN_SECONDS} s",
+                f"compactions (1 run in {args.sample})",
                 "errors",
             ],
         )
@@ -424,6 +444,7 @@ async def main() -> None:
                 f"{per_run:.0f}",
                 files,
                 log_warned - warned,
+                w.compactions,
                 w.errors,
             )
             # The whole row at once: a long soak stopped early still leaves its windows.

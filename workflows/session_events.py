@@ -22,11 +22,14 @@ with workflow.unsafe.imports_passed_through():
         ROLLOVER_BYTES,
         ROLLOVER_EVENTS,
         EventsInput,
+        ends_a_run,
     )
     from workflows.policy.history_rollover import HistoryBounds, rollover_due
 
 # Streams recorded before segments were bounded continued as new only when Temporal suggested.
 EARLY_ROLLOVER_PATCH = "events-early-rollover"
+# Before this, a stream continued as new at its bounds whatever was under way.
+AT_REST_ROLLOVER_PATCH = "events-rollover-at-rest"
 
 
 def carried_from(state: WorkflowStreamState, keep_items: int, budget: int) -> int:
@@ -48,6 +51,8 @@ class SessionEventsWorkflow:
         self.stream = WorkflowStream(prior_state=inp.stream_state)
         self.closing = False
         self.bounded = False
+        self.rest_aware = False
+        self.began = HistoryBounds(0, 0)
 
     @workflow.signal
     def close(self) -> None:
@@ -62,11 +67,24 @@ class SessionEventsWorkflow:
             suggested=info.is_continue_as_new_suggested(),
             explicit_events=inp.continue_as_new_after_events,
             bounds=HistoryBounds(ROLLOVER_EVENTS, size) if self.bounded else None,
+            at_rest=self.rest_aware and self._at_rest(),
+            began=self.began,
         )
+
+    def _at_rest(self) -> bool:
+        """The newest item ends a run: the next publish waits for a new message, a new run and
+        its first model call, so a hand-over now is unlikely to race one."""
+        log = self.stream._log  # the SDK's WorkflowStream offers no read of its newest item
+        return bool(log) and ends_a_run(log[-1].data)
 
     @workflow.run
     async def run(self, inp: EventsInput) -> None:
         self.bounded = workflow.patched(EARLY_ROLLOVER_PATCH)
+        self.rest_aware = self.bounded and workflow.patched(AT_REST_ROLLOVER_PATCH)
+        info = workflow.info()
+        self.began = HistoryBounds(
+            info.get_current_history_length(), info.get_current_history_size()
+        )
         await workflow.wait_condition(lambda: self.closing or self._rollover_due(inp))
         if self.closing:
             return

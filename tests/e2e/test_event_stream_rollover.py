@@ -122,3 +122,53 @@ async def test_stream_rolls_over_early_with_contiguous_offsets(
     # Nothing of the stream reached the data dir: no payload was offloaded.
     payloads = client.settings.data_dir / "payloads"
     assert not any(wid in p.name for p in payloads.rglob("*")) if payloads.exists() else True
+
+
+async def test_stream_hands_over_at_a_run_end_past_half_its_bound(client: AgentlaneClient) -> None:
+    """Past half its bound, the stream continues as new right after a run's `agent_end`, when
+    no publish is likely to race the hand-over; before it, it goes on."""
+    temporal = client.client
+    key = f"at-rest-{uuid.uuid4().hex[:8]}"
+    wid = events_workflow_id(key)
+    bound = 96 * 1024
+    started = await temporal.start_workflow(
+        SessionEventsWorkflow.run,
+        EventsInput(session_key=key, continue_as_new_after_bytes=bound),
+        id=wid,
+        task_queue=client.settings.workflow_task_queue,
+    )
+    first = temporal.get_workflow_handle(wid, run_id=started.result_run_id)
+
+    async def history_bytes() -> int:
+        described = await first.describe()
+        return described.raw_description.workflow_execution_info.history_size_bytes
+
+    publisher = WorkflowStreamClient.create(temporal, wid, batch_interval=timedelta(hours=1))
+    async with publisher:
+        topic = publisher.topic(EVENTS_TOPIC, type=AgentEvent)
+        i = 0
+        while await history_bytes() < bound * 0.6:
+            for _ in range(BATCH):
+                topic.publish(
+                    AgentEvent(
+                        kind=EventKind.TEXT_DELTA,
+                        event_id=f"e{i}",
+                        session_key=key,
+                        run_id="r",
+                        text="x" * 400,
+                    )
+                )
+                i += 1
+            await publisher.flush()
+        assert await history_bytes() < bound * 0.8
+        assert (await first.describe()).status == WorkflowExecutionStatus.RUNNING
+        topic.publish(
+            AgentEvent(kind=EventKind.AGENT_END, event_id="end", session_key=key, run_id="r")
+        )
+        await publisher.flush()
+    deadline = time.monotonic() + 10
+    while (await first.describe()).status == WorkflowExecutionStatus.RUNNING:
+        assert time.monotonic() < deadline, "no hand-over after the run's end"
+        await asyncio.sleep(0.1)
+    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    await temporal.get_workflow_handle(wid).signal(SessionEventsWorkflow.close)

@@ -26,3 +26,23 @@ def test_bounded_histories_roll_over_by_events_or_bytes() -> None:
     assert not rollover_due(
         length=999, size=1000, suggested=False, explicit_events=5000, bounds=BOUNDS
     )
+
+
+def test_at_rest_half_the_bounds_suffice() -> None:
+    assert rollover_due(length=500, size=1000, suggested=False, bounds=BOUNDS, at_rest=True)
+    assert rollover_due(length=10, size=256 * 1024, suggested=False, bounds=BOUNDS, at_rest=True)
+    assert not rollover_due(length=499, size=1000, suggested=False, bounds=BOUNDS, at_rest=True)
+    assert not rollover_due(length=500, size=1000, suggested=False, bounds=BOUNDS)
+    # Halfway from where the history began: the state carried into it does not count.
+    began = HistoryBounds(events=10, bytes=112 * 1024)
+
+    def due(length: int, size: int) -> bool:
+        return rollover_due(
+            length=length, size=size, suggested=False, bounds=BOUNDS, at_rest=True, began=began
+        )
+
+    assert not due(100, 200 * 1024)
+    assert due(100, (112 + 200) * 1024)
+    assert due(505, 120 * 1024)
+    # Histories recorded before the bounds keep their old rule.
+    assert not rollover_due(length=3000, size=1000, suggested=False, at_rest=True)

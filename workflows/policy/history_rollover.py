@@ -28,11 +28,25 @@ def rollover_due(
     suggested: bool,
     explicit_events: int | None = None,
     bounds: HistoryBounds | None = None,
+    at_rest: bool = False,
+    began: HistoryBounds = HistoryBounds(0, 0),
 ) -> bool:
     """`length`/`size`: the current history's events and bytes; `explicit_events`: a limit set
-    by the caller (a lower one wins over the bounds); `suggested`: Temporal's own suggestion."""
+    by the caller (a lower one wins over the bounds); `suggested`: Temporal's own suggestion.
+
+    `at_rest`: nothing is under way that would send the workflow a message (its session's run
+    just ended). Halfway from where the history `began` (the state carried into it) to the
+    bounds is enough then: a message that reaches the server while the continue-as-new task is
+    in flight fails that task (UNHANDLED_COMMAND) and costs a replay, and at rest none is likely
+    to.
+    """
     limit = explicit_events
     if bounds is not None:
+        if at_rest and (
+            length - began.events >= (bounds.events - began.events) // 2
+            or size - began.bytes >= (bounds.bytes - began.bytes) // 2
+        ):
+            return True
         limit = min(limit or bounds.events, bounds.events)
         if size >= bounds.bytes:
             return True
