@@ -74,7 +74,10 @@ class Settings(BaseModel):
     # memory (README "Worker").
     max_cached_workflows: int = 1000
     # Workflow tasks one worker runs at once (each holds a thread of the SDK's workflow executor).
-    max_concurrent_workflow_tasks: int = 50
+    # Their Python work shares one interpreter lock, so more at once only queue inside the
+    # worker, where the SDK counts the wait as task time (its 10 s timeout, TMPRL1104 past 1 s);
+    # past this many they wait in the server's queue instead, where any worker can take them.
+    max_concurrent_workflow_tasks: int = 10
     # Bytes of parsed transcripts one worker keeps in memory (activities/transcript_store.py).
     transcript_cache_bytes: int = 256 * 2**20
     # How long a workflow task waits on a dead worker's sticky queue before any worker takes it
@@ -184,7 +187,7 @@ class Settings(BaseModel):
             max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
             max_concurrent_subagent_model_calls=int(_env("MAX_SUBAGENT_MODEL_CALLS", "8")),
             max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
-            max_concurrent_workflow_tasks=int(_env("MAX_WORKFLOW_TASKS", "50")),
+            max_concurrent_workflow_tasks=int(_env("MAX_WORKFLOW_TASKS", "10")),
             transcript_cache_bytes=int(float(_env("TRANSCRIPT_CACHE_MB", "256")) * 2**20),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),
             stream_batch_interval=timedelta(milliseconds=float(_env("STREAM_BATCH_MS", "200"))),
