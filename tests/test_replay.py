@@ -43,6 +43,7 @@ def test_histories_are_present() -> None:
         "search_attributes",
         "scheduled",
         "run_outcome",
+        "events_at_rest",
     } <= scenarios
 
 

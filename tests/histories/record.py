@@ -858,6 +858,19 @@ async def subagent_lane_approvals_stops(client: AgentlaneClient, ws: Path) -> No
     await asyncio.wait_for(client.client.get_workflow_handle("session:stop-close").result(), 30)
 
 
+async def events_at_rest(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 26: a session whose event stream hands over at its runs' ends (halfway to its
+    bound), each message a 5-step run as in the soak."""
+    for _ in range(10):
+        r = await client.send_and_start(
+            "at-rest",
+            "read notes.txt then write out.txt with hi then run `true` then read out.txt "
+            "then say done",
+            workspace=str(ws),
+        )
+        await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -889,6 +902,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "run_outcome": run_outcome,
     "abort_held": abort_held,
     "subagent_lane_approvals_stops": subagent_lane_approvals_stops,
+    "events_at_rest": events_at_rest,
 }
 
 
