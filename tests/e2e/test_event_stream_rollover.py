@@ -30,6 +30,12 @@ BATCH = 5
 CARRY = 48 * 1024
 
 
+def delta(i: int, session_key: str, text: str) -> AgentEvent:
+    return AgentEvent(
+        kind=EventKind.TEXT_DELTA, event_id=f"e{i}", session_key=session_key, run_id="r", text=text
+    )
+
+
 @pytest.mark.parametrize(
     ("after_events", "after_bytes"),
     [(80, None), (None, 96 * 1024)],
@@ -68,15 +74,7 @@ async def test_stream_rolls_over_early_with_contiguous_offsets(
         topic = publisher.topic(EVENTS_TOPIC, type=AgentEvent)
         for i in range(PUBLISHES):
             # ~100 bytes of text each: the byte bound is reached well before the event bound.
-            topic.publish(
-                AgentEvent(
-                    kind=EventKind.TEXT_DELTA,
-                    event_id=f"e{i}",
-                    session_key=wid,
-                    run_id="r",
-                    text=f"{i:04d} " + "x" * 100,
-                )
-            )
+            topic.publish(delta(i, wid, f"{i:04d} " + "x" * 100))
             if i % BATCH == BATCH - 1:
                 await publisher.flush()
                 # A busy session's pace: a batch every 50 ms (the publishers' interval is 100).
@@ -149,15 +147,7 @@ async def test_stream_hands_over_at_a_run_end_past_half_its_bound(client: Agentl
         i = 0
         while await history_bytes() < bound * 0.6:
             for _ in range(BATCH):
-                topic.publish(
-                    AgentEvent(
-                        kind=EventKind.TEXT_DELTA,
-                        event_id=f"e{i}",
-                        session_key=key,
-                        run_id="r",
-                        text="x" * 400,
-                    )
-                )
+                topic.publish(delta(i, key, "x" * 400))
                 i += 1
             await publisher.flush()
         assert await history_bytes() < bound * 0.8
