@@ -326,8 +326,15 @@ async def main() -> None:
         "--context-window",
         type=int,
         default=None,
-        help="the offline model's context window in tokens (default its catalogue's 200 000): "
-        "a smaller one makes sessions compact within the soak, as weeks-old sessions do",
+        help="the offline model's context window in tokens (default its catalogue's 200 000)",
+    )
+    parser.add_argument(
+        "--compaction-reserve",
+        type=int,
+        default=None,
+        help="tokens of the window kept free ([compaction] reserve_tokens): a large one makes "
+        "sessions compact within minutes, so the soak reaches the steady state of weeks-old "
+        "sessions (their context bounded by compaction) early",
     )
     args = parser.parse_args()
     if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
@@ -335,12 +342,16 @@ async def main() -> None:
     window_s = args.window_minutes * 60
     async with bench_stack("soak") as stack:
         dep = stack.deployment(TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS=TASK_WARN_SECONDS)
+        config = ""
         if args.context_window:
-            dep.data_dir.mkdir(parents=True, exist_ok=True)
-            (dep.data_dir / "config.toml").write_text(
+            config += (
                 '[[models]]\nprovider = "offline"\nid = "planner"\n'
                 f"context_window = {args.context_window}\n"
             )
+        if args.compaction_reserve:
+            config += f"[compaction]\nreserve_tokens = {args.compaction_reserve}\n"
+        if config:
+            (dep.data_dir / "config.toml").write_text(config)
         worker = dep.start_worker()
         client = await stack.client(dep)
         keys = [fresh_key("soak") for _ in range(args.sessions)]
@@ -374,7 +385,11 @@ async def main() -> None:
                         window.last_steps.append(step)
 
         table = Table(
-            f"soak: {args.sessions} sessions, closed loop, {args.minutes:g} min",
+            f"soak: {args.sessions} sessions, closed loop, {args.minutes:g} min"
+            + (f", window {args.context_window} tokens" if args.context_window else "")
+            + (
+                f", compaction reserve {args.compaction_reserve}" if args.compaction_reserve else ""
+            ),
             [
                 "window end (min)",
                 "runs",
