@@ -14,13 +14,20 @@ from agentlane.events import EventKind
 # history, whichever comes first: far below Temporal's suggestion (4 096 events, ~4 MB), so a
 # replay of a segment (after a worker restart or a failed task) takes well under a second.
 ROLLOVER_EVENTS = 1_000
-ROLLOVER_BYTES = 256 * 1024
+ROLLOVER_BYTES = 512 * 1024
+# The byte bound of segments begun before `REST_CARRY_BYTES` (their replay keeps it).
+ROLLOVER_BYTES_BEFORE_REST_CARRY = 256 * 1024
 # The items carried into the next segment take at most this many bytes (on the wire), so the
 # hand-over input stays small and below the payload offload threshold (it is never written to
 # the data dir); older items are truncated (their content is in the transcript). As large as
 # that allows: a watcher that lags by less than this across a hand-over (a burst of a thousand
 # dropped-message notices is ~300 KB) misses nothing.
 CARRY_BYTES = 112 * 1024
+# What a hand-over at a run's end carries: the run is over and its own check for missing events
+# has read them, so only a watcher further behind than this misses anything, and it is told
+# (`gap`, then it re-reads the transcript). Carried state is written to history again at every
+# hand-over: 112 KB there, every few runs, outweighed the runs' own events.
+REST_CARRY_BYTES = 16 * 1024
 
 
 class EventsInput(BaseModel):
@@ -32,6 +39,7 @@ class EventsInput(BaseModel):
     # None: the defaults above (tests lower them).
     continue_as_new_after_bytes: int | None = None
     carry_bytes: int | None = None
+    rest_carry_bytes: int | None = None
 
 
 def ends_a_run(item: Payload) -> bool:

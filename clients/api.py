@@ -145,6 +145,8 @@ WORKER_WAIT_SECONDS = 4.0
 NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
 # With workers polling, how much longer a call waits for a busy session before giving up.
 BUSY_WAIT_SECONDS = 60.0
+# How long `wait_for_run` waits for the session to record a closed run's end.
+RUN_END_RECORDED_WAIT = 5.0
 # How long `read_events` keeps retrying an unreachable server.
 READ_RETRY_SECONDS = 60.0
 # A live worker renews its long poll at least this often (the server ends polls after a minute).
@@ -1074,16 +1076,20 @@ class AgentlaneClient:
                 raise
             result = failed
         session = self.client.get_workflow_handle(session_workflow_id(result.session_key))
-        for _ in range(100):
+        # The session records the end a task after the run closes: asked again at growing
+        # intervals, so a loaded deployment is not asked more the slower it gets.
+        pause, deadline = 0.02, time.monotonic() + RUN_END_RECORDED_WAIT
+        while True:
             try:
                 status: SessionStatus = await session.query(
                     SESSION_STATUS_QUERY, result_type=SessionStatus
                 )
             except RPCError:
                 break
-            if status.current_run_id != run_id:
+            if status.current_run_id != run_id or time.monotonic() >= deadline:
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
         return result
 
     async def events_offset(self, session_key: str) -> int:

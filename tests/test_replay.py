@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.worker import Plugin, Replayer, WorkflowReplayResult
+from temporalio.worker import Plugin, Replayer, WorkflowReplayResult, WorkflowRunner
 
 from agentlane.data_converter import make_data_converter
 from workflows.agent_run import AgentRunWorkflow
@@ -44,10 +44,13 @@ def test_histories_are_present() -> None:
         "scheduled",
         "run_outcome",
         "events_at_rest",
+        "events_rest_carry",
     } <= scenarios
 
 
-def make_replayer(tmp_path: Path, plugins: Sequence[Plugin] = ()) -> Replayer:
+def make_replayer(
+    tmp_path: Path, plugins: Sequence[Plugin] = (), runner: WorkflowRunner | None = None
+) -> Replayer:
     return Replayer(
         workflows=[
             SessionWorkflow,
@@ -57,6 +60,7 @@ def make_replayer(tmp_path: Path, plugins: Sequence[Plugin] = ()) -> Replayer:
         ],
         data_converter=make_data_converter(tmp_path),
         plugins=plugins,
+        **({"workflow_runner": runner} if runner is not None else {}),
     )
 
 

@@ -3,12 +3,14 @@
 Streams cost history (every publish batch is a signal, every subscriber poll an update), so the
 stream lives in its own workflow: its growth never crowds the session's or a run's history. It
 continues as new early, by history events and bytes (`agentlane/event_stream.py`), carrying the
-stream's offsets, its publishers' dedup state and the last few items (bounded in bytes), with its
-pollers released and its signal and update handlers drained first (the SDK's
-`WorkflowStream.continue_as_new`). A segment's history stays small, so a task that must replay
-it (a signal racing the hand-over fails that task with UNHANDLED_COMMAND, and the retry replays)
-takes milliseconds, not minutes. Subscribers follow the chain (the SDK's subscriber does that);
-offsets stay contiguous across segments.
+stream's offsets, its publishers' dedup state and the last few items (bounded in bytes, and
+tighter after a run's end, when no watcher that keeps up needs them), with its pollers released
+and its signal and update handlers drained first (the SDK's `WorkflowStream.continue_as_new`).
+Past half its bounds it hands over at a run's end, when no publish is likely to race it. A
+segment's history stays small, so a task that must replay it (a signal racing the hand-over
+fails that task with UNHANDLED_COMMAND, and the retry replays) takes milliseconds, not minutes.
+Subscribers follow the chain (the SDK's subscriber does that); offsets stay contiguous across
+segments.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 with workflow.unsafe.imports_passed_through():
     from agentlane.event_stream import (
         CARRY_BYTES,
+        REST_CARRY_BYTES,
         ROLLOVER_BYTES,
+        ROLLOVER_BYTES_BEFORE_REST_CARRY,
         ROLLOVER_EVENTS,
         EventsInput,
         ends_a_run,
@@ -30,6 +34,9 @@ with workflow.unsafe.imports_passed_through():
 EARLY_ROLLOVER_PATCH = "events-early-rollover"
 # Before this, a stream continued as new at its bounds whatever was under way.
 AT_REST_ROLLOVER_PATCH = "events-rollover-at-rest"
+# Before this, a hand-over at rest carried as much as one at the bounds, and segments were
+# bounded at 256 KB.
+REST_CARRY_PATCH = "events-rest-carry"
 
 
 def carried_from(state: WorkflowStreamState, keep_items: int, budget: int) -> int:
@@ -52,6 +59,7 @@ class SessionEventsWorkflow:
         self.closing = False
         self.bounded = False
         self.rest_aware = False
+        self.light_rest = False
         self.began = HistoryBounds(0, 0)
 
     @workflow.signal
@@ -60,14 +68,16 @@ class SessionEventsWorkflow:
 
     def _rollover_due(self, inp: EventsInput) -> bool:
         info = workflow.info()
-        size = inp.continue_as_new_after_bytes or ROLLOVER_BYTES
+        size = inp.continue_as_new_after_bytes or (
+            ROLLOVER_BYTES if self.light_rest else ROLLOVER_BYTES_BEFORE_REST_CARRY
+        )
         return rollover_due(
             length=info.get_current_history_length(),
             size=info.get_current_history_size(),
             suggested=info.is_continue_as_new_suggested(),
             explicit_events=inp.continue_as_new_after_events,
             bounds=HistoryBounds(ROLLOVER_EVENTS, size) if self.bounded else None,
-            at_rest=self.rest_aware and self._at_rest(),
+            at_rest=self._at_rest if self.rest_aware else None,
             began=self.began,
         )
 
@@ -81,6 +91,7 @@ class SessionEventsWorkflow:
     async def run(self, inp: EventsInput) -> None:
         self.bounded = workflow.patched(EARLY_ROLLOVER_PATCH)
         self.rest_aware = self.bounded and workflow.patched(AT_REST_ROLLOVER_PATCH)
+        self.light_rest = self.rest_aware and workflow.patched(REST_CARRY_PATCH)
         info = workflow.info()
         self.began = HistoryBounds(
             info.get_current_history_length(), info.get_current_history_size()
@@ -97,9 +108,13 @@ class SessionEventsWorkflow:
         self.stream.truncate(max(state.base_offset, end - inp.keep_items))
         await self.stream.continue_as_new(lambda s: [inp.model_copy(update={"stream_state": s})])
 
-    @staticmethod
-    def _next_input(inp: EventsInput, state: WorkflowStreamState) -> EventsInput:
-        first = carried_from(state, inp.keep_items, inp.carry_bytes or CARRY_BYTES)
+    def _next_input(self, inp: EventsInput, state: WorkflowStreamState) -> EventsInput:
+        budget = inp.carry_bytes or CARRY_BYTES
+        if self.light_rest and self._at_rest():
+            # The state is the stream's as it is now, handlers drained: nothing was published
+            # after the run's end.
+            budget = min(budget, inp.rest_carry_bytes or REST_CARRY_BYTES)
+        first = carried_from(state, inp.keep_items, budget)
         kept = WorkflowStreamState(
             log=state.log[first - state.base_offset :],
             base_offset=first,

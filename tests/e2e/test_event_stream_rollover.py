@@ -6,18 +6,20 @@ in well under a second, and the state handed over stays within its byte budget (
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.worker import Replayer
 
 from agentlane.data_converter import make_data_converter
-from agentlane.event_stream import EventsInput
+from agentlane.event_stream import REST_CARRY_BYTES, EventsInput, ends_a_run
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import events_workflow_id
 from clients.api import AgentlaneClient
@@ -124,7 +126,8 @@ async def test_stream_rolls_over_early_with_contiguous_offsets(
 
 async def test_stream_hands_over_at_a_run_end_past_half_its_bound(client: AgentlaneClient) -> None:
     """Past half its bound, the stream continues as new right after a run's `agent_end`, when
-    no publish is likely to race the hand-over; before it, it goes on."""
+    no publish is likely to race the hand-over, carrying only the rest budget; before it, it
+    goes on."""
     temporal = client.client
     key = f"at-rest-{uuid.uuid4().hex[:8]}"
     wid = events_workflow_id(key)
@@ -161,4 +164,13 @@ async def test_stream_hands_over_at_a_run_end_past_half_its_bound(client: Agentl
         assert time.monotonic() < deadline, "no hand-over after the run's end"
         await asyncio.sleep(0.1)
     assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    # At rest it carries only the newest items, within the rest budget, the run's end among them.
+    history = await temporal.get_workflow_handle(wid).fetch_history()
+    carried = history.events[0].workflow_execution_started_event_attributes.input.payloads
+    assert sum(p.ByteSize() for p in carried) <= REST_CARRY_BYTES + 2048
+    [carried_input] = await temporal.data_converter.decode(list(carried), [EventsInput])
+    state = carried_input.stream_state
+    assert state is not None and 10 < len(state.log) < 60
+    assert state.base_offset + len(state.log) == i + 1
+    assert ends_a_run(Payload.FromString(base64.b64decode(state.log[-1].data)))
     await temporal.get_workflow_handle(wid).signal(SessionEventsWorkflow.close)

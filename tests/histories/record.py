@@ -858,17 +858,28 @@ async def subagent_lane_approvals_stops(client: AgentlaneClient, ws: Path) -> No
     await asyncio.wait_for(client.client.get_workflow_handle("session:stop-close").result(), 30)
 
 
-async def events_at_rest(client: AgentlaneClient, ws: Path) -> None:
-    """Issue 26: a session whose event stream hands over at its runs' ends (halfway to its
-    bound), each message a 5-step run as in the soak."""
-    for _ in range(10):
+async def five_step_runs(client: AgentlaneClient, ws: Path, key: str, runs: int) -> None:
+    """Messages of 5-step runs one after the other, as in the soak (bench/bench_soak.py)."""
+    for _ in range(runs):
         r = await client.send_and_start(
-            "at-rest",
+            key,
             "read notes.txt then write out.txt with hi then run `true` then read out.txt "
             "then say done",
             workspace=str(ws),
         )
         await client.wait_for_run(r.run_id or "")
+
+
+async def events_at_rest(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 26: a session whose event stream hands over at its runs' ends (halfway to its
+    bound)."""
+    await five_step_runs(client, ws, "at-rest", 10)
+
+
+async def events_rest_carry(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 26: the stream past half its 512 KB bound hands over at a run's end carrying only
+    its newest 16 KB (`events-rest-carry`); enough runs for one such hand-over."""
+    await five_step_runs(client, ws, "rest-carry", 16)
 
 
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
@@ -903,6 +914,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "abort_held": abort_held,
     "subagent_lane_approvals_stops": subagent_lane_approvals_stops,
     "events_at_rest": events_at_rest,
+    "events_rest_carry": events_rest_carry,
 }
 
 

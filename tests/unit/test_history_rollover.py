@@ -7,6 +7,10 @@ from workflows.policy.history_rollover import HistoryBounds, rollover_due
 BOUNDS = HistoryBounds(events=1000, bytes=512 * 1024)
 
 
+def rest() -> bool:
+    return True
+
+
 def test_older_histories_wait_for_the_suggestion_or_their_explicit_limit() -> None:
     assert not rollover_due(length=3999, size=3 << 20, suggested=False)
     assert rollover_due(length=4096, size=1 << 20, suggested=True)
@@ -29,20 +33,36 @@ def test_bounded_histories_roll_over_by_events_or_bytes() -> None:
 
 
 def test_at_rest_half_the_bounds_suffice() -> None:
-    assert rollover_due(length=500, size=1000, suggested=False, bounds=BOUNDS, at_rest=True)
-    assert rollover_due(length=10, size=256 * 1024, suggested=False, bounds=BOUNDS, at_rest=True)
-    assert not rollover_due(length=499, size=1000, suggested=False, bounds=BOUNDS, at_rest=True)
+    assert rollover_due(length=500, size=1000, suggested=False, bounds=BOUNDS, at_rest=rest)
+    assert rollover_due(length=10, size=256 * 1024, suggested=False, bounds=BOUNDS, at_rest=rest)
+    assert not rollover_due(length=499, size=1000, suggested=False, bounds=BOUNDS, at_rest=rest)
     assert not rollover_due(length=500, size=1000, suggested=False, bounds=BOUNDS)
     # Halfway from where the history began: the state carried into it does not count.
     began = HistoryBounds(events=10, bytes=112 * 1024)
 
     def due(length: int, size: int) -> bool:
         return rollover_due(
-            length=length, size=size, suggested=False, bounds=BOUNDS, at_rest=True, began=began
+            length=length, size=size, suggested=False, bounds=BOUNDS, at_rest=rest, began=began
         )
 
     assert not due(100, 200 * 1024)
     assert due(100, (112 + 200) * 1024)
     assert due(505, 120 * 1024)
     # Histories recorded before the bounds keep their old rule.
-    assert not rollover_due(length=3000, size=1000, suggested=False, at_rest=True)
+    assert not rollover_due(length=3000, size=1000, suggested=False, at_rest=rest)
+
+
+def test_whether_at_rest_is_asked_only_past_halfway() -> None:
+    asked: list[int] = []
+
+    def resting() -> bool:
+        asked.append(1)
+        return False
+
+    for length in range(0, 499, 7):
+        assert not rollover_due(
+            length=length, size=1000, suggested=False, bounds=BOUNDS, at_rest=resting
+        )
+    assert asked == []
+    assert not rollover_due(length=600, size=1000, suggested=False, bounds=BOUNDS, at_rest=resting)
+    assert asked == [1]

@@ -12,6 +12,7 @@ Pure: the workflows pass in what `workflow.info()` reports.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -28,24 +29,21 @@ def rollover_due(
     suggested: bool,
     explicit_events: int | None = None,
     bounds: HistoryBounds | None = None,
-    at_rest: bool = False,
+    at_rest: Callable[[], bool] | None = None,
     began: HistoryBounds = HistoryBounds(0, 0),
 ) -> bool:
     """`length`/`size`: the current history's events and bytes; `explicit_events`: a limit set
     by the caller (a lower one wins over the bounds); `suggested`: Temporal's own suggestion.
 
-    `at_rest`: nothing is under way that would send the workflow a message (its session's run
-    just ended). Halfway from where the history `began` (the state carried into it) to the
-    bounds is enough then: a message that reaches the server while the continue-as-new task is
-    in flight fails that task (UNHANDLED_COMMAND) and costs a replay, and at rest none is likely
-    to.
+    `at_rest`: whether nothing is under way that would send the workflow a message (its
+    session's run just ended); asked only once the history is halfway from where it `began`
+    (the state carried into it) to the bounds, since it may cost a decode. Halfway is enough
+    then: a message that reaches the server while the continue-as-new task is in flight fails
+    that task (UNHANDLED_COMMAND) and costs a replay, and at rest none is likely to.
     """
     limit = explicit_events
     if bounds is not None:
-        if at_rest and (
-            length - began.events >= (bounds.events - began.events) // 2
-            or size - began.bytes >= (bounds.bytes - began.bytes) // 2
-        ):
+        if at_rest is not None and past_halfway(length, size, bounds, began) and at_rest():
             return True
         limit = min(limit or bounds.events, bounds.events)
         if size >= bounds.bytes:
@@ -53,3 +51,11 @@ def rollover_due(
     if limit is not None and length >= limit:
         return True
     return suggested
+
+
+def past_halfway(length: int, size: int, bounds: HistoryBounds, began: HistoryBounds) -> bool:
+    """Whether the history is halfway, in events or bytes, from where it began to its bounds."""
+    return (
+        length - began.events >= (bounds.events - began.events) // 2
+        or size - began.bytes >= (bounds.bytes - began.bytes) // 2
+    )
