@@ -96,6 +96,7 @@ from agentlane.session_query import SessionFilter
 from agentlane.settings import Settings
 from agentlane.static_details import branch_details, session_details
 from agentlane.subagents import SUBAGENT_SEGMENT
+from agentlane.task_priority import SESSION_PRIORITY
 from agentlane.temporal_client import connect
 from agentlane.tool_policy_config import AgentTools, ToolReport, policy_input
 from agentlane.transcript import TranscriptEntry
@@ -483,6 +484,8 @@ class AgentlaneClient:
             "task_queue": self.settings.workflow_task_queue,
             "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
             "static_summary": f"chat session **{key}**",
+            # A message waits for this workflow's task: served before runs' (task_priority.py).
+            "priority": SESSION_PRIORITY,
         }
         if state is not None:
             # What the session's page in the UI shows for good (markdown; ignored, like the

@@ -121,6 +121,7 @@ with workflow.unsafe.imports_passed_through():
         RestoreSessionInput,
     )
     from agentlane.static_details import run_details as run_static_details
+    from agentlane.task_priority import EVENTS_PRIORITY, RUN_PRIORITY
     from agentlane.thinking_levels import normalize_thinking_level
     from agentlane.ui_text import plain
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
@@ -1010,6 +1011,7 @@ class SessionWorkflow:
                 ),
                 id=events_workflow_id(self.s.key),
                 parent_close_policy=ParentClosePolicy.ABANDON,
+                priority=EVENTS_PRIORITY,
                 static_summary=f"event stream of session {self.s.key}",
                 # Found with its session: `AgentSessionKey = '<key>'` lists all three.
                 search_attributes=typed({sa.SESSION_KEY.name: self.s.key}),
@@ -1177,6 +1179,7 @@ class SessionWorkflow:
                 id=run_id,
                 execution_timeout=timedelta(seconds=settings.run_budget_seconds + 3600),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                priority=RUN_PRIORITY,
                 static_summary=f"run {run_number} of {self.s.key}: {preview}",
                 static_details=run_static_details(request, len(self.s.queue)),
                 search_attributes=run_attributes,

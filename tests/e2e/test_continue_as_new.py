@@ -57,6 +57,15 @@ async def test_run_session_and_stream_continue_as_new(
     assert await chain_length(client, f"session:{session_key}") >= 2
     status = await client.status(session_key)
     assert status.runs == 4 and status.turns == 12
+    # Each keeps its task priority across continue-as-new (agentlane/task_priority.py): the
+    # session's tasks first, then its stream's, then its runs'.
+    for workflow_id, key in (
+        (f"session:{session_key}", 1),
+        (f"session:{session_key}:events", 2),
+        (receipt.run_id, 3),
+    ):
+        described = await client.client.get_workflow_handle(workflow_id).describe()
+        assert described.raw_description.workflow_execution_info.priority.priority_key == key
 
 
 async def test_a_session_continues_as_new_by_history_bytes_by_default(

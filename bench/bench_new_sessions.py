@@ -1,0 +1,122 @@
+"""New sessions in bulk (issue 22): N new sessions with one message each from S concurrent
+senders: accepted per second, accept p50/p99, when the last run was done, nothing lost or
+duplicated; beside one new session on an otherwise idle worker in the same run.
+
+    python bench/bench_new_sessions.py                      (1 000 sessions, 50 senders)
+    python bench/bench_new_sessions.py --baseline main      (main's tree first, then this one)
+
+One dev server, one worker process, the offline model at zero latency (what `bench_control`
+measures as its last part, alone). With `--baseline REV` this script runs first from a checkout
+of REV (its client, worker and workflows), on its own dev server, then from this tree, and prints
+both side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
+
+from bench.bench_control import many_sessions  # noqa: E402
+from bench.common import Table, bench_stack, checkout, fresh_key, median, wait_idle  # noqa: E402
+
+RESULT_PREFIX = "RESULT "
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+async def measure(sessions: int, senders: int) -> dict[str, float]:
+    async with bench_stack("new-sessions") as stack:
+        dep = stack.deployment()
+        dep.start_worker()
+        client = await stack.client(dep)
+        idle: list[float] = []
+        for _ in range(5):
+            key = fresh_key("one")
+            began = time.perf_counter()
+            await client.send(key, "say hi")
+            idle.append(time.perf_counter() - began)
+            await wait_idle(client, key, runs=1)
+        _, burst = await many_sessions(client, dep, sessions, senders)
+        lat = [s * 1000 for s in burst.latencies]
+        return {
+            "accepted": float(burst.accepted),
+            "accepted_per_s": burst.accepted / burst.wall_s,
+            "accept_p50_ms": median(lat),
+            "accept_p99_ms": pct(lat, 0.99),
+            "all_done_s": burst.wall_s + burst.drain_s,
+            "lost": float(len(burst.lost)),
+            "duplicated": float(len(burst.duplicated)),
+            "caller_exceptions": float(sum(burst.errors.values())),
+            "idle_new_session_ms": median(idle) * 1000,
+        }
+
+
+def measure_baseline(rev: str, sessions: int, senders: int) -> dict[str, float]:
+    root = Path(tempfile.mkdtemp(prefix="agentlane-new-sessions-baseline-"))
+    try:
+        tree = checkout(rev, root)
+        shutil.copy(__file__, tree / "bench" / Path(__file__).name)
+        done = subprocess.run(
+            [sys.executable, f"bench/{Path(__file__).name}", "--sessions", str(sessions)]
+            + ["--senders", str(senders), "--result-only"],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        for line in done.stdout.splitlines():
+            if line.startswith(RESULT_PREFIX):
+                result: dict[str, float] = json.loads(line[len(RESULT_PREFIX) :])
+                return result
+        raise RuntimeError(f"baseline at {rev} gave no result: {done.stderr[-3000:]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--senders", type=int, default=50)
+    parser.add_argument("--baseline", default=None, help="a git revision to measure first")
+    parser.add_argument("--result-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    runs: list[tuple[str, dict[str, float]]] = []
+    if args.baseline:
+        runs.append((args.baseline, measure_baseline(args.baseline, args.sessions, args.senders)))
+    ours = asyncio.run(measure(args.sessions, args.senders))
+    if args.result_only:
+        print(RESULT_PREFIX + json.dumps(ours), flush=True)
+        return
+    runs.append(("this tree", ours))
+    table = Table(
+        f"{args.sessions} new sessions, one message each, {args.senders} concurrent senders",
+        ["figure", *(label for label, _ in runs)],
+    )
+    for name in ours:
+        table.add(name, *(r[name] for _, r in runs))
+    table.print()
+    for label, r in runs:
+        print(
+            f"{label}: accept p50 {r['accept_p50_ms']:.0f} ms = "
+            f"{r['accept_p50_ms'] / r['idle_new_session_ms']:.1f}x one new session on an idle "
+            f"worker ({r['idle_new_session_ms']:.0f} ms)"
+        )
+
+
+if __name__ == "__main__":
+    main()
