@@ -44,14 +44,17 @@ async def main() -> None:
         spaces = {key: workspace(dep, key) for key in keys}
         stopping = asyncio.Event()
         in_flight: dict[str, str] = {}
+        sending: set[str] = set()  # a message on its way: its run starts in a moment
         finished: list[tuple[str, bool]] = []  # (run id, ended well), for the runs in flight
         completed = [0]
 
         async def session(key: str) -> None:
             while not stopping.is_set():
+                sending.add(key)
                 receipt = await client.send_and_start(key, MESSAGE, workspace=str(spaces[key]))
                 assert receipt.run_id
                 in_flight[key] = receipt.run_id
+                sending.discard(key)
                 result = await client.wait_for_run(receipt.run_id)
                 del in_flight[key]
                 good = result.status == ExecutionStatus.SUCCESS and result.tool_calls == 4
@@ -63,14 +66,17 @@ async def main() -> None:
         tasks = [asyncio.create_task(session(key)) for key in keys]
         await asyncio.sleep(args.busy_seconds)
         stopping.set()
-        busy = len(in_flight)
+        busy, on_the_way = len(in_flight), len(sending)
         sent = time.monotonic()
         os.killpg(worker.pid, signal.SIGTERM)
         code = await asyncio.to_thread(worker.proc.wait, 120)
         exit_s = time.monotonic() - sent
         log = worker.log.read_text(errors="replace")
         cut = [line for line in log.splitlines() if CUT_SHORT in line]
-        note(f"{completed[0]} runs before the signal; {busy} in flight when it came")
+        note(
+            f"{completed[0]} runs before the signal; {busy} in flight when it came, "
+            f"{on_the_way} more messages on their way"
+        )
         note(f"worker exited in {exit_s:.1f} s with code {code}")
         for line in cut[:3]:
             note(f"  {line[:300]}")
@@ -82,6 +88,7 @@ async def main() -> None:
         note(f"after a restart: {good} of {len(finished)} in flight ended well in {drain_s:.1f} s")
         figures = Figures()
         figures.add("sigterm_busy_runs_in_flight", busy)
+        figures.add("sigterm_busy_messages_on_their_way", on_the_way)
         figures.add("sigterm_busy_exit", f"{exit_s:.1f}", "s")
         figures.add("sigterm_busy_exit_code", code if code is not None else "none")
         figures.add("sigterm_busy_runs_ended_well", f"{good}/{len(finished)}")
