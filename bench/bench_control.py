@@ -408,6 +408,13 @@ async def many_sessions(
         receipt = await client.send(k, text)
         return receipt.disposition.value
 
+    # Counted from visibility, one cheap call a second: asking every session its status in a
+    # loop loads the worker it measures (a query task per session per round).
+    closed = (
+        f"WorkflowType = 'AgentRunWorkflow' AND TaskQueue = '{dep.task_queue}' "
+        "AND ExecutionStatus != 'Running'"
+    )
+    closed_before = (await client.client.count_workflows(closed)).count
     out = Burst()
     await timed_sends(jobs, send, out)
     sent_done = time.perf_counter()
@@ -423,14 +430,18 @@ async def many_sessions(
                 return False
             return status.runs >= 1 and status.phase == SessionPhase.IDLE
 
-    while pending and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         check_worker(dep)
+        if (await client.client.count_workflows(closed)).count >= closed_before + count:
+            break
+        await asyncio.sleep(1.0)
+    out.drain_s = time.perf_counter() - sent_done
+    while pending and time.monotonic() < deadline:
         ordered = sorted(pending)
         done = await asyncio.gather(*(finished(k) for k in ordered))
         pending -= {k for k, d in zip(ordered, done, strict=True) if d}
         if pending:
             await asyncio.sleep(0.5)
-    out.drain_s = time.perf_counter() - sent_done
     if pending:
         out.notes.append(f"{len(pending)} sessions not idle after a run: {sorted(pending)[:5]}")
     raised = set(out.raised)
