@@ -70,7 +70,10 @@ def measure_baseline(rev: str, sessions: int, senders: int) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix="agentlane-new-sessions-baseline-"))
     try:
         tree = checkout(rev, root)
-        shutil.copy(__file__, tree / "bench" / Path(__file__).name)
+        # The same measuring code on both sides; only the engine (client, worker, workflows)
+        # is the baseline's.
+        for harness in (Path(__file__), Path(__file__).with_name("bench_control.py")):
+            shutil.copy(harness, tree / "bench" / harness.name)
         done = subprocess.run(
             [sys.executable, f"bench/{Path(__file__).name}", "--sessions", str(sessions)]
             + ["--senders", str(senders), "--result-only"],
