@@ -24,9 +24,9 @@ ROLLOVER_BYTES_BEFORE_REST_CARRY = 256 * 1024
 # dropped-message notices is ~300 KB) misses nothing.
 CARRY_BYTES = 112 * 1024
 # What a hand-over at a run's end carries: the run is over and its own check for missing events
-# has read them, so only a watcher further behind than this misses anything, and it is told
-# (`gap`, then it re-reads the transcript). Carried state is written to history again at every
-# hand-over: 112 KB there, every few runs, outweighed the runs' own events.
+# has read them, so only a watcher further behind than this misses anything; it resumes at the
+# oldest item carried (the gateway sends it a `gap` event first). Carried state is written to
+# history again at every hand-over: 112 KB there, every few runs, outweighed the runs' own events.
 REST_CARRY_BYTES = 16 * 1024
 
 
@@ -39,7 +39,6 @@ class EventsInput(BaseModel):
     # None: the defaults above (tests lower them).
     continue_as_new_after_bytes: int | None = None
     carry_bytes: int | None = None
-    rest_carry_bytes: int | None = None
 
 
 def ends_a_run(item: Payload) -> bool:

@@ -113,7 +113,7 @@ class SessionEventsWorkflow:
         if self.light_rest and self._at_rest():
             # The state is the stream's as it is now, handlers drained: nothing was published
             # after the run's end.
-            budget = min(budget, inp.rest_carry_bytes or REST_CARRY_BYTES)
+            budget = min(budget, REST_CARRY_BYTES)
         first = carried_from(state, inp.keep_items, budget)
         kept = WorkflowStreamState(
             log=state.log[first - state.base_offset :],
