@@ -203,6 +203,50 @@ async def server_task_times(
     return out
 
 
+PERSISTENCE = re.compile(
+    r"^persistence_latency_(sum|count)\{"
+    r'[^}]*operation="([^"]+)"[^}]*service_name="([^"]+)"[^}]*\} (\S+)$',
+    re.M,
+)
+
+
+def persistence_totals(port: int | None) -> dict[str, list[float]]:
+    """The dev server's own persistence calls so far: per `service/operation`, [count, seconds].
+    Where the server's CPU per run creeps, these say which store operation grows."""
+    if port is None:
+        return {}
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return {}
+    totals: dict[str, list[float]] = {}
+    for kind, operation, service, value in PERSISTENCE.findall(text):
+        pair = totals.setdefault(f"{service}/{operation}", [0.0, 0.0])
+        pair[0 if kind == "count" else 1] += float(value)
+    return totals
+
+
+def persistence_line(
+    before: dict[str, list[float]], after: dict[str, list[float]], runs: int
+) -> str:
+    """The window's heaviest persistence operations: calls a run and milliseconds a call."""
+    spent = []
+    for name, (count, seconds) in after.items():
+        count0, seconds0 = before.get(name, [0.0, 0.0])
+        if count > count0:
+            spent.append((seconds - seconds0, count - count0, name))
+    spent.sort(reverse=True)
+    total = sum(s for s, _, _ in spent)
+    head = f"  persistence: {total * 1000 / max(1, runs):.0f} ms a run; "
+    return head + ", ".join(
+        f"{name} {count / max(1, runs):.1f}/run {seconds * 1000 / count:.2f} ms"
+        for seconds, count, name in spent[:6]
+    )
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -414,6 +458,7 @@ async def main() -> None:
         warned = 0
         cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
         rows: list[tuple[float, float, float, float]] = []
+        persisted = persistence_totals(stack.server.metrics_port)
         window_start = began
         # Interrupted (Ctrl-C, SIGTERM): the sessions' loops stop with the stack.
         stack_close = stack.close
@@ -467,6 +512,9 @@ async def main() -> None:
                 "  window: "
                 + " | ".join(f"{h}={c}" for h, c in zip(table.headers, table.rows[-1], strict=True))
             )
+            now_persisted = persistence_totals(stack.server.metrics_port)
+            note(persistence_line(persisted, now_persisted, len(w.runs)))
+            persisted = now_persisted
             rows.append((rps, worker_rss, per_run, worker_cpu))
             base_bytes, warned = size, log_warned
         table.print()

@@ -177,7 +177,10 @@ async def bench_stack(name: str) -> AsyncIterator[Stack]:
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix=f"agentlane-{name}-"))
     server = devserver.DevServer(
-        data_dir=root / "temporal", port=devserver.free_port(), ui_port=None
+        data_dir=root / "temporal",
+        port=devserver.free_port(),
+        ui_port=None,
+        metrics_port=devserver.free_port(),
     )
     server.start()
     stack = Stack(root=root, server=server)

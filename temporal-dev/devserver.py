@@ -82,6 +82,8 @@ class DevServer:
     ui_port: int | None = 8233
     db_name: str = "temporal.db"
     extra_dynamic_config: list[str] | None = None
+    # Prometheus /metrics of the server itself (persistence latencies, for benchmarks).
+    metrics_port: int | None = None
 
     @property
     def state_file(self) -> Path:
@@ -115,6 +117,8 @@ class DevServer:
             cmd.append("--headless")
         else:
             cmd += ["--ui-port", str(self.ui_port)]
+        if self.metrics_port is not None:
+            cmd += ["--metrics-port", str(self.metrics_port)]
         return cmd + dynamic_config(self.extra_dynamic_config)
 
     def pid(self) -> int | None:
