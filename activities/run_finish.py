@@ -70,26 +70,35 @@ class RunFinishActivity:
         lease = self.publishers.lease(
             activity.client(), inp.result.session_key, wait_for_flush=True
         )
-        events = [a.to_event(inp.result.session_key, inp.result.run_id) for a in inp.announce]
-        if any(e.kind in LIFECYCLE for e in events):
-            # Announcements handed back by a model call that failed: it may have published
-            # them before it failed, and nobody should see "started" twice.
-            try:
-                start = await self.store.stream_start(inp.result.session_key, inp.result.run_id)
-                _, announced = await published_so_far(
-                    activity.client(), inp.result.session_key, start or 0, None, inp.result.run_id
-                )
-            except Exception:
-                announced = set()
-            events = [e for e in events if e.event_id not in announced]
-        recovered = await self._gap(inp)
-        again = {e.event_id for e in recovered}
-        events = [e for e in events if e.event_id not in again]
         async with lease as publisher:
+            # What this process still holds for the session (the run's last step, most often,
+            # waiting for its batch tick) goes out before the stream is read back: otherwise
+            # it looks lost, and the check below waits for it to settle (~1.7 s before every
+            # `agent_end` of a run whose last step ran here).
+            await publisher.session.flush_logged()
+            events = [a.to_event(inp.result.session_key, inp.result.run_id) for a in inp.announce]
+            if any(e.kind in LIFECYCLE for e in events):
+                # Announcements handed back by a model call that failed: it may have published
+                # them before it failed, and nobody should see "started" twice.
+                try:
+                    start = await self.store.stream_start(inp.result.session_key, inp.result.run_id)
+                    _, announced = await published_so_far(
+                        activity.client(),
+                        inp.result.session_key,
+                        start or 0,
+                        None,
+                        inp.result.run_id,
+                    )
+                except Exception:
+                    announced = set()
+                events = [e for e in events if e.event_id not in announced]
+            recovered = await self._gap(inp)
+            again = {e.event_id for e in recovered}
             for event in recovered:
                 publisher.publish(event)
             for event in events:
-                publisher.publish(event)
+                if event.event_id not in again:
+                    publisher.publish(event)
         return FinishRunResult(reply=reply)
 
     async def _gap(self, inp: FinishRunInput) -> list[AgentEvent]:

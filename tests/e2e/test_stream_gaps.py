@@ -136,3 +136,43 @@ async def test_a_run_whose_events_all_arrived_announces_no_gap(dep: Deployment) 
     await client.wait_for_run(receipt.run_id)
     kinds = [i.event.kind async for i in client.watch("nogap", 0, until_run=receipt.run_id)]
     assert EventKind.STREAM_GAP not in kinds
+
+
+async def test_the_end_of_a_run_does_not_wait_for_events_this_worker_still_holds(
+    dep: Deployment,
+) -> None:
+    # Steps publish without waiting, and this worker sends its batch only every 30 s: the
+    # aborted loop's last steps are still in its memory when the run ends. The run's end sends
+    # them itself before it checks the stream; before it did, the check took them for lost
+    # and waited for them to settle (one batch interval and more) before `agent_end`.
+    dep.extra_env["AGENTLANE_STREAM_BATCH_MS"] = "30000"
+    dep.start_worker()
+    ws = dep.data_dir / "ws"
+    ws.mkdir()
+    client = await AgentlaneClient.connect(settings_for(dep))
+    loop = " then ".join(f"write f{i}.txt with {i}" for i in range(200)) + " then say done"
+    receipt = await client.send_and_start("held", loop, workspace=str(ws))
+    assert receipt.run_id
+    for _ in range(1200):  # a few steps in, well before the loop's end
+        if len(list(ws.glob("f*.txt"))) >= 3:
+            break
+        await asyncio.sleep(0.05)
+    got = await client.abort("held", "test")
+    assert got.run_id == receipt.run_id
+    aborted = time.monotonic()
+    events: list[AgentEvent] = []
+
+    async def watch() -> None:
+        async for item in client.watch("held", 0, until_run=receipt.run_id):
+            events.append(item.event)
+
+    await asyncio.wait_for(watch(), 60)
+    took = time.monotonic() - aborted
+    assert took < 10, f"agent_end {took:.1f} s after the abort"
+    assert events[-1].kind == EventKind.AGENT_END
+    assert EventKind.STREAM_GAP not in [e.kind for e in events]
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.ABORTED
+    transcript = client.transcript("held")
+    expected = expected_event_ids(transcript, receipt.run_id)
+    assert expected and set(expected) <= {e.event_id for e in events}
