@@ -398,8 +398,13 @@ async def drain_one(
 
 
 async def many_sessions(
-    client: AgentlaneClient, dep: Deployment, count: int, senders: int
+    client: AgentlaneClient,
+    dep: Deployment,
+    count: int,
+    senders: int,
+    on_sent: Callable[[], None] | None = None,
 ) -> tuple[list[str], Burst]:
+    """`on_sent` is called once the last send returned, before the drain."""
     prefix = fresh_key("many")
     keys = [f"{prefix}-{i}" for i in range(count)]
     jobs = [[(keys[i], f"say hi {i}") for i in range(s, count, senders)] for s in range(senders)]
@@ -417,6 +422,8 @@ async def many_sessions(
     closed_before = (await client.client.count_workflows(closed)).count
     out = Burst()
     await timed_sends(jobs, send, out)
+    if on_sent is not None:
+        on_sent()
     sent_done = time.perf_counter()
     pending = set(keys)
     deadline = time.monotonic() + 600

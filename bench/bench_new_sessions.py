@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from bench.bench_control import many_sessions  # noqa: E402
-from bench.common import Table, bench_stack, checkout, fresh_key, median, wait_idle  # noqa: E402
+from bench.common import (  # noqa: E402
+    Table,
+    bench_stack,
+    checkout,
+    cpu_seconds,
+    fresh_key,
+    median,
+    wait_idle,
+)
 
 RESULT_PREFIX = "RESULT "
 
@@ -51,8 +60,18 @@ async def measure(sessions: int, senders: int) -> dict[str, float]:
             await client.send(key, "say hi")
             idle.append(time.perf_counter() - began)
             await wait_idle(client, key, runs=1)
-        _, burst = await many_sessions(client, dep, sessions, senders)
+        # Where the accepting goes, on 2 shared cores: the worker, the dev server and this
+        # process (the senders' client), CPU from /proc over the sends alone.
+        pids = {"worker": dep.workers[0].pid, "server": stack.server.pid(), "senders": os.getpid()}
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        spent: dict[str, float] = {}
+
+        def sent() -> None:
+            spent.update({name: cpu_seconds(pid) - before[name] for name, pid in pids.items()})
+
+        _, burst = await many_sessions(client, dep, sessions, senders, on_sent=sent)
         lat = [s * 1000 for s in burst.latencies]
+        per = 1000 / max(1, burst.accepted)
         return {
             "accepted": float(burst.accepted),
             "accepted_per_s": burst.accepted / burst.wall_s,
@@ -63,6 +82,8 @@ async def measure(sessions: int, senders: int) -> dict[str, float]:
             "duplicated": float(len(burst.duplicated)),
             "caller_exceptions": float(sum(burst.errors.values())),
             "idle_new_session_ms": median(idle) * 1000,
+            **{f"accept_cpu_ms_{name}": spent[name] * per for name in pids},
+            "accept_cpu_ms_total": sum(spent.values()) * per,
         }
 
 

@@ -41,10 +41,12 @@ from bench.common import (  # noqa: E402
     Figures,
     Table,
     bench_stack,
+    cpu_seconds,
     events_of_type,
     fresh_key,
     history_bytes,
     note,
+    rss_mb,
     ts,
     workflow_chain,
     workspace,
@@ -55,30 +57,6 @@ MESSAGE = (
     "read notes.txt then write out.txt with hi then run `true` then read out.txt then say done"
 )
 TASK_WARN_SECONDS = "1"
-
-
-def rss_mb(pid: int | None) -> float:
-    if pid is None:
-        return float("nan")
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of a process so far (what a run costs on a shared machine, where
-    wall-clock throughput moves with everyone else's load)."""
-    if pid is None:
-        return float("nan")
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def data_bytes(root: Path) -> tuple[int, int]:

@@ -106,6 +106,30 @@ class Figures:
         sys.stdout.flush()
 
 
+def rss_mb(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (what a run costs on a shared machine, where
+    wall-clock throughput moves with everyone else's load)."""
+    if pid is None:
+        return float("nan")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def note(text: str) -> None:
     print(text, flush=True)
 
