@@ -463,9 +463,32 @@ def test_a_dev_server_database_from_an_older_version_gets_the_attributes(tmp_pat
         old.terminate()
         old.wait(timeout=20)
     srv.start()
+    (tmp_path / "agentlane").mkdir()
+    dep = make_deployment(srv, tmp_path / "agentlane")
     try:
         have = listed()
         for attr in sa.ALL:
             assert attr.name in have, attr.name
+        # The server caches its attributes: the ones just added work at once, not after the
+        # cache's refresh (a workflow setting one it does not know fails its task).
+        dep.start_worker()
+        asyncio.run(_a_session_sets_every_attribute_without_a_failed_task(dep))
     finally:
+        dep.stop_workers()
         srv.stop()
+
+
+async def _a_session_sets_every_attribute_without_a_failed_task(dep: Deployment) -> None:
+    client = await AgentlaneClient.connect(settings_for(dep))
+    receipt = await client.send_and_start("upgraded", "say hi")
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 30)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    for wid in (session_workflow_id("upgraded"), run_workflow_id("upgraded", 1)):
+        history = await client.client.get_workflow_handle(wid).fetch_history()
+        failed = [
+            e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        ]
+        assert not failed, (wid, failed)
+    found = await client.client.count_workflows("AgentSessionKey = 'upgraded'")
+    assert found.count >= 2
