@@ -182,7 +182,7 @@ async def server_task_times(
 
 
 PERSISTENCE = re.compile(
-    r"^persistence_latency_(sum|count)\{"
+    r"^(visibility_)?persistence_latency_(sum|count)\{"
     r'[^}]*operation="([^"]+)"[^}]*service_name="([^"]+)"[^}]*\} (\S+)$',
     re.M,
 )
@@ -201,8 +201,8 @@ def persistence_totals(port: int | None) -> dict[str, list[float]]:
     except OSError:
         return {}
     totals: dict[str, list[float]] = {}
-    for kind, operation, service, value in PERSISTENCE.findall(text):
-        pair = totals.setdefault(f"{service}/{operation}", [0.0, 0.0])
+    for store, kind, operation, service, value in PERSISTENCE.findall(text):
+        pair = totals.setdefault(f"{store}{service}/{operation}", [0.0, 0.0])
         pair[0 if kind == "count" else 1] += float(value)
     return totals
 
