@@ -137,6 +137,12 @@ async def test_resume_across_stream_continue_as_new(
     )
     run_id = receipt.run_id or ""
     async with gateway.http(token) as http:
+        # The whole stream, followed live from the start: once the run has ended, a hand-over
+        # at rest keeps only the stream's last items (REST_CARRY_BYTES), so a read from 0 made
+        # afterwards may begin further on (after a `gap` event).
+        whole_read = asyncio.create_task(
+            read_sse(http, f"/v1/sessions/{key}/events?from=0", agent_end_of(run_id))
+        )
         first = await read_sse(http, f"/v1/sessions/{key}/events?from=0", nth_delta(2))
         rest = await read_sse(
             http,
@@ -144,7 +150,7 @@ async def test_resume_across_stream_continue_as_new(
             agent_end_of(run_id),
             headers={"Last-Event-ID": first.last_id or ""},
         )
-        whole = await read_sse(http, f"/v1/sessions/{key}/events?from=0", agent_end_of(run_id))
+        whole = await whole_read
     assert_exactly_once([first, rest], whole)
     chain = [
         wf.status
