@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -867,19 +867,31 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.1f}-{max(values):.1f}"
 
 
-async def cpu_case(figures: Figures, rounds: int, steps: int, baseline: str | None) -> None:
-    """The engine and the same-shape no-op (and the engine at `baseline`), each on its own
+async def cpu_case(
+    figures: Figures,
+    rounds: int,
+    steps: int,
+    baseline: str | None,
+    variant_envs: Sequence[str] = (),
+) -> None:
+    """The engine and the same-shape no-op (and the engine at `baseline`, and this tree under
+    each of `variant_envs`' settings), each on its own
     worker process, run in turn round after round (the order rotating) so drift on a shared
     machine hits them alike; CPU of the worker and of the dev server per step beside wall."""
     async with bench_stack("bench-engine-cpu") as stack:
         server_pid = stack.server.pid()
         assert server_pid
         variants: list[Variant] = []
-        deployments = [("engine (this tree)", None)]
+        deployments: list[tuple[str, Path | None, dict[str, str]]] = [
+            ("engine (this tree)", None, {})
+        ]
         if baseline:
-            deployments.append((f"engine at {baseline}", checkout(baseline, stack.root)))
-        for label, tree in deployments:
-            dep = stack.deployment()
+            deployments.append((f"engine at {baseline}", checkout(baseline, stack.root), {}))
+        for setting in variant_envs:
+            key, _, value = setting.partition("=")
+            deployments.append((f"engine, {setting}", None, {key: value}))
+        for label, tree, env in deployments:
+            dep = stack.deployment(**env)
             if tree is not None:
                 dep.repo = tree
             worker = dep.start_worker()
@@ -953,8 +965,16 @@ async def main() -> None:
         parser.add_argument("--rounds", type=int, default=2 if QUICK else 5)
         parser.add_argument("--steps", type=int, default=15 if QUICK else 40)
         parser.add_argument("--baseline", help="a git revision run beside this tree")
+        parser.add_argument(
+            "--variant-env",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="also this tree on a worker started with KEY=VALUE (repeatable), e.g. "
+            "AGENTLANE_SANDBOX=off",
+        )
         args = parser.parse_args()
-        await cpu_case(figures, args.rounds, args.steps, args.baseline)
+        await cpu_case(figures, args.rounds, args.steps, args.baseline, args.variant_env)
         figures.print()
         return
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "telemetry":

@@ -20,12 +20,15 @@ modules other than the SDK's own passthroughs are still re-imported per workflow
 
 `AGENTLANE_SANDBOX_RELOAD=1` brings back the SDK's default: to measure the difference
 (`bench/bench_engine.py` prints both) or to develop workflow code under the strict checks.
+`AGENTLANE_SANDBOX=off` runs workflows without the sandbox (the SDK's unsandboxed runner), to
+measure what the sandbox still costs each workflow task.
 """
 
 from __future__ import annotations
 
 import os
 
+from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 # Deterministic and stateless at module level: the contracts (pydantic models, ids, error
@@ -33,8 +36,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 PASSED_THROUGH = ("agentlane", "workflows")
 
 
-def workflow_runner(reload: bool | None = None) -> SandboxedWorkflowRunner:
+def workflow_runner(reload: bool | None = None) -> WorkflowRunner:
     """The runner every worker and replayer of this project uses; `reload` = the SDK default."""
+    if reload is None and os.environ.get("AGENTLANE_SANDBOX") == "off":
+        return UnsandboxedWorkflowRunner()
     if reload is None:
         reload = os.environ.get("AGENTLANE_SANDBOX_RELOAD") == "1"
     if reload:
