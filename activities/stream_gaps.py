@@ -60,6 +60,18 @@ def expected_event_ids(entries: Sequence[TranscriptEntry], run_id: str) -> dict[
     return expected
 
 
+def gap_ids(event: AgentEvent) -> set[str]:
+    """The ids `event` stands for in `expected_event_ids`. A model call made again (by
+    Temporal after a crash, or by the run) starts its message under an id of its own,
+    `<entry>/message_start/<activity>.a<attempt>` (activities/model_call.py): it is that
+    message's start all the same, not a lost one to publish again after the run's later events."""
+    start = f"/{EventKind.MESSAGE_START.value}/"
+    if event.kind != EventKind.MESSAGE_START or start not in event.event_id:
+        return {event.event_id}
+    base, _, _ = event.event_id.partition(start)
+    return {event.event_id, f"{base}/{EventKind.MESSAGE_START.value}"}
+
+
 def gap_event(session_key: str, run_id: str, missing: dict[str, str]) -> AgentEvent | None:
     if not missing:
         return None
@@ -107,7 +119,7 @@ async def _read_ids(
         )
         for item, event in zip(result.items, decode_events(result, converter), strict=True):
             if item.offset < end and event.run_id == run_id:
-                ids.add(event.event_id)
+                ids |= gap_ids(event)
         if not result.items or not result.more_ready:
             break
         offset = result.next_offset

@@ -45,7 +45,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from activities.event_publishing import OFFSET_QUERY, POLL_QUERY, decode_events
 from activities.liveness import heartbeat_forever
 from activities.model_output.normalization import normalize_text
-from activities.stream_gaps import expected_event_ids
+from activities.stream_gaps import expected_event_ids, gap_ids
 from activities.stream_publishers import SessionPublishers
 from activities.transcript_store import TranscriptStore
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind, lifecycle_event_id
@@ -408,7 +408,7 @@ class Republisher:
         for _ in range(2):
             read = await run_events(client, session_key, run_id)
             stream = read.events
-            seen = {e.event_id for e in stream}
+            seen = {eid for e in stream for eid in gap_ids(e)}
             missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
             missing.update(lifecycle_missing(entries, run_id, seen))
             if read.horizon is not None:

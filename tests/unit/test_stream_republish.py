@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activities.stream_gaps import expected_event_ids
+from activities.stream_gaps import expected_event_ids, gap_ids
 from activities.stream_republish import (
     RunsSeen,
     lifecycle_missing,
@@ -136,6 +136,29 @@ def test_nothing_missing_rebuilds_nothing() -> None:
     seen = set(everything_missing(entries))
     assert lifecycle_missing(entries, RUN, seen) == {}
     assert rebuild("s", RUN, entries, [], {}) == []
+
+
+def test_a_message_started_again_by_a_retried_call_is_not_lost() -> None:
+    # A model call retried after a crash starts its message under an id of its own; the check
+    # must not take the message's start for lost (and publish it again after the run's later
+    # events, at its end).
+    entries = transcript()
+    stream = [
+        ev(kind, eid, message_id=eid.split("/")[0])
+        for eid, kind in [
+            (f"{T0}/message_start", EventKind.MESSAGE_START),
+            (f"{T0}/message_end", EventKind.MESSAGE_END),
+            ("c1/tool_execution_start", EventKind.TOOL_EXECUTION_START),
+            ("c1/tool_execution_end", EventKind.TOOL_EXECUTION_END),
+            (f"{T1}/message_start/7.a2", EventKind.MESSAGE_START),
+            (f"{T1}/message_end", EventKind.MESSAGE_END),
+        ]
+    ]
+    seen = {eid for event in stream for eid in gap_ids(event)}
+    assert [eid for eid in expected_event_ids(entries, RUN) if eid not in seen] == []
+    # Only a message start has an attempt's suffix to see through.
+    other = ev(EventKind.TEXT_DELTA, f"{T1}/message_start/7.a2", message_id=T1)
+    assert gap_ids(other) == {f"{T1}/message_start/7.a2"}
 
 
 def test_the_last_turn_end_is_left_to_the_run_end() -> None:
