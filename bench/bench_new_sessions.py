@@ -93,7 +93,8 @@ def measure_baseline(rev: str, sessions: int, senders: int) -> dict[str, float]:
         tree = checkout(rev, root)
         # The same measuring code on both sides; only the engine (client, worker, workflows)
         # is the baseline's.
-        for harness in (Path(__file__), Path(__file__).with_name("bench_control.py")):
+        here = Path(__file__)
+        for harness in (here, here.with_name("bench_control.py"), here.with_name("common.py")):
             shutil.copy(harness, tree / "bench" / harness.name)
         done = subprocess.run(
             [sys.executable, f"bench/{Path(__file__).name}", "--sessions", str(sessions)]

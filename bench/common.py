@@ -200,11 +200,14 @@ async def bench_stack(name: str) -> AsyncIterator[Stack]:
     # SIGTERM (a CI timeout, `kill`) must run the clean-up below too.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix=f"agentlane-{name}-"))
+    # The server's own metrics where its script can start them (a baseline tree's may not).
+    metrics = (
+        {"metrics_port": devserver.free_port()}
+        if "metrics_port" in devserver.DevServer.__dataclass_fields__
+        else {}
+    )
     server = devserver.DevServer(
-        data_dir=root / "temporal",
-        port=devserver.free_port(),
-        ui_port=None,
-        metrics_port=devserver.free_port(),
+        data_dir=root / "temporal", port=devserver.free_port(), ui_port=None, **metrics
     )
     server.start()
     stack = Stack(root=root, server=server)
