@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import math
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,16 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a pl
 
 from bench.bench_control import many_sessions  # noqa: E402
 from bench.common import (  # noqa: E402
-    Table,
+    baseline_options,
     bench_stack,
-    checkout,
+    beside_baseline,
     cpu_seconds,
     fresh_key,
     median,
     wait_idle,
 )
-
-RESULT_PREFIX = "RESULT "
 
 
 def pct(values: list[float], q: float) -> float:
@@ -87,54 +81,20 @@ async def measure(sessions: int, senders: int) -> dict[str, float]:
         }
 
 
-def measure_baseline(rev: str, sessions: int, senders: int) -> dict[str, float]:
-    root = Path(tempfile.mkdtemp(prefix="agentlane-new-sessions-baseline-"))
-    try:
-        tree = checkout(rev, root)
-        # The same measuring code on both sides; only the engine (client, worker, workflows)
-        # is the baseline's.
-        here = Path(__file__)
-        for harness in (here, here.with_name("bench_control.py"), here.with_name("common.py")):
-            shutil.copy(harness, tree / "bench" / harness.name)
-        done = subprocess.run(
-            [sys.executable, f"bench/{Path(__file__).name}", "--sessions", str(sessions)]
-            + ["--senders", str(senders), "--result-only"],
-            cwd=tree,
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        for line in done.stdout.splitlines():
-            if line.startswith(RESULT_PREFIX):
-                result: dict[str, float] = json.loads(line[len(RESULT_PREFIX) :])
-                return result
-        raise RuntimeError(f"baseline at {rev} gave no result: {done.stderr[-3000:]}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--senders", type=int, default=50)
-    parser.add_argument("--baseline", default=None, help="a git revision to measure first")
-    parser.add_argument("--result-only", action="store_true", help=argparse.SUPPRESS)
+    baseline_options(parser)
     args = parser.parse_args()
-    runs: list[tuple[str, dict[str, float]]] = []
-    if args.baseline:
-        runs.append((args.baseline, measure_baseline(args.baseline, args.sessions, args.senders)))
-    ours = asyncio.run(measure(args.sessions, args.senders))
-    if args.result_only:
-        print(RESULT_PREFIX + json.dumps(ours), flush=True)
-        return
-    runs.append(("this tree", ours))
-    table = Table(
+    runs = beside_baseline(
         f"{args.sessions} new sessions, one message each, {args.senders} concurrent senders",
-        ["figure", *(label for label, _ in runs)],
+        lambda: asyncio.run(measure(args.sessions, args.senders)),
+        script=Path(__file__),
+        script_args=["--sessions", str(args.sessions), "--senders", str(args.senders)],
+        baseline=args.baseline,
+        result_only=args.result_only,
     )
-    for name in ours:
-        table.add(name, *(r[name] for _, r in runs))
-    table.print()
     for label, r in runs:
         print(
             f"{label}: accept p50 {r['accept_p50_ms']:.0f} ms = "

@@ -8,7 +8,9 @@ the data folder (worker logs, transcripts, the dev server's database) for inspec
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import math
 import os
 import shutil
@@ -19,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,3 +377,63 @@ async def wait_idle(client: AgentlaneClient, key: str, runs: int, limit_s: float
             await asyncio.sleep(0.05)
 
     await asyncio.wait_for(go(), limit_s)
+
+
+RESULT_PREFIX = "RESULT "
+
+
+def measured_at(rev: str, script: Path, script_args: list[str]) -> dict[str, float]:
+    """`script`'s figures (its `--result-only` line) run from a `git archive` of `rev`: the
+    engine (client, worker, workflows) is the revision's, the measuring code this tree's
+    (`script`, `bench_control.py` and this module are copied over)."""
+    root = Path(tempfile.mkdtemp(prefix=f"agentlane-{script.stem}-baseline-"))
+    try:
+        tree = checkout(rev, root)
+        for harness in (script, script.with_name("bench_control.py"), Path(__file__)):
+            shutil.copy(harness, tree / "bench" / harness.name)
+        done = subprocess.run(
+            [sys.executable, f"bench/{script.name}", *script_args, "--result-only"],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        for line in done.stdout.splitlines():
+            if line.startswith(RESULT_PREFIX):
+                result: dict[str, float] = json.loads(line[len(RESULT_PREFIX) :])
+                return result
+        raise RuntimeError(f"baseline at {rev} gave no result: {done.stderr[-3000:]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def baseline_options(parser: argparse.ArgumentParser) -> None:
+    """`--baseline REV` (measured first, in the same run) and the baseline run's own switch."""
+    parser.add_argument("--baseline", default=None, help="a git revision to measure first")
+    parser.add_argument("--result-only", action="store_true", help=argparse.SUPPRESS)
+
+
+def beside_baseline(
+    title: str,
+    ours: Callable[[], dict[str, float]],
+    *,
+    script: Path,
+    script_args: list[str],
+    baseline: str | None,
+    result_only: bool,
+) -> list[tuple[str, dict[str, float]]]:
+    """The baseline's figures (when given), then this tree's, printed side by side; with
+    `result_only` (the baseline's own run) only this tree's, as one machine-read line."""
+    runs: list[tuple[str, dict[str, float]]] = []
+    if baseline:
+        runs.append((baseline, measured_at(baseline, script, script_args)))
+    mine = ours()
+    if result_only:
+        print(RESULT_PREFIX + json.dumps(mine), flush=True)
+        return []
+    runs.append(("this tree", mine))
+    table = Table(title, ["figure", *(label for label, _ in runs)])
+    for name in mine:
+        table.add(name, *(r[name] for _, r in runs))
+    table.print()
+    return runs
