@@ -17,12 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
 from bench.bench_control import one_session_burst  # noqa: E402
-from bench.common import baseline_options, bench_stack, beside_baseline  # noqa: E402
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, int(q * len(ordered) + 0.999999) - 1)] if ordered else float("nan")
+from bench.common import baseline_options, bench_stack, beside_baseline, pct  # noqa: E402
 
 
 async def measure(messages: int, senders: int) -> dict[str, float]:

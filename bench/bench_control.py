@@ -39,6 +39,7 @@ from bench.common import (  # noqa: E402
     fresh_key,
     median,
     note,
+    pct,
     wait_idle,
     workspace,
 )
@@ -72,14 +73,6 @@ QUICK = Counts(10, 10, 100, 10, 100, 10, 20)
 
 
 # -- statistics -------------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (an observed value)."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
 
 
 def ms(values: list[float]) -> list[float]:

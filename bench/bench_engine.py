@@ -65,9 +65,11 @@ from bench.common import (  # noqa: E402
     Watcher,
     bench_stack,
     checkout,
+    cpu_seconds,
     fresh_key,
     median,
     note,
+    rss_mb,
     stats_ms,
     ts,
     wait_idle,
@@ -608,12 +610,6 @@ async def telemetry_case(stack: Stack, figures: Figures) -> None:
 SANDBOX_RUNS = 5 if QUICK else 40
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (Linux /proc), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def sandbox_case(stack: Stack, figures: Figures) -> None:
     """New sessions, one 1-step run each (3 new workflows: session, events stream, run), against
     a worker whose sandbox reloads every workflow module per instance (the SDK default,
@@ -630,12 +626,12 @@ async def sandbox_case(stack: Stack, figures: Figures) -> None:
         client = await stack.client(dep)
         for _ in range(3):  # warm-up: first imports, caches, connections
             await run_steps(client, dep, 1)
-        cpu = process_cpu_seconds(worker.pid)
+        cpu = cpu_seconds(worker.pid)
         started = time.monotonic()
         for _ in range(SANDBOX_RUNS):
             await run_steps(client, dep, 1)
         wall = (time.monotonic() - started) / SANDBOX_RUNS * 1000
-        per = (process_cpu_seconds(worker.pid) - cpu) / SANDBOX_RUNS * 1000
+        per = (cpu_seconds(worker.pid) - cpu) / SANDBOX_RUNS * 1000
         measured[reload] = per
         table.add(label, per, wall)
         dep.stop_workers()
@@ -654,13 +650,6 @@ async def sandbox_case(stack: Stack, figures: Figures) -> None:
 MEMORY_SESSIONS = 40 if QUICK else 300
 MEMORY_SAMPLE_EVERY = 10 if QUICK else 50
 MEMORY_CONCURRENCY = 10
-
-
-def process_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def gated_run(gate: asyncio.Semaphore, client: AgentlaneClient, dep: Deployment) -> None:
@@ -690,14 +679,14 @@ async def memory_case(stack: Stack, figures: Figures) -> None:
         worker = dep.start_worker()
         client = await stack.client(dep)
         await run_steps(client, dep, 1)  # warm-up: imports, connections
-        row: list[object] = [label, process_rss_mb(worker.pid)]
+        row: list[object] = [label, rss_mb(worker.pid)]
         gate = asyncio.Semaphore(MEMORY_CONCURRENCY)
 
         for _ in marks:
             await asyncio.gather(
                 *(gated_run(gate, client, dep) for _ in range(MEMORY_SAMPLE_EVERY))
             )
-            row.append(process_rss_mb(worker.pid))
+            row.append(rss_mb(worker.pid))
         rss = [float(x) for x in row[2:]]
         per = (rss[-1] - rss[0]) * 1024 / (marks[-1] - marks[0]) if len(marks) > 1 else 0.0
         row.append(per)
@@ -736,7 +725,7 @@ async def aging_case(stack: Stack, figures: Figures) -> None:
     for rnd in range(1, AGING_ROUNDS + 1):
         await asyncio.gather(*(next_run(client, k, spaces[k], rnd) for k in keys))
         if rnd in marks:
-            rss.append(process_rss_mb(worker.pid))
+            rss.append(rss_mb(worker.pid))
     dep.stop_workers()
     table = Table(
         f"Worker RSS (MB) as {AGING_SESSIONS} sessions age (one 1-step run each per round)",

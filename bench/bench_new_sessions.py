@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import sys
 import time
@@ -31,15 +30,9 @@ from bench.common import (  # noqa: E402
     cpu_seconds,
     fresh_key,
     median,
+    pct,
     wait_idle,
 )
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 async def measure(sessions: int, senders: int) -> dict[str, float]:

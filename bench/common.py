@@ -108,6 +108,14 @@ class Figures:
         sys.stdout.flush()
 
 
+def pct(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (an observed value)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return float(ordered[max(0, math.ceil(q * len(ordered)) - 1)])
+
+
 def rss_mb(pid: int | None) -> float:
     if pid is None:
         return float("nan")
