@@ -148,6 +148,7 @@ class FateState(StrEnum):
     DUPLICATE = "duplicate"  # a redelivery of a message already received
     DROPPED = "dropped"  # dropped by the queue's cap policy; its text in the transcript
     FAILED = "failed"  # its runs kept ending abnormally; given up after the retry limit
+    FORGOTTEN = "forgotten"  # settled long ago; the session no longer keeps what became of it
 
 
 class MessageFate(BaseModel):
@@ -160,6 +161,8 @@ class MessageFate(BaseModel):
     message_id: str | None = None
     # For a duplicate: the number of the message it repeats (`wait_started` follows it).
     duplicate_of: int | None = None
+    # When it got this fate (workflow time): how long a session keeps it.
+    at: float | None = None
 
 
 class SendDisposition(StrEnum):

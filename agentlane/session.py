@@ -132,8 +132,10 @@ class SessionState(BaseModel):
     last_enqueued_at: float = 0.0
     continued: int = 0
     in_flight: InFlight | None = None
-    # What became of recent messages, for `wait_started` (bounded; newest last).
+    # What became of recent messages, for `wait_started` (bounded: workflows/policy/fates.py;
+    # newest last), and the highest message number whose fate was let go.
     fates: list[MessageFate] = Field(default_factory=list)
+    fates_let_go: int = 0
     # Messages given up after MAX_RUN_ATTEMPTS abnormal run ends.
     failed_messages: int = 0
     # Queue policy state (SPEC §17.4/§17.5).

@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_wait import ApprovalWait
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
-    from workflows.patches import RUN_CODE_PATCH, RUN_FAILS_PATCH, Patches
+    from workflows.patches import RUN_CODE, RUN_FAILS_PATCH, Patches
     from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
@@ -164,7 +164,7 @@ class AgentRunWorkflow(LegacyFailover):
     def __init__(self, inp: RunInput) -> None:
         self.req = inp.request
         # Which changes are in force (one marker per run segment, workflows/patches.py).
-        self.patches = Patches(RUN_CODE_PATCH)
+        self.patches = Patches(RUN_CODE)
         now = workflow.now()
         self.c = inp.carry or RunCarry(
             started_at=now,

@@ -3,35 +3,73 @@
 Every change to a workflow's command sequence since the first recorded histories sits behind a
 `workflow.patched(...)` check, and each check a workflow reaches writes its own marker: three or
 four `core_patch` rows on every run's and every session's page in the UI, saying nothing to an
-operator. A workflow recorded since this change writes one marker, its `*_CODE_PATCH`, first,
-and every other check (`patches(X)`) then answers yes without a marker of its own. A history
-without that marker (recorded before, or a workflow in flight when the worker was upgraded)
-asks each patch as before, so it replays, and goes on, exactly as it did.
+operator. A workflow recorded since this change writes one marker, the newest of its code
+levels, first, and every patch that level covers (`patches(X)`) then answers yes without a
+marker of its own. A history without any code marker (recorded before, or a workflow in flight
+when the worker was upgraded) asks each patch as before, so it replays, and goes on, exactly as
+it did.
+
+Code levels are versioned because a level's marker promises the patches that existed when it was
+recorded, no more: a patch added later is listed with a new level, so a history recorded under
+an older level still asks for it with its own marker (absent in that history: the old
+behaviour), and a workflow started since writes only the newest level's marker.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from temporalio import workflow
 
-# The one marker of runs recorded since: every patch of the run is in force.
-RUN_CODE_PATCH = "run-code-2026-11"
-# The same for sessions.
-SESSION_CODE_PATCH = "session-code-2026-11"
+
+@dataclass(frozen=True)
+class CodeLevel:
+    """One code marker and the patches added with it (the first level covers every patch
+    that existed when code markers were introduced)."""
+
+    marker: str
+    adds: frozenset[str] = frozenset()
+
+
 # A run that ends in error or is aborted fails its workflow (agentlane/run_outcome.py); runs
 # recorded before completed with the result.
 RUN_FAILS_PATCH = "run-fails-on-error"
+# Sessions keep the fates of recent and unsettled messages only (workflows/policy/fates.py), and
+# `wait_started` answers at once for a message whose fate is no longer kept.
+BOUNDED_FATES_PATCH = "session-bounded-fates"
+
+RUN_CODE: Sequence[CodeLevel] = (CodeLevel("run-code-2026-11"),)
+SESSION_CODE: Sequence[CodeLevel] = (
+    CodeLevel("session-code-2026-11"),
+    CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
+)
+
+
+def not_covered(levels: Sequence[CodeLevel], level: int) -> frozenset[str]:
+    """The patches that code level `level` (an index into `levels`; -1: none) does not cover."""
+    return frozenset().union(*(lv.adds for lv in levels[level + 1 :]))
 
 
 class Patches:
-    def __init__(self, current_code: str) -> None:
-        self.current_code = current_code
-        self.current = False
+    def __init__(self, levels: Sequence[CodeLevel]) -> None:
+        self.levels = levels
+        self.level = -1
+        self.uncovered: frozenset[str] = frozenset()
 
     def start(self) -> None:
         """At the start of each workflow run (each continue-as-new segment), before any other
-        check."""
-        self.current = workflow.patched(self.current_code)
+        check. Asks the newest level first: a fresh workflow writes that marker alone; a replayed
+        one answers no to every level its history lacks."""
+        self.level = -1
+        for index in range(len(self.levels) - 1, -1, -1):
+            if workflow.patched(self.levels[index].marker):
+                self.level = index
+                break
+        self.uncovered = not_covered(self.levels, self.level)
 
     def __call__(self, patch_id: str) -> bool:
         """Whether the change behind `patch_id` is in force for this workflow run."""
-        return self.current or workflow.patched(patch_id)
+        if self.level >= 0 and patch_id not in self.uncovered:
+            return True
+        return workflow.patched(patch_id)

@@ -126,7 +126,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.ui_text import plain
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
-    from workflows.patches import SESSION_CODE_PATCH, Patches
+    from workflows.patches import BOUNDED_FATES_PATCH, SESSION_CODE, Patches
     from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.abort_hold import (
@@ -137,6 +137,7 @@ with workflow.unsafe.imports_passed_through():
         held_upto,
     )
     from workflows.policy.approvals import closed_after, decision_problem
+    from workflows.policy.fates import forgotten, kept
     from workflows.policy.history_rollover import HistoryBounds, rollover_due
     from workflows.policy.idle_limit import idle_limit_seconds
     from workflows.policy.provider_window import merged_windows
@@ -165,7 +166,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.webhook_queue import WEBHOOK_PATCH, WebhookQueue, run_end_of, target_of
 
 RECENT_MESSAGE_IDS = 500
-# Fates kept for `wait_started`; older messages have long started.
+# Fates kept for `wait_started` by sessions recorded before BOUNDED_FATES_PATCH.
 RECENT_FATES = 1000
 # `send` answers as soon as the message is in the session's state; code before this patch
 # waited for the message's run to start (holding one of the workflow's few in-flight updates).
@@ -206,8 +207,9 @@ class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         # Which changes are in force: one marker per session run (workflows/patches.py), first.
-        self.patches = Patches(SESSION_CODE_PATCH)
+        self.patches = Patches(SESSION_CODE)
         self.patches.start()
+        self.bounded_fates = self.patches(BOUNDED_FATES_PATCH)
         self.s: SessionState = inp.state
         self.child: ChildWorkflowHandle[AgentRunWorkflow, ExecutionResult] | None = None
         self.current_run_id: str | None = None
@@ -649,13 +651,18 @@ class SessionWorkflow:
             if not 1 <= seq <= self.s.message_seq:
                 # After acceptance only an ApplicationError fails the update (not the task).
                 raise ApplicationError(f"session {self.s.key} has no message #{seq}")
-        await workflow.wait_condition(lambda: self._fate(seq) is not None or self.handing_over)
-        return self._fate(seq) or MessageFate(seq=seq, state=FateState.PENDING)
+        await workflow.wait_condition(lambda: self._answer(seq) is not None or self.handing_over)
+        return self._answer(seq) or MessageFate(seq=seq, state=FateState.PENDING)
 
     @wait_started.validator
     def validate_wait_started(self, seq: int) -> None:
         if self.ready and not 1 <= seq <= self.s.message_seq:
             raise ValueError(f"session {self.s.key} has no message #{seq}")
+
+    def _answer(self, seq: int) -> MessageFate | None:
+        """The fate `wait_started` answers with: kept, or let go long ago; None: not yet."""
+        known = self._fate(seq)
+        return known or forgotten(seq, known, self.s.fates_let_go)
 
     def _fate(self, seq: int) -> MessageFate | None:
         for fate in reversed(self.s.fates):
@@ -684,9 +691,14 @@ class SessionWorkflow:
                 note=note,
                 message_id=message_id,
                 duplicate_of=duplicate_of,
+                at=workflow.time(),
             )
         )
-        self.s.fates = fates[-RECENT_FATES:]
+        if not self.bounded_fates:
+            self.s.fates = fates[-RECENT_FATES:]
+            return
+        self.s.fates, let_go = kept(fates, workflow.time())
+        self.s.fates_let_go = max(self.s.fates_let_go, let_go)
 
     def _original(self, message_id: str | None) -> MessageFate | None:
         """The accepted message a duplicate repeats (what a sender that retried needs)."""

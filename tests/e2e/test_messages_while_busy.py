@@ -7,11 +7,14 @@ import time
 from pathlib import Path
 
 from agentlane.events import EventKind
-from agentlane.messages import QueueMode, SendDisposition
+from agentlane.ids import session_workflow_id
+from agentlane.messages import FateState, InboundMessage, QueueMode, SendDisposition
+from agentlane.queue_settings import QueueOptions
 from agentlane.run import ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
 from tests.e2e.support import assert_transcript_valid, collect, wait_idle
+from workflows.session import SessionWorkflow
 
 
 async def wait_for_event(client: AgentlaneClient, key: str, run_id: str, kind: EventKind) -> None:
@@ -140,3 +143,42 @@ async def test_duplicate_message_id_is_not_run_twice(
     again = await client.send_and_start(session_key, "say once", message_id="m-1")
     assert again.disposition == SendDisposition.DUPLICATE
     assert (await client.status(session_key)).runs == 1
+
+
+async def test_a_session_keeps_recent_fates_and_answers_for_older_ones_at_once(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """150 messages queued behind a busy run settle when the next run takes them: the session
+    keeps the newest 100 settled fates (and those a redelivery may still name), and
+    `wait_started` for one it let go answers `forgotten` at once instead of waiting. The 150
+    come without a message id, as from an adapter that has none (the client gives each message
+    one, which keeps its fate for the dedupe window)."""
+    key = session_key
+    first = await client.send_and_start(key, "run `sleep 300`", workspace=str(workspace))
+    assert first.run_id
+    wide = QueueOptions(cap=200, debounce_ms=0)
+    with_id = await client.send(key, "note with an id", message_id="m-kept", queue=wide)
+    session = client.client.get_workflow_handle(session_workflow_id(key))
+    plain = [
+        await session.execute_update(
+            SessionWorkflow.send, InboundMessage(text=f"note {n}", queue=wide)
+        )
+        for n in range(150)
+    ]
+    assert {r.disposition for r in [with_id, *plain]} == {SendDisposition.QUEUED}
+    await client.abort(key, "let the queue run")
+    await wait_idle(client, key, runs=2)
+
+    newest = await asyncio.wait_for(client.wait_started(key, plain[-1].message_seq), 10)
+    assert newest.state == FateState.STARTED and newest.run_id == f"session:{key}:run:2"
+    asked = time.monotonic()
+    oldest = await asyncio.wait_for(client.wait_started(key, plain[0].message_seq), 10)
+    assert oldest.state == FateState.FORGOTTEN, oldest
+    assert time.monotonic() - asked < 2
+    # The first message has the client's id: a retry of its send may still come.
+    assert (await client.wait_started(key, first.message_seq)).run_id == first.run_id
+    # Older than the newest 100, but a redelivery inside the dedupe window still names it.
+    again = await client.send(key, "note with an id", message_id="m-kept")
+    assert again.disposition == SendDisposition.DUPLICATE
+    assert again.duplicate_of == with_id.message_seq
+    assert again.original is not None and again.original.state == FateState.STARTED

@@ -870,6 +870,30 @@ async def five_step_runs(client: AgentlaneClient, ws: Path, key: str, runs: int)
         await client.wait_for_run(r.run_id or "")
 
 
+async def bounded_fates(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 26: 120 messages without ids queued behind a busy run, taken by the next run: the
+    session lets the oldest fates go (written under the session's newest code level), and
+    `wait_started` for one of those answers `forgotten`."""
+    from agentlane.ids import session_workflow_id
+    from agentlane.messages import InboundMessage
+    from agentlane.queue_settings import QueueOptions
+    from workflows.session import SessionWorkflow
+
+    first = await client.send_and_start("fates", "run `sleep 300`", workspace=str(ws))
+    session = client.client.get_workflow_handle(session_workflow_id("fates"))
+    wide = QueueOptions(cap=200, debounce_ms=0)
+    for n in range(120):
+        await session.execute_update(
+            SessionWorkflow.send, InboundMessage(text=f"note {n}", queue=wide)
+        )
+    await client.abort("fates", "let the queue run")
+    await client.wait_for_run(first.run_id or "")
+    await wait_idle(client, "fates", runs=2)
+    assert (await client.wait_started("fates", 2)).state.value == "forgotten"
+    last = await client.send_and_start("fates", "say done")
+    await client.wait_for_run(last.run_id or "")
+
+
 async def events_at_rest(client: AgentlaneClient, ws: Path) -> None:
     """Issue 26: a session whose event stream hands over at its runs' ends (halfway to its
     bound)."""
@@ -915,6 +939,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "subagent_lane_approvals_stops": subagent_lane_approvals_stops,
     "events_at_rest": events_at_rest,
     "events_rest_carry": events_rest_carry,
+    "bounded_fates": bounded_fates,
 }
 
 
