@@ -39,6 +39,9 @@ class EventsInput(BaseModel):
     # None: the defaults above (tests lower them).
     continue_as_new_after_bytes: int | None = None
     carry_bytes: int | None = None
+    # The code level of the workflow code that started it (workflows/patches.py); None: asked
+    # with markers (started by older code).
+    code: str | None = None
 
 
 def ends_a_run(item: Payload) -> bool:

@@ -217,3 +217,6 @@ class RunCarry(BaseModel):
 class RunInput(BaseModel):
     request: ExecutionRequest
     carry: RunCarry | None = None
+    # The code level of the workflow code that started it (workflows/patches.py); None: asked
+    # with a marker (started by older code).
+    code: str | None = None

@@ -168,6 +168,9 @@ class SessionState(BaseModel):
 
 class SessionInput(BaseModel):
     state: SessionState
+    # The code level of the workflow code that continued it as new (workflows/patches.py); None
+    # (a client's start): asked with a marker.
+    code: str | None = None
     # Set by a client that starts a session chain: settings recorded by an earlier incarnation
     # of the key are restored, except those the opening message named (`explicit`).
     fresh: bool = False

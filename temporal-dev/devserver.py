@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -75,6 +76,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+RETENTION_ENV = "AGENTLANE_HISTORY_RETENTION"
+_RETENTION = re.compile(r"^([1-9][0-9]*)([hd])$")
+
+
+def parse_retention(raw: str) -> str:
+    """A retention as the `temporal` CLI takes it (`6h`, `3d`), checked here so a typo is told
+    at start: the server keeps a closed workflow's history and visibility record this long."""
+    value = raw.strip().lower()
+    if _RETENTION.match(value) is None:
+        raise SystemExit(
+            f"{RETENTION_ENV}={raw!r}: give hours or days, such as 6h or 3d (at least 1h)"
+        )
+    return value
+
+
 @dataclass
 class DevServer:
     data_dir: Path
@@ -84,6 +100,9 @@ class DevServer:
     extra_dynamic_config: list[str] | None = None
     # Prometheus /metrics of the server itself (persistence latencies, for benchmarks).
     metrics_port: int | None = None
+    # How long closed workflows' histories are kept (the namespace's retention); None: the
+    # server's own default (24 h), left as it is.
+    retention: str | None = None
 
     @property
     def state_file(self) -> Path:
@@ -139,6 +158,7 @@ class DevServer:
     def start(self, timeout: float = 60) -> int:
         if self.running():
             self.register_search_attributes()
+            self.apply_retention()
             return self.pid() or 0
         if port_open(self.port):
             raise SystemExit(
@@ -173,6 +193,7 @@ class DevServer:
             if port_open(self.port):
                 self._wait_for_namespace(deadline)
                 self.register_search_attributes()
+                self.apply_retention()
                 return proc.pid
             time.sleep(0.1)
         self.stop()
@@ -192,31 +213,50 @@ class DevServer:
         unknown attribute fail their tasks)."""
         from agentlane.search_attributes import ALL
 
-        listed = subprocess.run(
-            [temporal_binary(), "operator", "search-attribute", "list", "-o", "json"]
-            + ["--address", self.address, "--namespace", "default"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
+        listed = self._operator("search-attribute", "list", "-o", "json", "--namespace", "default")
         if listed.returncode != 0:
             raise SystemExit(f"could not list search attributes: {listed.stderr.strip()}")
         have = json.loads(listed.stdout).get("customAttributes", {})
         for attr in ALL:
             if attr.name in have:
                 continue
-            created = subprocess.run(
-                [temporal_binary(), "operator", "search-attribute", "create"]
-                + ["--name", attr.name, "--type", attr.type.value]
-                + ["--address", self.address, "--namespace", "default"],
-                capture_output=True,
-                text=True,
-                timeout=20,
+            self._operator_or_exit(
+                f"register the search attribute {attr.name}",
+                *("search-attribute", "create", "--name", attr.name, "--type", attr.type.value),
+                *("--namespace", "default"),
             )
-            if created.returncode != 0:
-                raise SystemExit(
-                    f"could not register the search attribute {attr.name}: {created.stderr.strip()}"
-                )
+
+    def _operator(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [temporal_binary(), "operator", *args, "--address", self.address],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+
+    def _operator_or_exit(self, what: str, *args: str) -> None:
+        done = self._operator(*args)
+        if done.returncode != 0:
+            raise SystemExit(f"could not {what}: {done.stderr.strip()}")
+
+    def apply_retention(self) -> None:
+        """Set the default namespace's retention (kept in the server's database, so set again at
+        every start: a changed setting takes effect on the next `server start`)."""
+        if self.retention is None:
+            return
+        self._operator_or_exit(
+            f"set the history retention to {self.retention}",
+            *("namespace", "update", "-n", "default", "--retention", self.retention),
+        )
+
+    def namespace_retention(self) -> str | None:
+        """The default namespace's retention as the server reports it."""
+        described = self._operator("namespace", "describe", "-n", "default", "-o", "json")
+        if described.returncode != 0:
+            return None
+        config = json.loads(described.stdout).get("config", {})
+        kept = config.get("workflowExecutionRetentionTtl")
+        return str(kept) if kept is not None else None
 
     def _wait_for_namespace(self, deadline: float) -> None:
         # The port opens a little before the default namespace answers.
@@ -271,6 +311,7 @@ class DevServer:
             "address": self.address,
             "ui": f"http://localhost:{self.ui_port}" if self.ui_port else None,
             "database": str(self.data_dir / self.db_name),
+            "history_retention": self.namespace_retention() if self.running() else self.retention,
             "log": str(self.log_file),
         }
 
@@ -280,7 +321,9 @@ def from_env(data_dir: str | None = None, port: int | None = None) -> DevServer:
     address = os.environ.get("AGENTLANE_TEMPORAL_ADDRESS", "localhost:7233")
     chosen = port or int(address.rsplit(":", 1)[-1])
     ui = int(os.environ.get("AGENTLANE_UI_PORT", str(chosen + 1000)))
-    return DevServer(data_dir=data.resolve(), port=chosen, ui_port=ui)
+    raw_retention = os.environ.get(RETENTION_ENV, "").strip()
+    retention = parse_retention(raw_retention) if raw_retention else None
+    return DevServer(data_dir=data.resolve(), port=chosen, ui_port=ui, retention=retention)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"temporal dev server running (pid {pid}) at {server.address}; "
             f"UI http://localhost:{server.ui_port}"
+            + (f"; histories kept {server.retention}" if server.retention else "")
         )
     if args.action == "status":
         print(json.dumps(server.status(), indent=2))

@@ -60,7 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_wait import ApprovalWait
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
-    from workflows.patches import RUN_CODE, RUN_FAILS_PATCH, Patches
+    from workflows.patches import RUN_CODE, RUN_FAILS_PATCH, Patches, newest
     from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
@@ -335,7 +335,7 @@ class AgentRunWorkflow(LegacyFailover):
 
     @workflow.run
     async def run(self, inp: RunInput) -> ExecutionResult:
-        self.patches.start()
+        self.patches.start(inp.code)
         self.c.trace = self.telemetry.open(self.c.trace, self.c.segments)
         self.telemetry.attach()
         unreadable: LoopEnd | None = None
@@ -400,7 +400,9 @@ class AgentRunWorkflow(LegacyFailover):
             await workflow.wait_condition(workflow.all_handlers_finished)
             self.c.segments += 1
             self.telemetry.handed_over()
-            workflow.continue_as_new(RunInput(request=self.req, carry=self._carry_for_next()))
+            workflow.continue_as_new(
+                RunInput(request=self.req, carry=self._carry_for_next(), code=newest(RUN_CODE))
+            )
         return await self._finish(end)
 
     def _carry_for_next(self) -> RunCarry:

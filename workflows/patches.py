@@ -13,6 +13,14 @@ Code levels are versioned because a level's marker promises the patches that exi
 recorded, no more: a patch added later is listed with a new level, so a history recorded under
 an older level still asks for it with its own marker (absent in that history: the old
 behaviour), and a workflow started since writes only the newest level's marker.
+
+A workflow that our own workflow code starts (a session's runs and event stream, a run's
+sub-agents, every continue-as-new) gets its level in its input (`code`) and writes no marker at
+all: its input is in its history, so a replay reads the same level. Each marker costs the server
+a search-attribute upsert (the SDK's `TemporalChangeVersion`) beside the event: a new session
+wrote five (one per run, three per event stream), now one (the session's own, whose first input
+comes from a client that may be of another version than the workers). A level this code does
+not know fails the workflow task, which is retried until a worker that knows it takes it.
 """
 
 from __future__ import annotations
@@ -44,6 +52,18 @@ SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
 )
+# The event stream's patches (workflows/session_events.py) all predate its first level.
+EVENTS_CODE: Sequence[CodeLevel] = (CodeLevel("events-code-2026-11-26"),)
+
+
+def newest(levels: Sequence[CodeLevel]) -> str:
+    """The level this code writes into the inputs of the workflows it starts."""
+    return levels[-1].marker
+
+
+class UnknownCodeLevel(Exception):
+    """A workflow started by newer code than this worker's. Not a Temporal failure type, so it
+    fails the workflow task (retried), not the workflow."""
 
 
 def not_covered(levels: Sequence[CodeLevel], level: int) -> frozenset[str]:
@@ -56,17 +76,35 @@ class Patches:
         self.levels = levels
         self.level = -1
         self.uncovered: frozenset[str] = frozenset()
+        self.from_input = False
 
-    def start(self) -> None:
+    def start(self, code: str | None = None) -> None:
         """At the start of each workflow run (each continue-as-new segment), before any other
-        check. Asks the newest level first: a fresh workflow writes that marker alone; a replayed
-        one answers no to every level its history lacks."""
-        self.level = -1
-        for index in range(len(self.levels) - 1, -1, -1):
-            if workflow.patched(self.levels[index].marker):
-                self.level = index
-                break
+        check, with the level its input names. Without one, asks the newest level's marker
+        first: a fresh workflow writes that marker alone; a replayed one answers no to every
+        level its history lacks."""
+        markers = [level.marker for level in self.levels]
+        if code is not None:
+            if code not in markers:
+                raise UnknownCodeLevel(
+                    f"this workflow was started at code level {code!r}, which this worker's "
+                    f"code does not know (it knows {', '.join(markers)}): upgrade the worker"
+                )
+            self.level = markers.index(code)
+            self.from_input = True
+        else:
+            self.level = -1
+            for index in range(len(markers) - 1, -1, -1):
+                if workflow.patched(markers[index]):
+                    self.level = index
+                    break
         self.uncovered = not_covered(self.levels, self.level)
+
+    def own_marker(self, patch_id: str) -> bool:
+        """A patch that histories recorded under a code marker still asked with its own marker
+        (`workflow.patched` called outside this object): asked so again, except by a workflow
+        whose input names its level (no marker at all; every patch of its time in force)."""
+        return self.from_input or workflow.patched(patch_id)
 
     def __call__(self, patch_id: str) -> bool:
         """Whether the change behind `patch_id` is in force for this workflow run."""

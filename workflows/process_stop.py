@@ -4,6 +4,7 @@ started for a context that is gone must not run on unowned. The contracts and th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -27,10 +28,13 @@ STOP_TIMEOUT = timedelta(seconds=30)
 STOP_RETRY = RetryPolicy(maximum_attempts=2)
 
 
-async def stop_background_processes(session_key: str) -> list[str]:
+async def stop_background_processes(
+    session_key: str, patched: Callable[[str], bool] = workflow.patched
+) -> list[str]:
     """Stop the session's running background processes in every worker holding one; the ids
-    stopped. Never fails: a worker gone, or a record unreadable, leaves nothing to stop."""
-    if not workflow.patched(STOP_PROCESSES_PATCH):
+    stopped. Never fails: a worker gone, or a record unreadable, leaves nothing to stop.
+    `patched`: the caller's `Patches.own_marker`."""
+    if not patched(STOP_PROCESSES_PATCH):
         return []
     inp = SessionProcesses(session_key=session_key)
     try:

@@ -126,7 +126,14 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.ui_text import plain
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
     from workflows.agent_run import AgentRunWorkflow
-    from workflows.patches import BOUNDED_FATES_PATCH, SESSION_CODE, Patches
+    from workflows.patches import (
+        BOUNDED_FATES_PATCH,
+        EVENTS_CODE,
+        RUN_CODE,
+        SESSION_CODE,
+        Patches,
+        newest,
+    )
     from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.abort_hold import (
@@ -208,7 +215,7 @@ class SessionWorkflow:
     def __init__(self, inp: SessionInput) -> None:
         # Which changes are in force: one marker per session run (workflows/patches.py), first.
         self.patches = Patches(SESSION_CODE)
-        self.patches.start()
+        self.patches.start(inp.code)
         self.bounded_fates = self.patches(BOUNDED_FATES_PATCH)
         self.s: SessionState = inp.state
         self.child: ChildWorkflowHandle[AgentRunWorkflow, ExecutionResult] | None = None
@@ -843,7 +850,7 @@ class SessionWorkflow:
         if self._busy():
             await workflow.wait_condition(lambda: not self._busy())
         # What the old context started in the background goes with it.
-        await stop_background_processes(self.s.key)
+        await stop_background_processes(self.s.key, self.patches.own_marker)
         number = self.s.resets + 1
         chain = chain_token_of(workflow.info().first_execution_run_id)
         queued = len(self.s.queue)
@@ -1020,6 +1027,7 @@ class SessionWorkflow:
                     stream_state=WorkflowStreamState(base_offset=base_offset)
                     if base_offset
                     else None,
+                    code=newest(EVENTS_CODE),
                 ),
                 id=events_workflow_id(self.s.key),
                 parent_close_policy=ParentClosePolicy.ABANDON,
@@ -1074,7 +1082,7 @@ class SessionWorkflow:
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
                         await workflow.wait_condition(self.hooks.idle)
-                    await stop_background_processes(self.s.key)
+                    await stop_background_processes(self.s.key, self.patches.own_marker)
                     if self.patches(RECORD_ON_CLOSE_PATCH):
                         # The next incarnation numbers its runs after this one's.
                         await self._record_session()
@@ -1130,7 +1138,7 @@ class SessionWorkflow:
         if self.hooks is not None:
             await self.hooks.stop()
         self.s.continued += 1
-        workflow.continue_as_new(SessionInput(state=self.s))
+        workflow.continue_as_new(SessionInput(state=self.s, code=newest(SESSION_CODE)))
 
     async def _run_batch(self, batch: Batch) -> None:
         self.s.run_count += 1
@@ -1187,7 +1195,7 @@ class SessionWorkflow:
         try:
             self.child = await workflow.start_child_workflow(
                 AgentRunWorkflow.run,
-                RunInput(request=request),
+                RunInput(request=request, code=newest(RUN_CODE)),
                 id=run_id,
                 execution_timeout=timedelta(seconds=settings.run_budget_seconds + 3600),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,

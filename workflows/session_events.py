@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         EventsInput,
         ends_a_run,
     )
+    from workflows.patches import EVENTS_CODE, Patches, newest
     from workflows.policy.history_rollover import HistoryBounds, rollover_due
 
 # Streams recorded before segments were bounded continued as new only when Temporal suggested.
@@ -61,6 +62,7 @@ class SessionEventsWorkflow:
         self.rest_aware = False
         self.light_rest = False
         self.began = HistoryBounds(0, 0)
+        self.patches = Patches(EVENTS_CODE)
 
     @workflow.signal
     def close(self) -> None:
@@ -89,9 +91,11 @@ class SessionEventsWorkflow:
 
     @workflow.run
     async def run(self, inp: EventsInput) -> None:
-        self.bounded = workflow.patched(EARLY_ROLLOVER_PATCH)
-        self.rest_aware = self.bounded and workflow.patched(AT_REST_ROLLOVER_PATCH)
-        self.light_rest = self.rest_aware and workflow.patched(REST_CARRY_PATCH)
+        # Which changes are in force: from the input, or one marker (workflows/patches.py).
+        self.patches.start(inp.code)
+        self.bounded = self.patches(EARLY_ROLLOVER_PATCH)
+        self.rest_aware = self.bounded and self.patches(AT_REST_ROLLOVER_PATCH)
+        self.light_rest = self.rest_aware and self.patches(REST_CARRY_PATCH)
         info = workflow.info()
         self.began = HistoryBounds(
             info.get_current_history_length(), info.get_current_history_size()
@@ -120,4 +124,4 @@ class SessionEventsWorkflow:
             base_offset=first,
             publishers=state.publishers,
         )
-        return inp.model_copy(update={"stream_state": kept})
+        return inp.model_copy(update={"stream_state": kept, "code": newest(EVENTS_CODE)})

@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.ui_text import plain
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
+    from workflows.patches import EVENTS_CODE, RUN_CODE, newest
     from workflows.policy.run_details import step
     from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
     from workflows.process_stop import stop_background_processes
@@ -223,7 +224,7 @@ class Subagents:
         # gateway follow it by its key); the stream closes when the child ends.
         await workflow.start_child_workflow(
             SessionEventsWorkflow.run,
-            EventsInput(session_key=key),
+            EventsInput(session_key=key, code=newest(EVENTS_CODE)),
             id=events_workflow_id(key),
             parent_close_policy=ParentClosePolicy.ABANDON,
             static_summary=f"event stream of sub-agent session {key}",
@@ -239,7 +240,7 @@ class Subagents:
             stream = workflow.get_external_workflow_handle(events_workflow_id(key))
             await asyncio.shield(asyncio.ensure_future(stream.signal(SessionEventsWorkflow.close)))
         # Nobody can poll what the sub-agent left running in the background any more.
-        await stop_background_processes(key)
+        await stop_background_processes(key, self.run.patches.own_marker)
         if ended is not None:
             # Terminated, timed out or failed outside the run's own code (a run returns its own
             # errors as a result): the call's error result says so and the parent goes on. What
@@ -279,7 +280,7 @@ class Subagents:
         try:
             result: ExecutionResult = await workflow.execute_child_workflow(
                 "AgentRunWorkflow",
-                RunInput(request=request),
+                RunInput(request=request, code=newest(RUN_CODE)),
                 id=request.run_id,
                 result_type=ExecutionResult,
                 execution_timeout=timedelta(seconds=request.budget_seconds + 3600),

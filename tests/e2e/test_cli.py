@@ -19,7 +19,7 @@ from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import update_identities
-from tests.harness import REPO, Deployment
+from tests.harness import REPO, Deployment, devserver
 
 
 def cli(
@@ -294,3 +294,40 @@ async def test_status_into_a_closed_pipe_is_not_an_unreachable_server(
     got = await asyncio.to_thread(status_into_closed_pipe)
     assert got.returncode == 141, got.stderr  # 128 + SIGPIPE, as a shell reports it
     assert got.stderr == b""
+
+
+def test_the_embedded_server_keeps_histories_as_long_as_set(tmp_path: Path) -> None:
+    """`AGENTLANE_HISTORY_RETENTION` bounds the embedded server's database under sustained load:
+    `server start` sets the namespace's retention (again at each start), `server status` shows
+    it, and a malformed value is told at start."""
+    port = devserver.free_port()
+    env = {
+        **os.environ,
+        "AGENTLANE_DATA_DIR": str(tmp_path / "data"),
+        "AGENTLANE_TEMPORAL_ADDRESS": f"127.0.0.1:{port}",
+        "AGENTLANE_UI_PORT": str(devserver.free_port()),
+    }
+
+    def server(action: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "clients.cli", "server", action],
+            cwd=REPO,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    bad = server("start", AGENTLANE_HISTORY_RETENTION="6 hours")
+    assert bad.returncode != 0 and "6h or 3d" in bad.stderr, bad
+    try:
+        started = server("start", AGENTLANE_HISTORY_RETENTION="6h")
+        assert started.returncode == 0, started.stderr
+        assert "histories kept 6h" in started.stdout
+        status = json.loads(server("status").stdout)
+        assert status["history_retention"] == "21600s", status
+        again = server("start", AGENTLANE_HISTORY_RETENTION="2d")
+        assert again.returncode == 0, again.stderr
+        assert json.loads(server("status").stdout)["history_retention"] == "172800s"
+    finally:
+        server("stop")

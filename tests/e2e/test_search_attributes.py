@@ -24,7 +24,7 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
 from agentlane import search_attributes as sa
-from agentlane.ids import run_workflow_id, session_workflow_id
+from agentlane.ids import events_workflow_id, run_workflow_id, session_workflow_id
 from agentlane.messages import Routing
 from agentlane.run import ExecutionStatus
 from agentlane.session_query import SessionFilter
@@ -313,10 +313,30 @@ async def test_upserts_cost_the_same_events_whatever_the_number_of_steps(
     (_, run_few, session_few), (_, run_many, session_many) = counts
     # Not one more event for five more steps.
     assert (run_few, session_few) == (run_many, session_many), counts
-    # Ours: the run's end in the run; its start and end in the session. Every `patched` also
-    # records a marker and upserts TemporalChangeVersion (the SDK's), once per workflow run.
+    # Ours: the run's end in the run; its start and end in the session. A patch marker also
+    # upserts TemporalChangeVersion (the SDK's): only the session writes one (a client started
+    # it); its run and its event stream take their code level from their input.
     assert sum(_ours(keys) for keys in run_few) == 1, run_few
     assert sum(_ours(keys) for keys in session_few) == 2, session_few
+    assert ["TemporalChangeVersion"] not in run_few, run_few
+    assert session_few.count(["TemporalChangeVersion"]) == 1, session_few
+    key = f"sc-{uuid.uuid4().hex[:8]}"
+    await client.wait_for_run(
+        (await client.send_and_start(key, "say done", workspace=str(ws))).run_id or ""
+    )
+    for workflow_id, markers in (
+        (session_workflow_id(key), 1),
+        (events_workflow_id(key), 0),
+        (run_workflow_id(key, 1), 0),
+    ):
+        history = await t.get_workflow_handle(workflow_id).fetch_history()
+        found_markers = [
+            e
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name == "core_patch"
+        ]
+        assert len(found_markers) == markers, (workflow_id, found_markers)
 
 
 def _ours(keys: list[str]) -> bool:

@@ -894,6 +894,15 @@ async def bounded_fates(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(last.run_id or "")
 
 
+async def code_levels(client: AgentlaneClient, ws: Path) -> None:
+    """Issue 22: workflows the engine starts name their code level in their input and write no
+    patch marker: a session's runs and stream, every continue-as-new (session, run, stream),
+    sub-agents and their streams; a closed session's background-process stop."""
+    await continue_as_new(client, ws)
+    await subagents(client, ws)
+    await client.close("can")
+
+
 async def events_at_rest(client: AgentlaneClient, ws: Path) -> None:
     """Issue 26: a session whose event stream hands over at its runs' ends (halfway to its
     bound)."""
@@ -940,6 +949,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "events_at_rest": events_at_rest,
     "events_rest_carry": events_rest_carry,
     "bounded_fates": bounded_fates,
+    "code_levels": code_levels,
 }
 
 

@@ -1,10 +1,8 @@
-"""Which message fates a session keeps (workflows/policy/fates.py) and which patches a code
-level covers (workflows/patches.py)."""
+"""Which message fates a session keeps (workflows/policy/fates.py)."""
 
 from __future__ import annotations
 
 from agentlane.messages import FateState, MessageFate
-from workflows.patches import CodeLevel, not_covered
 from workflows.policy.fates import KEEP_MAX, KEEP_SETTLED, forgotten, kept
 from workflows.policy.queue import DEDUPE_TTL_SECONDS
 
@@ -52,14 +50,3 @@ def test_only_a_let_go_message_without_a_fate_is_forgotten() -> None:
     assert answer is not None and answer.state == FateState.FORGOTTEN and "#5" in answer.note
     assert forgotten(8, None, let_go_through=7) is None  # not settled yet, or never let go
     assert forgotten(5, fate(5), let_go_through=7) is None
-
-
-def test_a_code_level_covers_the_patches_of_its_own_and_older_levels() -> None:
-    levels = [
-        CodeLevel("c1"),
-        CodeLevel("c2", frozenset({"p2"})),
-        CodeLevel("c3", frozenset({"p3"})),
-    ]
-    assert not_covered(levels, 2) == frozenset()
-    assert not_covered(levels, 1) == {"p3"}
-    assert not_covered(levels, 0) == {"p2", "p3"}

@@ -1,0 +1,46 @@
+"""Which patches a code level covers, and a level named by a workflow's input
+(workflows/patches.py)."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.exceptions import FailureError
+
+from workflows.patches import (
+    BOUNDED_FATES_PATCH,
+    RUN_CODE,
+    SESSION_CODE,
+    CodeLevel,
+    Patches,
+    UnknownCodeLevel,
+    newest,
+    not_covered,
+)
+
+
+def test_a_code_level_covers_the_patches_of_its_own_and_older_levels() -> None:
+    levels = [
+        CodeLevel("c1"),
+        CodeLevel("c2", frozenset({"p2"})),
+        CodeLevel("c3", frozenset({"p3"})),
+    ]
+    assert not_covered(levels, 2) == frozenset()
+    assert not_covered(levels, 1) == {"p3"}
+    assert not_covered(levels, 0) == {"p2", "p3"}
+
+
+def test_a_level_named_by_the_input_needs_no_marker() -> None:
+    patches = Patches(SESSION_CODE)
+    patches.start(newest(SESSION_CODE))  # no workflow context: no `workflow.patched` asked
+    assert patches.from_input and patches(BOUNDED_FATES_PATCH) and patches("any-older-patch")
+    assert patches.own_marker("stop-processes-on-reset-and-close")
+    older = Patches(SESSION_CODE)
+    older.start(SESSION_CODE[0].marker)
+    assert older.uncovered == {BOUNDED_FATES_PATCH} and older("any-older-patch")
+
+
+def test_a_level_this_code_does_not_know_fails_the_task_not_the_workflow() -> None:
+    patches = Patches(RUN_CODE)
+    with pytest.raises(UnknownCodeLevel, match="upgrade the worker"):
+        patches.start("run-code-2099-01")
+    assert not issubclass(UnknownCodeLevel, FailureError)
