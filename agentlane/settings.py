@@ -71,8 +71,9 @@ class Settings(BaseModel):
     max_concurrent_subagent_model_calls: int = 8
     # Workflows one worker keeps in memory between their tasks (the SDK's sticky cache); one
     # that falls out is rebuilt by replaying its history on its next task. Bounds the worker's
-    # memory (README "Worker").
-    max_cached_workflows: int = 1000
+    # memory (README "Worker"). A busy session holds three (itself, its stream, its run): at the
+    # SDK's 1 000, 500 busy sessions on one worker replayed in turn and its CPU a step doubled.
+    max_cached_workflows: int = 2000
     # Workflow tasks one worker runs at once (each holds a thread of the SDK's workflow executor).
     # Their Python work shares one interpreter lock, so more at once only queue inside the
     # worker, where the SDK counts the wait as task time (its 10 s timeout, TMPRL1104 past 1 s);
@@ -186,7 +187,7 @@ class Settings(BaseModel):
             max_concurrent_model_calls=int(_env("MAX_MODEL_CALLS", "4")),
             max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
             max_concurrent_subagent_model_calls=int(_env("MAX_SUBAGENT_MODEL_CALLS", "8")),
-            max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "1000")),
+            max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "2000")),
             max_concurrent_workflow_tasks=int(_env("MAX_WORKFLOW_TASKS", "10")),
             transcript_cache_bytes=int(float(_env("TRANSCRIPT_CACHE_MB", "256")) * 2**20),
             sticky_schedule_to_start=timedelta(seconds=float(_env("STICKY_TIMEOUT_S", "2"))),

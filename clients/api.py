@@ -577,7 +577,8 @@ class AgentlaneClient:
         a burst of senders waits its turn instead of failing. A retried send that the session had
         in fact taken comes back as its own duplicate (see `_own_duplicate`). Also an update
         the server dropped because the workflow task that carried it went unprocessed (a worker
-        paused or overloaded past the task timeout): it was never taken."""
+        paused or overloaded past the task timeout), or refused while such a task is retried:
+        it was never taken."""
         delay = 0.02
         while True:
             try:
@@ -1366,11 +1367,17 @@ class AgentlaneClient:
 
 # How the server words an update it dropped because no worker processed the task carrying it.
 UNPROCESSED_UPDATE = "wasn't processed by worker"
+NOT_READY = "Workflow Task in failed state"
 
 
 def _retryable(err: RPCError) -> bool:
     if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
         return True
+    if err.status == RPCStatusCode.FAILED_PRECONDITION:
+        # The session's last workflow task timed out on an overloaded worker (or failed) and is
+        # being retried: the server takes no update until one succeeds, and this one was not
+        # taken. A send keeps trying within its busy wait, then is handed over as a signal.
+        return NOT_READY in err.message
     return err.status == RPCStatusCode.UNAVAILABLE and "update was aborted" in err.message
 
 

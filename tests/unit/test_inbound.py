@@ -63,7 +63,7 @@ def test_a_retried_send_that_got_through_reports_its_acceptance() -> None:
     assert _own_duplicate(plain) == plain
 
 
-def test_only_load_and_aborted_updates_are_retried() -> None:
+def test_only_load_aborted_updates_and_retried_tasks_are_retried() -> None:
     from temporalio.service import RPCError, RPCStatusCode
 
     from clients.api import _retryable
@@ -71,6 +71,10 @@ def test_only_load_and_aborted_updates_are_retried() -> None:
     assert _retryable(RPCError("busy", RPCStatusCode.RESOURCE_EXHAUSTED, b""))
     assert _retryable(RPCError("workflow update was aborted", RPCStatusCode.UNAVAILABLE, b""))
     assert not _retryable(RPCError("connection refused", RPCStatusCode.UNAVAILABLE, b""))
+    # A session whose workflow task is being retried takes the update once a task succeeds.
+    not_ready = "Unable to perform workflow execution update due to Workflow Task in failed state."
+    assert _retryable(RPCError(not_ready, RPCStatusCode.FAILED_PRECONDITION, b""))
+    assert not _retryable(RPCError("other", RPCStatusCode.FAILED_PRECONDITION, b""))
     assert not _retryable(RPCError("nope", RPCStatusCode.INVALID_ARGUMENT, b""))
 
 
