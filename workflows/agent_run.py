@@ -163,7 +163,8 @@ class AgentRunWorkflow(LegacyFailover):
     @workflow.init
     def __init__(self, inp: RunInput) -> None:
         self.req = inp.request
-        # Which changes are in force (one marker per run segment, workflows/patches.py).
+        # Which changes are in force (the level its input names, else one marker per segment:
+        # workflows/patches.py).
         self.patches = Patches(RUN_CODE)
         now = workflow.now()
         self.c = inp.carry or RunCarry(

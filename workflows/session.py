@@ -213,7 +213,8 @@ ROLLOVER_BYTES = 256 * 1024
 class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
-        # Which changes are in force: one marker per session run (workflows/patches.py), first.
+        # Which changes are in force: the level its input names, else one marker, first
+        # (workflows/patches.py).
         self.patches = Patches(SESSION_CODE)
         self.patches.start(inp.code)
         self.bounded_fates = self.patches(BOUNDED_FATES_PATCH)

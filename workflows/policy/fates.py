@@ -10,7 +10,7 @@ asks for (a sender waits for its message's start within seconds of sending it). 
 - settled ones with a message id inside the dedupe window, so a redelivery's receipt names the
   message it repeats, up to `KEEP_MAX` in all.
 
-A message whose fate was let go answers `forgotten` at once (`forgotten`), never a wait.
+`wait_started` for a message whose fate was let go answers `forgotten` at once, never a wait.
 
 Pure functions over the fates, no I/O, no Temporal import.
 """
