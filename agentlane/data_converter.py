@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter
 from pydantic_core import to_json
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter
@@ -42,6 +44,15 @@ from store.interface import Store
 from store.open import shared_store
 from store.payload_driver import StorePayloadDriver, owner_of
 
+# One cache of type adapters for the process. The SDK gives each converter instance its own,
+# but it makes a new converter for every workflow activation and payload sequence (each
+# `DataConverter` copy with a serialization or storage context builds its payload converter
+# afresh), so a per-instance cache was always empty: decoding a dataclass (the workflow
+# streams' publish and poll payloads) built its pydantic schema every time, about 1 ms each.
+_TYPE_ADAPTERS: functools._lru_cache_wrapper[TypeAdapter[Any]] = functools.lru_cache(maxsize=1024)(
+    TypeAdapter
+)
+
 
 class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
     """Leaves out model fields whose value is None, and, for activity contracts
@@ -50,6 +61,14 @@ class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
     Every optional field of the contracts defaults to None (a unit test checks it), so nothing
     changes on the way back, and each event and activity input in history gets much smaller.
     """
+
+    def __init__(self) -> None:
+        super().__init__(max_cached_type_adapters=0)
+        self._type_adapter = _TYPE_ADAPTERS
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._type_adapter = _TYPE_ADAPTERS
 
     def to_payload(self, value: Any) -> Payload | None:
         if isinstance(value, CompactModel):

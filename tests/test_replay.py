@@ -116,11 +116,15 @@ async def test_history_replays_with_tracing_on(path: Path, tmp_path: Path, spans
     assert [s.name for s in spans.get_finished_spans()] == []
 
 
-async def test_histories_replay_under_the_workers_sandbox(tmp_path: Path) -> None:
-    """The worker passes the project's modules through the sandbox (workers/sandbox.py): every
-    history replays the same there, one worker for all of them, as on a live worker whose
-    instances share the modules."""
-    from workers.sandbox import workflow_runner
+@pytest.mark.parametrize("mode", ["off", "passthrough"])
+async def test_histories_replay_under_the_workers_runners(tmp_path: Path, mode: str) -> None:
+    """Workers run workflows unsandboxed by default, or in the sandbox with the project's modules
+    passed through (workers/sandbox.py): every history replays the same under both, one replayer
+    for all of them, as on a live worker whose instances share the modules. (The strict sandbox
+    replays each history in the tests above.)"""
+    from workers.sandbox import SANDBOX_MODES, workflow_runner
+
+    [runner_mode] = [m for m in SANDBOX_MODES if m == mode]
 
     replayer = Replayer(
         workflows=[
@@ -130,7 +134,7 @@ async def test_histories_replay_under_the_workers_sandbox(tmp_path: Path) -> Non
             ScheduledMessageWorkflow,
         ],
         data_converter=make_data_converter(tmp_path),
-        workflow_runner=workflow_runner(reload=False),
+        workflow_runner=workflow_runner(runner_mode),
     )
 
     async def histories() -> AsyncIterator[WorkflowHistory]:

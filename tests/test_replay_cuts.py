@@ -58,9 +58,8 @@ def shape(event: dict[str, Any]) -> tuple[str, ...]:
 
 
 async def test_every_history_replays_cut_at_each_workflow_task(tmp_path: Path) -> None:
-    # The worker's own sandbox (the project's modules passed through): an instance per prefix
-    # does not import them again.
-    replayer = make_replayer(tmp_path, runner=workflow_runner(reload=False))
+    # The worker's own runner (no sandbox): an instance per prefix imports nothing again.
+    replayer = make_replayer(tmp_path, runner=workflow_runner("off"))
     names: list[str] = []
 
     seen: set[tuple[str, tuple[tuple[str, ...], ...]]] = set()

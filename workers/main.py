@@ -63,7 +63,7 @@ from workers.in_flight import InFlight
 from workers.malloc_tuning import limit_arenas, start_trimming
 from workers.memory_trace import MemoryTraceConfigError
 from workers.memory_trace import start_from_env as start_memory_trace
-from workers.sandbox import workflow_runner
+from workers.sandbox import sandbox_mode_from_env, workflow_runner
 from workers.telemetry import TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
@@ -273,7 +273,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     tasks = [asyncio.create_task(w.run()) for w in workers]
     gc = start_payload_gc(client, settings, state)
     log.info(
-        "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s)",
+        "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s, sandbox %s)",
         os.getpid(),
         settings.temporal_address,
         settings.workflow_task_queue,
@@ -281,6 +281,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
         settings.host_task_queue,
         settings.host_id,
         settings.workspaces,
+        sandbox_mode_from_env(),
     )
     print(f"agentlane worker pid={os.getpid()} host={settings.host_id} ready", flush=True)
     if ready:
@@ -406,6 +407,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         settings = Settings.from_env()
+        sandbox_mode_from_env()  # an unknown mode stops the worker here, with its name
         # Before the SDK starts its threads: glibc makes its arenas as threads first allocate.
         limit_arenas()
     except ValueError as err:

@@ -1,48 +1,70 @@
-"""The workflow sandbox, paid once per process instead of once per workflow.
+"""How a worker runs workflow code: without the SDK's sandbox by default, or in it.
 
-By default the SDK's sandbox re-imports (re-executes) a workflow's module for every new workflow
-instance so that module-level state cannot leak between workflows. Under load that was 27 % of
-the worker's Python samples (py-spy, 300 sessions), 16 % compiling and executing module source:
-every run workflow re-ran `workflows/agent_run.py` and its class decorators (the helpers and
-`agentlane` were already passed through by `imports_passed_through`; passing only them saved
-nothing measurable). The project's modules hold no module-level state a workflow changes
-(constants, frozen sets, retry policies, pure functions and the workflow classes), so they are
-passed through: imported once by the worker, shared by every instance.
+The SDK's sandbox re-imports (re-executes) a workflow's module for every new workflow instance so
+that module-level state cannot leak between workflows, and proxies the modules imported inside it
+so a non-deterministic call (`time.time()`, `random`, file I/O) is refused at run time. Both have
+a price, and here both bought little:
 
-The price, measured: the sandbox's runtime checks see a module's calls through the restricted
-modules it imported inside the sandbox, so a passed-through module's own call to `time.time()`
-or `random` is no longer refused. That loss is the workflow definition modules' own code (the
-helpers were already passed through by `imports_passed_through`). The guard moves to the tests:
-`tests/unit/test_workflow_determinism.py` reads every module under `workflows/` for a clock,
-randomness, I/O or thread import and `datetime.now()`, and `tests/test_replay.py` replays every
-recorded history under the strict, reloading sandbox as well as under this one. Third-party
-modules other than the SDK's own passthroughs are still re-imported per workflow.
+- Re-importing was 27 % of the worker's Python samples under load (py-spy, 300 sessions), so the
+  project's modules were passed through (`passthrough`): imported once per worker. A passed-
+  through module's own calls are then no longer checked, so the sandbox stopped guarding the
+  project's workflow code, which is all the workflow code a deployment runs (users add tools,
+  which run in activities, not workflows).
+- What it still cost was its per-task machinery: every workflow activation and every payload
+  sequence in it entered the sandbox through a freshly compiled `exec` and an import hook, 16 %
+  of the worker's CPU a step (bench_engine, `AGENTLANE_SANDBOX=passthrough` against `off`).
 
-`AGENTLANE_SANDBOX_RELOAD=1` brings back the SDK's default: to measure the difference
-(`bench/bench_engine.py` prints both) or to develop workflow code under the strict checks.
-`AGENTLANE_SANDBOX=off` runs workflows without the sandbox (the SDK's unsandboxed runner), to
-measure what the sandbox still costs each workflow task.
+So workflows run unsandboxed (`off`, the SDK's `UnsandboxedWorkflowRunner`), and the guard lives in
+the tests, where it costs nothing at run time: `tests/unit/test_workflow_determinism.py` reads every
+module under `workflows/` for a clock, randomness, I/O or thread import and `datetime.now()`, and
+`tests/test_replay.py` replays every recorded history under the SDK's strict sandbox, under the
+pass-through one and without one.
+
+`AGENTLANE_SANDBOX=passthrough` runs the sandbox with the project's modules passed through;
+`strict` (or the older `AGENTLANE_SANDBOX_RELOAD=1`) the SDK's default, re-importing everything
+per workflow with every runtime check: for developing workflow code, or to measure the difference.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from temporalio.worker import UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+SandboxMode = Literal["off", "passthrough", "strict"]
+SANDBOX_MODES: tuple[SandboxMode, ...] = ("off", "passthrough", "strict")
 
 # Deterministic and stateless at module level: the contracts (pydantic models, ids, error
 # kinds) and the workflow code with its pure policies.
 PASSED_THROUGH = ("agentlane", "workflows")
 
 
-def workflow_runner(reload: bool | None = None) -> WorkflowRunner:
-    """The runner every worker and replayer of this project uses; `reload` = the SDK default."""
-    if reload is None and os.environ.get("AGENTLANE_SANDBOX") == "off":
+class UnknownSandboxMode(ValueError):
+    pass
+
+
+def sandbox_mode_from_env() -> SandboxMode:
+    """`AGENTLANE_SANDBOX` (off, passthrough, strict; default off); `AGENTLANE_SANDBOX_RELOAD=1`
+    is the older spelling of strict."""
+    if os.environ.get("AGENTLANE_SANDBOX_RELOAD") == "1":
+        return "strict"
+    value = os.environ.get("AGENTLANE_SANDBOX", "off").strip().lower() or "off"
+    for mode in SANDBOX_MODES:
+        if value == mode:
+            return mode
+    raise UnknownSandboxMode(
+        f"AGENTLANE_SANDBOX is {value!r}; use one of {', '.join(SANDBOX_MODES)}"
+    )
+
+
+def workflow_runner(mode: SandboxMode | None = None) -> WorkflowRunner:
+    """The runner every worker and replayer of this project uses; None: from the environment."""
+    mode = sandbox_mode_from_env() if mode is None else mode
+    if mode == "off":
         return UnsandboxedWorkflowRunner()
-    if reload is None:
-        reload = os.environ.get("AGENTLANE_SANDBOX_RELOAD") == "1"
-    if reload:
+    if mode == "strict":
         return SandboxedWorkflowRunner()
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSED_THROUGH)

@@ -112,3 +112,27 @@ async def test_offloaded_payloads_are_filed_under_their_owner(tmp_path: Path) ->
     assert driver.owners() == [] and not (tmp_path / "wf" / "run%3Aa%2F1").exists()
     assert driver.remove_unowned_older_than(0) == (0, 0)
     assert driver.remove_unowned_older_than(1e12)[0] == 1
+
+
+async def test_converter_copies_share_their_type_adapters(tmp_path: Path) -> None:
+    """The SDK copies the data converter for every workflow activation and payload sequence (a
+    serialization or storage context), and each copy makes a new payload converter: decoding
+    through copies must not build a type's pydantic schema again (about 1 ms for a dataclass,
+    such as the workflow streams' publish payload, on every signal)."""
+    import dataclasses
+
+    from temporalio.contrib.workflow_streams._types import PublishEntry, PublishInput
+
+    from agentlane.data_converter import _TYPE_ADAPTERS
+
+    converter = make_data_converter(tmp_path)
+    sent = PublishInput(items=[PublishEntry(topic="events", data="eA==")], publisher_id="p")
+    payloads = converter.payload_converter.to_payloads([sent])
+    await dataclasses.replace(converter).decode(payloads, [PublishInput])
+    before = _TYPE_ADAPTERS.cache_info()
+    for _ in range(3):
+        [got] = await dataclasses.replace(converter).decode(payloads, [PublishInput])
+        assert got == sent
+    after = _TYPE_ADAPTERS.cache_info()
+    assert after.misses == before.misses
+    assert after.hits == before.hits + 3

@@ -1,8 +1,8 @@
 """Workflow code makes no non-deterministic call (issue 26).
 
-The worker passes the project's modules through the workflow sandbox (workers/sandbox.py), so
-the sandbox no longer refuses `time.time()` or `random` called from them at run time; the strict
-replay of the recorded histories catches such a call only on the paths those histories took.
+Workers run workflows without the SDK's sandbox (workers/sandbox.py), so nothing refuses
+`time.time()` or `random` called from workflow code at run time; the strict replay of the
+recorded histories catches such a call only on the paths those histories took.
 This check reads every module under `workflows/` for what the sandbox would have refused:
 importing a clock, randomness, I/O or threads, or asking `datetime` for the time.
 """
