@@ -172,16 +172,19 @@ async def test_agentlane_gc_counts_then_removes(
 
 
 async def session_runs(client: AgentlaneClient, workflow_id: str, at_least: int) -> list[str]:
-    """The run ids of a workflow id, oldest first (visibility lags: wait for `at_least`)."""
+    """The run ids of a workflow id, oldest first, up to its latest run (visibility lags: wait
+    for `at_least` and for the run the server describes as the latest)."""
+    latest = (await client.client.get_workflow_handle(workflow_id).describe()).run_id
     for _ in range(100):
         found = [
             (w.start_time, w.run_id)
             async for w in client.client.list_workflows(f"WorkflowId = '{workflow_id}'")
         ]
-        if len(found) >= at_least:
-            return [run for _, run in sorted(found)]
+        runs = [run for _, run in sorted(found)]
+        if len(runs) >= at_least and runs[-1] == latest:
+            return runs
         await asyncio.sleep(0.2)
-    raise AssertionError(f"{workflow_id}: fewer than {at_least} runs listed")
+    raise AssertionError(f"{workflow_id}: fewer than {at_least} runs listed, or not {latest}")
 
 
 async def owned_runs(store: Store, workflow_id: str) -> set[str | None]:
