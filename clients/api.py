@@ -640,6 +640,7 @@ class AgentlaneClient:
 
         key = check_session_key(session_key)
         handle = self.client.get_workflow_handle(session_workflow_id(key))
+        pause = 0.05
         while True:
             fate: MessageFate = await self._with_backoff(
                 lambda: handle.execute_update(SessionWorkflow.wait_started, seq)
@@ -657,7 +658,11 @@ class AgentlaneClient:
                 )
             if fate.state != FateState.PENDING:
                 return fate
-            await asyncio.sleep(0.05)  # the session is continuing as new
+            # The session is continuing as new (a moment), holds enough waiting callers
+            # already, or is one recorded before its answer waited for a queued message's start:
+            # asked again at growing intervals, each ask an update in the session's history.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     async def close(self, session_key: str) -> None:
         """End the session once its queue is empty (its event stream ends with it). A later

@@ -47,10 +47,16 @@ RUN_FAILS_PATCH = "run-fails-on-error"
 # `wait_started` answers at once for a message whose fate is no longer kept.
 BOUNDED_FATES_PATCH = "session-bounded-fates"
 
+# `wait_started` waits for the message's fate to settle (started, steered, dropped...) instead of
+# answering `pending` at once: the caller asked once per run where it asked twice, and a caller
+# waiting on a queued message no longer asks every 50 ms (an update, five history events, each).
+SETTLED_WAIT_PATCH = "session-wait-started-settles"
+
 RUN_CODE: Sequence[CodeLevel] = (CodeLevel("run-code-2026-11"),)
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
+    CodeLevel("session-code-2026-11-26-wait", frozenset({SETTLED_WAIT_PATCH})),
 )
 # The event stream's patches (workflows/session_events.py) all predate its first level.
 EVENTS_CODE: Sequence[CodeLevel] = (CodeLevel("events-code-2026-11-26"),)

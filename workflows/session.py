@@ -131,6 +131,7 @@ with workflow.unsafe.imports_passed_through():
         EVENTS_CODE,
         RUN_CODE,
         SESSION_CODE,
+        SETTLED_WAIT_PATCH,
         Patches,
         newest,
     )
@@ -144,7 +145,7 @@ with workflow.unsafe.imports_passed_through():
         held_upto,
     )
     from workflows.policy.approvals import closed_after, decision_problem
-    from workflows.policy.fates import forgotten, kept
+    from workflows.policy.fates import forgotten, kept, settled
     from workflows.policy.history_rollover import HistoryBounds, rollover_due
     from workflows.policy.idle_limit import idle_limit_seconds
     from workflows.policy.provider_window import merged_windows
@@ -207,6 +208,11 @@ HOLD_ABORT_PATCH = "hold-abort-for-announced-run"
 EARLY_ROLLOVER_PATCH = "session-early-rollover"
 ROLLOVER_EVENTS = 500
 ROLLOVER_BYTES = 256 * 1024
+# `wait_started` calls one session holds open until their message's fate settles
+# (SETTLED_WAIT_PATCH). Temporal bounds the updates in flight per workflow (10 by default on a
+# cluster): past this many, a caller is answered `pending` at once and asks again later, so
+# waiting callers never crowd out sends and aborts.
+MAX_START_WAITERS = 4
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -218,6 +224,9 @@ class SessionWorkflow:
         self.patches = Patches(SESSION_CODE)
         self.patches.start(inp.code)
         self.bounded_fates = self.patches(BOUNDED_FATES_PATCH)
+        self.settled_waits = self.patches(SETTLED_WAIT_PATCH)
+        # `wait_started` calls waiting for their message's fate to settle.
+        self.start_waiters = 0
         self.s: SessionState = inp.state
         self.child: ChildWorkflowHandle[AgentRunWorkflow, ExecutionResult] | None = None
         self.current_run_id: str | None = None
@@ -651,7 +660,9 @@ class SessionWorkflow:
     @workflow.update
     async def wait_started(self, seq: int) -> MessageFate:
         """Wait until message `seq` has been taken by a run (or steered, dropped, given up).
-        Answers `pending` when the session hands over to its next execution: ask again."""
+        Answers `pending` when the session hands over to its next execution, or while
+        MAX_START_WAITERS other callers wait (and, in sessions recorded before
+        SETTLED_WAIT_PATCH, while the message is queued): ask again."""
         if not self.ready:
             # A reopened session is restoring its settings; messages that came with its start
             # are numbered once that is done.
@@ -659,7 +670,18 @@ class SessionWorkflow:
             if not 1 <= seq <= self.s.message_seq:
                 # After acceptance only an ApplicationError fails the update (not the task).
                 raise ApplicationError(f"session {self.s.key} has no message #{seq}")
-        await workflow.wait_condition(lambda: self._answer(seq) is not None or self.handing_over)
+        if self.settled_waits and self.start_waiters < MAX_START_WAITERS:
+            self.start_waiters += 1
+            try:
+                await workflow.wait_condition(
+                    lambda: settled(self._answer(seq)) or self.handing_over
+                )
+            finally:
+                self.start_waiters -= 1
+        else:
+            await workflow.wait_condition(
+                lambda: self._answer(seq) is not None or self.handing_over
+            )
         return self._answer(seq) or MessageFate(seq=seq, state=FateState.PENDING)
 
     @wait_started.validator

@@ -6,6 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
+from temporalio.client import WorkflowHistory
+
 from agentlane.events import EventKind
 from agentlane.ids import session_workflow_id
 from agentlane.messages import FateState, InboundMessage, QueueMode, SendDisposition
@@ -182,3 +184,46 @@ async def test_a_session_keeps_recent_fates_and_answers_for_older_ones_at_once(
     assert again.disposition == SendDisposition.DUPLICATE
     assert again.duplicate_of == with_id.message_seq
     assert again.original is not None and again.original.state == FateState.STARTED
+
+
+def _asks(history: WorkflowHistory, name: str) -> int:
+    """The updates named `name` a session's history accepted."""
+    return sum(
+        1
+        for e in history.events
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+        and e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        == name
+    )
+
+
+async def test_waiting_for_a_queued_message_is_one_ask_until_its_run_starts(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """`wait_started` for a message queued behind a busy run waits in the session until the
+    message's run starts: one update however long the wait (it used to answer `pending` at once,
+    and the caller asked again every 50 ms, five history events each). A message that starts a
+    run at once is one ask too. Past four callers waiting at once, the rest are answered
+    `pending` and ask again later, and still learn the run."""
+    key = session_key
+    first = await client.send_and_start(key, "run `sleep 3`", workspace=str(workspace))
+    assert first.run_id
+    queued = await client.send(key, "say after", mode="followup")
+    assert queued.disposition == SendDisposition.QUEUED
+    began = time.monotonic()
+    fates = await asyncio.wait_for(
+        asyncio.gather(*(client.wait_started(key, queued.message_seq) for _ in range(6))), 60
+    )
+    waited = time.monotonic() - began
+    assert {(f.state, f.run_id) for f in fates} == {(FateState.STARTED, f"session:{key}:run:2")}
+    assert waited >= 1.5, waited  # it waited for the first run's `sleep 3`
+    await client.wait_for_run(f"session:{key}:run:2")
+    session = client.client.get_workflow_handle(session_workflow_id(key))
+    asks = _asks(await session.fetch_history(), "wait_started")
+    # The first message's one ask, four held asks, and two callers over the cap asking again at
+    # growing intervals (at most ~7 asks each over the 3 s wait).
+    assert 1 + 6 <= asks <= 1 + 4 + 2 * 8, asks
+
+    alone = await client.send_and_start(key, "say alone")
+    assert alone.run_id == f"session:{key}:run:3"
+    assert _asks(await session.fetch_history(), "wait_started") == asks + 1

@@ -915,6 +915,26 @@ async def events_rest_carry(client: AgentlaneClient, ws: Path) -> None:
     await five_step_runs(client, ws, "rest-carry", 16)
 
 
+async def settled_waits(client: AgentlaneClient, ws: Path) -> None:
+    """`wait_started` waits in the session until its message's fate settles (the session's
+    `session-code-2026-11-26-wait` level): a message that starts a run at once; one queued behind
+    a busy run with six callers waiting (four held by the session, two answered `pending` and
+    asking again); the session continuing as new between the runs with the message queued."""
+    first = await client.send_and_start(
+        "waits",
+        "run `sleep 2`",
+        workspace=str(ws),
+        session_overrides={"continue_as_new_after_events": 20},
+    )
+    queued = await client.send("waits", "say after", mode="followup")
+    fates = await asyncio.gather(
+        *(client.wait_started("waits", queued.message_seq) for _ in range(6))
+    )
+    assert {f.run_id for f in fates} == {"session:waits:run:2"}, fates
+    await client.wait_for_run(first.run_id or "")
+    await wait_idle(client, "waits", runs=2)
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -950,6 +970,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "events_rest_carry": events_rest_carry,
     "bounded_fates": bounded_fates,
     "code_levels": code_levels,
+    "settled_waits": settled_waits,
 }
 
 

@@ -50,3 +50,13 @@ def test_only_a_let_go_message_without_a_fate_is_forgotten() -> None:
     assert answer is not None and answer.state == FateState.FORGOTTEN and "#5" in answer.note
     assert forgotten(8, None, let_go_through=7) is None  # not settled yet, or never let go
     assert forgotten(5, fate(5), let_go_through=7) is None
+
+
+def test_a_fate_is_settled_once_known_and_not_pending() -> None:
+    from workflows.policy.fates import settled
+
+    assert not settled(None)
+    assert not settled(MessageFate(seq=1, state=FateState.PENDING))
+    for state in FateState:
+        if state != FateState.PENDING:
+            assert settled(MessageFate(seq=1, state=state)), state

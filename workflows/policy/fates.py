@@ -24,8 +24,10 @@ KEEP_SETTLED = 100
 KEEP_MAX = 1_000
 
 
-def _settled(fate: MessageFate) -> bool:
-    return fate.state != FateState.PENDING
+def settled(fate: MessageFate | None) -> bool:
+    """What became of the message is known: started, steered, dropped, given up, forgotten...
+    (`wait_started` waits for this)."""
+    return fate is not None and fate.state != FateState.PENDING
 
 
 def _dedupable(fate: MessageFate, now: float) -> bool:
@@ -35,15 +37,15 @@ def _dedupable(fate: MessageFate, now: float) -> bool:
 
 def kept(fates: list[MessageFate], now: float) -> tuple[list[MessageFate], int]:
     """The fates to keep (in their order, newest last) and the highest seq let go (0: none)."""
-    settled = [i for i, f in enumerate(fates) if _settled(f)]
-    newest = set(settled[-KEEP_SETTLED:])
-    in_window = [i for i in settled if i not in newest and _dedupable(fates[i], now)]
+    done = [i for i, f in enumerate(fates) if settled(f)]
+    newest = set(done[-KEEP_SETTLED:])
+    in_window = [i for i in done if i not in newest and _dedupable(fates[i], now)]
     room = max(KEEP_MAX - len(newest), 0)
     keep = newest | set(in_window[max(len(in_window) - room, 0) :])
     out: list[MessageFate] = []
     let_go = 0
     for i, fate in enumerate(fates):
-        if not _settled(fate) or i in keep:
+        if not settled(fate) or i in keep:
             out.append(fate)
         else:
             let_go = max(let_go, fate.seq)
