@@ -662,7 +662,7 @@ class AgentlaneClient:
             # already, or is one recorded before its answer waited for a queued message's start:
             # asked again at growing intervals, each ask an update in the session's history.
             await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+            pause = min(pause * 2, 2.0)
 
     async def close(self, session_key: str) -> None:
         """End the session once its queue is empty (its event stream ends with it). A later
