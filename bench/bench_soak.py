@@ -371,11 +371,18 @@ async def main() -> None:
         "sessions compact within minutes, so the soak reaches the steady state of weeks-old "
         "sessions (their context bounded by compaction) early",
     )
+    parser.add_argument(
+        "--history-retention",
+        default=None,
+        help="the dev server's retention of closed workflows (e.g. 1h, as README recommends "
+        "for sustained load on one host; default its own, a day): its SQLite file grows by "
+        "every run's history until then, and each of its database calls slows as it grows",
+    )
     args = parser.parse_args()
     if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
         args.sessions, args.minutes, args.window_minutes = 3, 0.5, 0.25
     window_s = args.window_minutes * 60
-    async with bench_stack("soak") as stack:
+    async with bench_stack("soak", retention=args.history_retention) as stack:
         dep = stack.deployment(TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS=TASK_WARN_SECONDS)
         config = ""
         if args.context_window:

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History, HistoryEvent
@@ -205,19 +206,23 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 @asynccontextmanager
-async def bench_stack(name: str) -> AsyncIterator[Stack]:
-    """Start a private dev server; stop it and every worker on exit, whatever happens."""
+async def bench_stack(name: str, retention: str | None = None) -> AsyncIterator[Stack]:
+    """Start a private dev server; stop it and every worker on exit, whatever happens.
+    `retention`: how long it keeps closed workflows' histories (`6h`, `1d`; None: its default,
+    a day)."""
     # SIGTERM (a CI timeout, `kill`) must run the clean-up below too.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix=f"agentlane-{name}-"))
     # The server's own metrics where its script can start them (a baseline tree's may not).
-    metrics = (
+    options: dict[str, Any] = (
         {"metrics_port": devserver.free_port()}
         if "metrics_port" in devserver.DevServer.__dataclass_fields__
         else {}
     )
+    if retention is not None:
+        options["retention"] = devserver.parse_retention(retention)
     server = devserver.DevServer(
-        data_dir=root / "temporal", port=devserver.free_port(), ui_port=None, **metrics
+        data_dir=root / "temporal", port=devserver.free_port(), ui_port=None, **options
     )
     server.start()
     stack = Stack(root=root, server=server)
