@@ -14,6 +14,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Plugin, Replayer, WorkflowReplayResult, WorkflowRunner
 
 from agentlane.data_converter import make_data_converter
+from workers.sandbox import SandboxMode
 from workflows.agent_run import AgentRunWorkflow
 from workflows.scheduled_message import ScheduledMessageWorkflow
 from workflows.session import SessionWorkflow
@@ -117,14 +118,14 @@ async def test_history_replays_with_tracing_on(path: Path, tmp_path: Path, spans
 
 
 @pytest.mark.parametrize("mode", ["off", "passthrough"])
-async def test_histories_replay_under_the_workers_runners(tmp_path: Path, mode: str) -> None:
+async def test_histories_replay_under_the_workers_runners(
+    tmp_path: Path, mode: SandboxMode
+) -> None:
     """Workers run workflows unsandboxed by default, or in the sandbox with the project's modules
     passed through (workers/sandbox.py): every history replays the same under both, one replayer
     for all of them, as on a live worker whose instances share the modules. (The strict sandbox
     replays each history in the tests above.)"""
-    from workers.sandbox import SANDBOX_MODES, workflow_runner
-
-    [runner_mode] = [m for m in SANDBOX_MODES if m == mode]
+    from workers.sandbox import workflow_runner
 
     replayer = Replayer(
         workflows=[
@@ -134,7 +135,7 @@ async def test_histories_replay_under_the_workers_runners(tmp_path: Path, mode: 
             ScheduledMessageWorkflow,
         ],
         data_converter=make_data_converter(tmp_path),
-        workflow_runner=workflow_runner(runner_mode),
+        workflow_runner=workflow_runner(mode),
     )
 
     async def histories() -> AsyncIterator[WorkflowHistory]:
