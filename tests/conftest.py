@@ -3,6 +3,7 @@ and a client. Nothing about Temporal is mocked."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -15,6 +16,27 @@ from agentlane.settings import Settings
 from clients.api import AgentlaneClient
 from tests.harness import Deployment, devserver
 from tests.postgres_cluster import PostgresCluster, shared_cluster, unavailable_reason
+
+# Seconds each test file took in a full run (refreshed by `python -m tests.file_seconds`).
+# `./dev test` runs files whole on three processes in collection order
+# (`--no-loadscope-reorder`): longest first, so no process starts a two-minute file while the
+# others are already done.
+_FILE_SECONDS = json.loads((Path(__file__).parent / "file_seconds.json").read_text())
+# A file not measured yet: a new end-to-end file is likely slow, so it goes among the early ones.
+_UNMEASURED_E2E_SECONDS = 30
+_UNMEASURED_SECONDS = 1
+
+
+def file_seconds(path: str) -> float:
+    known = _FILE_SECONDS.get(path)
+    if known is not None:
+        return float(known)
+    return _UNMEASURED_E2E_SECONDS if path.startswith("tests/e2e/") else _UNMEASURED_SECONDS
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Stable: the tests within a file keep their order.
+    items.sort(key=lambda item: -file_seconds(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture(scope="session")
