@@ -261,8 +261,10 @@ async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figur
     largest = biggest = 0
     causes: dict[str, int] = {}
     stall = 0.0  # longest time from a failed or timed-out task to the next completed one
+    expired = 0  # streams whose older segments the server deleted (past the retention)
     for key in keys:
         chain = await workflow_chain(client.client, events_workflow_id(key))
+        expired += chain.expired
         segments += len(chain.runs)
         for run in chain.runs:
             largest = max(largest, len(run.events))
@@ -292,6 +294,11 @@ async def stream_report(client: AgentlaneClient, keys: list[str], figures: Figur
         f"events / {biggest} bytes of history in one, {failed} failed or timed-out tasks "
         f"({causes or 'none'}), longest from a failed task to the next completed one "
         f"{stall * 1000:.0f} ms"
+        + (
+            f"; {expired} streams' older segments already deleted (retention), not counted"
+            if expired
+            else ""
+        )
     )
     figures.add("soak_stream_segments", segments)
     figures.add("soak_stream_segment_events_max", largest)
@@ -314,8 +321,11 @@ async def replay_report(client: AgentlaneClient, keys: list[str], figures: Figur
     )
     for label, workflow_id in (("session", session_workflow_id), ("events", events_workflow_id)):
         runs: list[WorkflowHistory] = []
+        expired = 0
         for key in keys:
-            runs += (await workflow_chain(client.client, workflow_id(key))).runs
+            chain = await workflow_chain(client.client, workflow_id(key))
+            runs += chain.runs
+            expired += chain.expired
         segments = len(runs)
         runs.sort(key=lambda run: len(run.events), reverse=True)
         # A closed segment's offloaded input is released by the payload gc once the segment
@@ -342,7 +352,9 @@ async def replay_report(client: AgentlaneClient, keys: list[str], figures: Figur
             f" (passed over {released} larger closed ones, inputs released)" if released else ""
         )
         note(
-            f"{label} histories: {segments} segments over {len(keys)} sessions; the largest "
+            f"{label} histories: {segments} segments over {len(keys)} sessions"
+            + (f" (older segments of {expired} deleted: retention)" if expired else "")
+            + "; the largest "
             f"replayable{passed} ({len(largest.events)} events, "
             f"{history_bytes(largest) // 1024} KB) replays in "
             f"{' / '.join(f'{t * 1000:.0f}' for t in took)} ms (3 times){failure}"

@@ -30,6 +30,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History, HistoryEvent
 from temporalio.client import Client, WorkflowHistory
+from temporalio.service import RPCError, RPCStatusCode
 
 from agentlane.events import AgentEvent, EventKind
 from agentlane.settings import Settings
@@ -291,6 +292,8 @@ class Chain:
     """All runs of one workflow id, oldest first (continue-as-new makes several)."""
 
     runs: list[WorkflowHistory]
+    # Its older runs are gone: the server deleted them after the namespace's retention.
+    expired: bool = False
 
     @property
     def events(self) -> list[HistoryEvent]:
@@ -307,18 +310,26 @@ class Chain:
 
 async def workflow_chain(client: Client, workflow_id: str) -> Chain:
     """Follow continue-as-new backwards from the latest run through each run's
-    `continued_execution_run_id` (no dependence on visibility, which lags)."""
+    `continued_execution_run_id` (no dependence on visibility, which lags). The walk ends at a
+    run the server has deleted (past the retention): the chain holds what is left."""
     runs: list[WorkflowHistory] = []
     run_id: str | None = None
+    expired = False
     while True:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        try:
+            history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND or not runs:
+                raise
+            expired = True
+            break
         runs.append(history)
         started = history.events[0].workflow_execution_started_event_attributes
         run_id = started.continued_execution_run_id or None
         if run_id is None:
             break
     runs.reverse()
-    return Chain(runs)
+    return Chain(runs, expired)
 
 
 # -- watching the event stream ------------------------------------------------------------
