@@ -114,6 +114,10 @@ PARSED_BYTES_KEPT = 256 * 2**20
 ACTIVE_SECONDS = 60.0
 
 
+# Runs whose workspace a worker remembers (a few hundred bytes each).
+RUN_WORKSPACES_KEPT = 4096
+
+
 class TranscriptStore:
     def __init__(
         self, store: Store, local_root: Path | None = None, cache_bytes: int = PARSED_BYTES_KEPT
@@ -128,6 +132,9 @@ class TranscriptStore:
         self._cache: BoundedCache[str, _Parsed] = BoundedCache(PARSED_SESSIONS_KEPT)
         # One refresh at a time per session: two concurrent readers would fetch the same rows.
         self._locks: BoundedCache[str, asyncio.Lock] = BoundedCache(PARSED_SESSIONS_KEPT)
+        # Each run's workspace as recorded or read: a run's workspace never changes, and every
+        # model call of the run asks for it (a store read and a thread hop saved a step).
+        self._workspaces: BoundedCache[tuple[str, str], str] = BoundedCache(RUN_WORKSPACES_KEPT)
 
     def describe(self) -> str:
         return f"the {self.store.backend} store"
@@ -143,12 +150,19 @@ class TranscriptStore:
     async def record_run_workspace(self, key: str, run_chain: str, workspace: str) -> None:
         """Remember the workspace of one run (`run_chain`: run id and chain token), so that its
         later steps need not carry the path in their inputs, and so in history."""
-        if await self.store.run_workspace(key, run_chain) == workspace:
+        if await self.run_workspace(key, run_chain) == workspace:
             return
         await self.store.set_run_workspace(key, run_chain, workspace)
+        self._workspaces[(key, run_chain)] = workspace
 
     async def run_workspace(self, key: str, run_chain: str) -> str | None:
-        return await self.store.run_workspace(key, run_chain)
+        known = self._workspaces.get((key, run_chain))
+        if known is not None:
+            return known
+        recorded = await self.store.run_workspace(key, run_chain)
+        if recorded is not None:
+            self._workspaces[(key, run_chain)] = recorded
+        return recorded
 
     # -- where a run's events start in the session's stream --------------------------------
 

@@ -159,6 +159,30 @@ async def test_run_workspace_is_recorded_per_run_and_chain(tmp_path: Path) -> No
     assert await store.run_workspace("k", "session:k:run:1.abc") == "/w/one"
 
 
+async def test_run_workspace_read_once_then_remembered(tmp_path: Path) -> None:
+    """Every model call of a run asks for its workspace: one store read per worker, then the
+    worker's memory (a run's workspace never changes); one recorded by another host is read."""
+    writer = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
+    reader = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
+    await writer.record_run_workspace("k", "session:k:run:1.abc", "/w/one")
+    reads = 0
+    real = reader.store.run_workspace
+
+    async def counted(key: str, run_chain: str) -> str | None:
+        nonlocal reads
+        reads += 1
+        return await real(key, run_chain)
+
+    reader.store.run_workspace = counted  # type: ignore[method-assign]
+    assert await reader.run_workspace("k", "session:k:run:1.none") is None
+    for _ in range(5):
+        assert await reader.run_workspace("k", "session:k:run:1.abc") == "/w/one"
+    await reader.record_run_workspace("k", "session:k:run:1.abc", "/w/one")
+    # Unknown runs are asked again (another host may record them later); known ones are not.
+    assert await reader.run_workspace("k", "session:k:run:1.none") is None
+    assert reads == 3
+
+
 @pytest.mark.parametrize("shared_instance", [True, False])
 async def test_concurrent_appends(tmp_path: Path, shared_instance: bool) -> None:
     tasks_n, per_task = 8, 30
