@@ -383,8 +383,8 @@ class ModelCallActivity:
             # An earlier attempt finished the call but died before reporting it. Checked before
             # preparing the transcript: this call's own tool calls are not "unanswered".
             found = self._result_from_entry(existing, info.attempt, set(inp.tools))
-            found.tool_calls = await asyncio.to_thread(
-                self._routed, inp.session_key, existing.tool_calls, found.tool_calls
+            found.tool_calls = await self._route(
+                inp.session_key, existing.tool_calls, found.tool_calls
             )
             return found
         await self._prepare_transcript(inp)
@@ -493,7 +493,7 @@ class ModelCallActivity:
             # in history once, and a retry that finds the entry reports the same figure.
             acc.usage = priced(acc.usage, resolved.entry.prices)
             entry, rejected_results, refs = self._assistant_entry(inp, acc)
-            refs = await asyncio.to_thread(self._routed, inp.session_key, entry.tool_calls, refs)
+            refs = await self._route(inp.session_key, entry.tool_calls, refs)
             await self.store.append(inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
                 update={"stop_reason": acc.stop_reason, "usage": acc.usage}
@@ -782,13 +782,19 @@ class ModelCallActivity:
         )
         await self.store.append(inp.session_key, [entry])
 
-    def _routed(
+    async def _route(
         self, key: str, calls: list[ToolCall], refs: list[ToolCallRef]
     ) -> list[ToolCallRef]:
         """A call about a background process goes to the worker holding it (its own task
-        queue, from the process's record)."""
+        queue, from the process's record, read off the event loop). Most steps have none and
+        pay no thread hop."""
         if not any(ref.name == "process" for ref in refs):
             return refs
+        return await asyncio.to_thread(self._routed, key, calls, refs)
+
+    def _routed(
+        self, key: str, calls: list[ToolCall], refs: list[ToolCallRef]
+    ) -> list[ToolCallRef]:
         folder = self.store.session_dir(key) / "processes"
         arguments = {call.id: call.arguments for call in calls}
         return [
