@@ -141,8 +141,14 @@ async def test_stream_hands_over_at_a_run_end_past_half_its_bound(client: Agentl
     first = temporal.get_workflow_handle(wid, run_id=started.result_run_id)
 
     async def history_bytes() -> int:
-        described = await first.describe()
-        return described.raw_description.workflow_execution_info.history_size_bytes
+        # Read once the workflow has taken every signal: signals that arrive while a workflow
+        # task runs wait in the server's buffer, outside the history size, and a worker slowed by
+        # other tests' load would let many of them land at once past the size read here.
+        while True:
+            raw = (await first.describe()).raw_description
+            if not raw.HasField("pending_workflow_task"):
+                return raw.workflow_execution_info.history_size_bytes
+            await asyncio.sleep(0.05)
 
     publisher = WorkflowStreamClient.create(temporal, wid, batch_interval=timedelta(hours=1))
     async with publisher:
