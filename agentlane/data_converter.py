@@ -26,6 +26,7 @@ from temporalio.converter import (
     CompositePayloadConverter,
     DataConverter,
     DefaultPayloadConverter,
+    EncodingPayloadConverter,
     ExternalStorage,
     JSONPlainPayloadConverter,
     PayloadCodec,
@@ -78,17 +79,24 @@ class _CompactJSONConverter(PydanticJSONPlainPayloadConverter):
         return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
 
 
+@functools.cache
+def _encoding_converters() -> tuple[EncodingPayloadConverter, ...]:
+    compact = _CompactJSONConverter()
+    return tuple(
+        compact if isinstance(c, JSONPlainPayloadConverter) else c
+        for c in DefaultPayloadConverter.default_encoding_payload_converters
+    )
+
+
 class CompactPydanticPayloadConverter(CompositePayloadConverter):
-    """The SDK's pydantic converter with `_CompactJSONConverter` for JSON."""
+    """The SDK's pydantic converter with `_CompactJSONConverter` for JSON.
+
+    Its encoding converters are made once per process and shared: they hold no state of their
+    own, and the SDK makes a new instance of this class for every copy of the data converter
+    (every workflow activation, payload sequence and activity task)."""
 
     def __init__(self) -> None:
-        compact = _CompactJSONConverter()
-        super().__init__(
-            *(
-                compact if isinstance(c, JSONPlainPayloadConverter) else c
-                for c in DefaultPayloadConverter.default_encoding_payload_converters
-            )
-        )
+        super().__init__(*_encoding_converters())
 
 
 # The folder of payloads owned by workflows: `wf/<workflow id>/<run id or "any">/`.

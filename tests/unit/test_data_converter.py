@@ -136,3 +136,26 @@ async def test_converter_copies_share_their_type_adapters(tmp_path: Path) -> Non
     after = _TYPE_ADAPTERS.cache_info()
     assert after.misses == before.misses
     assert after.hits == before.hits + 3
+
+
+def test_converter_copies_share_their_encoding_converters(tmp_path: Path) -> None:
+    """Each copy of the data converter makes a new payload converter; the encoding converters
+    inside are made once per process (they hold no state), and a copy converts the same."""
+    import dataclasses
+
+    from agentlane.events import AgentEvent, EventKind
+
+    converter = make_data_converter(tmp_path)
+    copy = dataclasses.replace(converter)
+    assert copy.payload_converter is not converter.payload_converter
+    inner = [
+        c._inner_payload_converter  # type: ignore[attr-defined]
+        for c in (converter.payload_converter, copy.payload_converter)
+    ]
+    assert inner[0] is not inner[1]
+    pairs = zip(inner[0].converters.values(), inner[1].converters.values(), strict=True)
+    assert all(a is b for a, b in pairs)
+    event = AgentEvent(kind=EventKind.AGENT_START, session_key="s", run_id="r", event_id="e")
+    payloads = converter.payload_converter.to_payloads([event])
+    assert copy.payload_converter.to_payloads([event]) == payloads
+    assert copy.payload_converter.from_payloads(payloads, [AgentEvent]) == [event]
