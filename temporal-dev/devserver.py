@@ -62,7 +62,9 @@ def sqlite_pragmas() -> list[str]:
     SQLite's stock page cache (2 MB) is a few hundredths of a file that holds an hour of load
     (1.5 GB), and each call past it reads its pages back one system call at a time: a memory
     map of the file and a larger cache keep those reads in memory (the map's pages are the
-    operating system's file cache, shared and given back under pressure)."""
+    operating system's file cache, shared and given back under pressure). Standard tuning, not
+    measured alone: it did not stop the server's slowdown under load (that was its timer queue,
+    `dynamic-config.txt`), and the soak in the README ran with both."""
     pragmas = {
         "journal_mode": "wal",
         "synchronous": "normal",
