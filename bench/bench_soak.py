@@ -12,6 +12,14 @@ lines (a workflow task over the threshold, set to 1 s here with
 TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS).
 Then SIGTERM to the worker and the time it takes to exit.
 
+A warm-up comes first, reported as its own row and left out of the comparison of the first
+window with the last: until every session's context has been compacted once (`--warmup-max-minutes`
+at most). A young session's context grows from nothing, and a model call costs more the more
+context it carries (the run's request is built from all of it, and the offline model reads it
+all as a provider would), so minutes-old sessions are cheaper than any session from then on,
+whose context stays between what compaction keeps and its threshold. The `context p50 tokens`
+column shows it: the context at each run's last model call, from the run's result.
+
     .venv/bin/python bench/bench_soak.py --sessions 20 --minutes 10 --window-minutes 2.5
 """
 
@@ -235,6 +243,8 @@ def pct(values: list[float], q: float) -> float:
 @dataclass
 class Window:
     runs: list[float] = field(default_factory=list)  # send -> result, seconds
+    # Tokens of the context at each run's last model call (the run's result says).
+    contexts: list[int] = field(default_factory=list)
     last_steps: list[float] = field(default_factory=list)
     compactions: int = 0  # in the runs whose history was read
     errors: int = 0
@@ -384,6 +394,15 @@ async def main() -> None:
         "sessions (their context bounded by compaction) early",
     )
     parser.add_argument(
+        "--warmup-max-minutes",
+        type=float,
+        default=15,
+        help="the warm-up, reported apart and left out of the comparison of windows: until "
+        "every session's context has been compacted once (from then on it stays between what "
+        "compaction keeps and its threshold, as in a weeks-old session), at most this long; "
+        "0: no warm-up. `--minutes` is counted after it",
+    )
+    parser.add_argument(
         "--history-retention",
         default=None,
         help="the dev server's retention of closed workflows (e.g. 1h, as README recommends "
@@ -393,6 +412,7 @@ async def main() -> None:
     args = parser.parse_args()
     if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
         args.sessions, args.minutes, args.window_minutes = 3, 0.5, 0.25
+        args.warmup_max_minutes = min(args.warmup_max_minutes, 0.25)
     window_s = args.window_minutes * 60
     async with bench_stack("soak", retention=args.history_retention) as stack:
         dep = stack.deployment(TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS=TASK_WARN_SECONDS)
@@ -411,12 +431,18 @@ async def main() -> None:
         keys = [fresh_key("soak") for _ in range(args.sessions)]
         spaces = {key: workspace(dep, key) for key in keys}
         began = time.monotonic()
-        stop_at = began + args.minutes * 60
+        warmup_s = args.warmup_max_minutes * 60
+        # Set once the warm-up is over (its end is not known in advance).
+        stop_at = [began + warmup_s + args.minutes * 60]
         windows: list[Window] = [Window()]
         counter = [0]
+        # The sessions whose context has been compacted at least once: a run's last call saw
+        # a smaller context than the session's run before it.
+        previous_context: dict[str, int] = {}
+        compacted_once: set[str] = set()
 
         async def session(key: str) -> None:
-            while time.monotonic() < stop_at:
+            while time.monotonic() < stop_at[0]:
                 sent = time.monotonic()
                 try:
                     receipt = await client.send_and_start(key, MESSAGE, workspace=str(spaces[key]))
@@ -431,6 +457,11 @@ async def main() -> None:
                 if result.status != ExecutionStatus.SUCCESS or result.tool_calls != 4:
                     window.errors += 1
                 window.runs.append(time.monotonic() - sent)
+                context = result.usage.last_call.input
+                window.contexts.append(context)
+                if context < previous_context.get(key, 0):
+                    compacted_once.add(key)
+                previous_context[key] = context
                 counter[0] += 1
                 if counter[0] % args.sample == 0:
                     step, compacted = await last_step(client, receipt.run_id)
@@ -448,6 +479,7 @@ async def main() -> None:
                 "window end (min)",
                 "runs",
                 "runs/s",
+                "context p50 tokens",
                 "run p50 ms",
                 "run p99 ms",
                 "last step p50 ms",
@@ -479,10 +511,21 @@ async def main() -> None:
             stack_close()
 
         stack.close = close  # type: ignore[method-assign]
+        warming = warmup_s > 0
+        if warming:
+            note(
+                f"warm-up: until all {len(keys)} sessions have compacted once, at most "
+                f"{args.warmup_max_minutes:g} min (reported apart, not compared)"
+            )
         while not all(t.done() for t in tasks):
-            window_end = min(window_start + window_s, stop_at)
-            await asyncio.wait(tasks, timeout=max(0.0, window_end - time.monotonic()))
-            if time.monotonic() >= stop_at:
+            if warming:
+                while len(compacted_once) < len(keys) and time.monotonic() < began + warmup_s:
+                    await asyncio.sleep(1)
+                stop_at[0] = time.monotonic() + args.minutes * 60
+            else:
+                window_end = min(window_start + window_s, stop_at[0])
+                await asyncio.wait(tasks, timeout=max(0.0, window_end - time.monotonic()))
+            if time.monotonic() >= stop_at[0]:
                 await asyncio.gather(*tasks)  # the runs in flight end; none starts
             w = windows[-1]
             windows.append(Window())
@@ -501,9 +544,10 @@ async def main() -> None:
             rps = len(w.runs) / span
             worker_rss = rss_mb(worker.pid)
             table.add(
-                f"{elapsed / 60:.1f}",
+                f"{elapsed / 60:.1f}" + (" (warm-up)" if warming else ""),
                 len(w.runs),
                 f"{rps:.2f}",
+                f"{pct(w.contexts, 0.5):.0f}",
                 f"{pct(w.runs, 0.5) * 1000:.0f}",
                 f"{pct(w.runs, 0.99) * 1000:.0f}",
                 f"{pct(w.last_steps, 0.5) * 1000:.0f}",
@@ -525,7 +569,16 @@ async def main() -> None:
             now_persisted = persistence_totals(stack.server.metrics_port)
             note(persistence_line(persisted, now_persisted, len(w.runs)))
             persisted = now_persisted
-            rows.append((rps, worker_rss, per_run, worker_cpu))
+            if warming:
+                warming = False
+                note(
+                    f"  warm-up over after {elapsed / 60:.1f} min: {len(compacted_once)} of "
+                    f"{len(keys)} sessions compacted once"
+                )
+                figures.add("soak_warmup_minutes", f"{elapsed / 60:.1f}", "min")
+                figures.add("soak_runs_per_s_warmup", f"{rps:.2f}")
+            else:
+                rows.append((rps, worker_rss, per_run, worker_cpu))
             base_bytes, warned = size, log_warned
         table.print()
         await stream_report(client, keys, figures)
@@ -539,6 +592,7 @@ async def main() -> None:
         figures.add("soak_runs", total_runs)
         figures.add("soak_runs_per_s_first", f"{rows[0][0]:.2f}")
         figures.add("soak_runs_per_s_last", f"{rows[-1][0]:.2f}")
+        figures.add("soak_last_of_first", f"{rows[-1][0] * 100 / rows[0][0]:.0f}", "%")
         figures.add("soak_worker_cpu_ms_per_run_first", f"{rows[0][3]:.0f}", "ms")
         figures.add("soak_worker_cpu_ms_per_run_last", f"{rows[-1][3]:.0f}", "ms")
         figures.add("soak_worker_rss_last", f"{rows[-1][1]:.0f}", "MB")
