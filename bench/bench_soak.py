@@ -7,8 +7,9 @@ the last step's p50 (the final model call's scheduling -> the run's completion, 
 histories of one run in `--sample`), worker and server RSS, the data dir's growth per run
 (bytes of everything the deployment wrote outside Temporal: transcripts, records, payloads;
 the worker log left out), the worker's and the server's CPU time per run (user + system: the
-load-independent figure on a shared machine), payload files, and the worker log's TMPRL1104
-lines (a workflow task over the threshold, set to 1 s here with
+load-independent figure on a shared machine), the CPU time of a fixed reference workload run
+beside them (it rises when the machine slows, whatever the engine does), payload files, and
+the worker log's TMPRL1104 lines (a workflow task over the threshold, set to 1 s here with
 TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS).
 Then SIGTERM to the worker and the time it takes to exit.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -240,6 +242,62 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+# A fixed piece of work (JSON, dict building, scattered reads over 16 MB), timed by its own CPU
+# clock every 5 s in a process of its own. On a shared machine the same code costs more CPU
+# while neighbours contend for caches and memory: a window whose runs cost more while this
+# costs more too was slowed by the machine, not by the engine. About 45 ms every 5 s.
+_REFERENCE = """
+import json, random, sys, time
+random.seed(1)
+obj = [{"id": i, "name": "x" * random.randint(5, 40), "vals": list(range(i % 20))}
+       for i in range(3000)]
+big = list(range(2_000_000))
+random.shuffle(big)
+rounds = 0
+while True:
+    began = time.thread_time()
+    json.loads(json.dumps(obj))
+    {i: str(i) for i in range(30000)}
+    acc = 0
+    for j in range(0, 2_000_000, 37):
+        acc += big[big[j]] & 1
+    if rounds:  # the first round pays for first touches of its memory
+        print((time.thread_time() - began) * 1000, flush=True)
+    rounds += 1
+    time.sleep(5)
+"""
+
+
+class MachineReference:
+    """`_REFERENCE` running beside the soak: its CPU ms per round, by when they arrived."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _REFERENCE, stdout=asyncio.subprocess.PIPE
+        )
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        async for line in self._proc.stdout:
+            self.samples.append((time.monotonic(), float(line)))
+
+    def median_between(self, begin: float, end: float) -> float:
+        values = [ms for at, ms in self.samples if begin <= at < end]
+        return float(sorted(values)[len(values) // 2]) if values else float("nan")
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+        if self._reader is not None:
+            self._reader.cancel()
+
+
 @dataclass
 class Window:
     runs: list[float] = field(default_factory=list)  # send -> result, seconds
@@ -440,6 +498,7 @@ async def main() -> None:
         # a smaller context than the session's run before it.
         previous_context: dict[str, int] = {}
         compacted_once: set[str] = set()
+        all_compacted = asyncio.Event()
 
         async def session(key: str) -> None:
             while time.monotonic() < stop_at[0]:
@@ -461,6 +520,8 @@ async def main() -> None:
                 window.contexts.append(context)
                 if context < previous_context.get(key, 0):
                     compacted_once.add(key)
+                    if len(compacted_once) == len(keys):
+                        all_compacted.set()
                 previous_context[key] = context
                 counter[0] += 1
                 if counter[0] % args.sample == 0:
@@ -485,6 +546,7 @@ async def main() -> None:
                 "last step p50 ms",
                 "worker CPU ms/run",
                 "server CPU ms/run",
+                "reference ms",
                 "worker RSS MB",
                 "server RSS MB",
                 "data dir B/run",
@@ -495,17 +557,20 @@ async def main() -> None:
             ],
         )
         figures = Figures()
+        reference = MachineReference()
+        await reference.start()
         tasks = [asyncio.create_task(session(key)) for key in keys]
         base_bytes, _ = data_bytes(dep.data_dir)
         warned = 0
         cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
-        rows: list[tuple[float, float, float, float]] = []
+        rows: list[tuple[float, float, float, float, float]] = []
         persisted = persistence_totals(stack.server.metrics_port)
         window_start = began
         # Interrupted (Ctrl-C, SIGTERM): the sessions' loops stop with the stack.
         stack_close = stack.close
 
         def close() -> None:
+            reference.stop()
             for task in tasks:
                 task.cancel()
             stack_close()
@@ -519,8 +584,9 @@ async def main() -> None:
             )
         while not all(t.done() for t in tasks):
             if warming:
-                while len(compacted_once) < len(keys) and time.monotonic() < began + warmup_s:
-                    await asyncio.sleep(1)
+                left = began + warmup_s - time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(all_compacted.wait(), timeout=max(0.0, left))
                 stop_at[0] = time.monotonic() + args.minutes * 60
             else:
                 window_end = min(window_start + window_s, stop_at[0])
@@ -533,6 +599,7 @@ async def main() -> None:
             log_warned = slow_tasks(worker.log.read_text(errors="replace")).count
             now = time.monotonic()
             elapsed = now - began
+            reference_ms = reference.median_between(window_start, now)
             span, window_start = now - window_start, now
             now_cpu = (cpu_seconds(worker.pid), cpu_seconds(stack.server.pid()))
             runs = max(1, len(w.runs))
@@ -553,6 +620,7 @@ async def main() -> None:
                 f"{pct(w.last_steps, 0.5) * 1000:.0f}",
                 f"{worker_cpu:.0f}",
                 f"{server_cpu:.0f}",
+                f"{reference_ms:.1f}",
                 f"{worker_rss:.0f}",
                 f"{rss_mb(stack.server.pid()):.0f}",
                 f"{per_run:.0f}",
@@ -578,8 +646,9 @@ async def main() -> None:
                 figures.add("soak_warmup_minutes", f"{elapsed / 60:.1f}", "min")
                 figures.add("soak_runs_per_s_warmup", f"{rps:.2f}")
             else:
-                rows.append((rps, worker_rss, per_run, worker_cpu))
+                rows.append((rps, worker_rss, per_run, worker_cpu, reference_ms))
             base_bytes, warned = size, log_warned
+        reference.stop()
         table.print()
         await stream_report(client, keys, figures)
         await replay_report(client, keys, figures)
@@ -593,6 +662,8 @@ async def main() -> None:
         figures.add("soak_runs_per_s_first", f"{rows[0][0]:.2f}")
         figures.add("soak_runs_per_s_last", f"{rows[-1][0]:.2f}")
         figures.add("soak_last_of_first", f"{rows[-1][0] * 100 / rows[0][0]:.0f}", "%")
+        figures.add("soak_reference_ms_first", f"{rows[0][4]:.1f}", "ms")
+        figures.add("soak_reference_ms_last", f"{rows[-1][4]:.1f}", "ms")
         figures.add("soak_worker_cpu_ms_per_run_first", f"{rows[0][3]:.0f}", "ms")
         figures.add("soak_worker_cpu_ms_per_run_last", f"{rows[-1][3]:.0f}", "ms")
         figures.add("soak_worker_rss_last", f"{rows[-1][1]:.0f}", "MB")
