@@ -13,11 +13,11 @@ the worker log's TMPRL1104 lines (a workflow task over the threshold, set to 1 s
 TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS).
 Then SIGTERM to the worker and the time it takes to exit.
 
-A warm-up comes first, reported as its own row and left out of the comparison of the first
-window with the last: until every session's context has been compacted once (`--warmup-max-minutes`
-at most). A young session's context grows from nothing, and a model call costs more the more
-context it carries (the run's request is built from all of it, and the offline model reads it
-all as a provider would), so minutes-old sessions are cheaper than any session from then on,
+With `--compaction-reserve`, a warm-up comes first, reported as its own row and left out of the
+comparison of the first window with the last: until every session's context has been compacted
+once (`--warmup-max-minutes` at most). A young session's context grows from nothing, and a
+model call costs more the more context it carries (the request is built from all of it, and the
+offline model reads it all), so the first minutes are not the state of a long-lived session,
 whose context stays between what compaction keeps and its threshold. The `context p50 tokens`
 column shows it: the context at each run's last model call, from the run's result.
 
@@ -454,11 +454,12 @@ async def main() -> None:
     parser.add_argument(
         "--warmup-max-minutes",
         type=float,
-        default=15,
+        default=None,
         help="the warm-up, reported apart and left out of the comparison of windows: until "
         "every session's context has been compacted once (from then on it stays between what "
-        "compaction keeps and its threshold, as in a weeks-old session), at most this long; "
-        "0: no warm-up. `--minutes` is counted after it",
+        "compaction keeps and its threshold, as in a weeks-old session), at most this long "
+        "(default 15 with --compaction-reserve; else 0, none: at the default window sessions "
+        "would not compact within a soak). `--minutes` is counted after it",
     )
     parser.add_argument(
         "--history-retention",
@@ -468,6 +469,8 @@ async def main() -> None:
         "every run's history until then, and each of its database calls slows as it grows",
     )
     args = parser.parse_args()
+    if args.warmup_max_minutes is None:
+        args.warmup_max_minutes = 15.0 if args.compaction_reserve else 0.0
     if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
         args.sessions, args.minutes, args.window_minutes = 3, 0.5, 0.25
         args.warmup_max_minutes = min(args.warmup_max_minutes, 0.25)
