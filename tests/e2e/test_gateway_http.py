@@ -294,11 +294,10 @@ async def test_rate_limit_answers_429_with_retry_after(shared: Deployment) -> No
         assert (await http.get("/healthz")).status_code == 200  # no token, no limit
 
 
-async def test_transcript_pages_and_reset(
-    gateway: GatewayServer, token: str, client: AgentlaneClient
-) -> None:
+async def test_transcript_pages_and_reset(gateway: GatewayServer, client: AgentlaneClient) -> None:
     k = key()
-    async with gateway.http(token) as http:
+    # A token of its own: the file's shared one may have spent its burst (30) on the tests before.
+    async with gateway.http(gateway.token(name="transcript-pages")) as http:
         for i in range(3):
             r = await http.post(
                 f"/v1/sessions/{k}/messages", json={"text": f"write f{i}.txt with {i} then say ok"}
@@ -310,7 +309,9 @@ async def test_transcript_pages_and_reset(
         pages: list[dict[str, Any]] = []
         offset: int | None = 0
         while offset is not None:
-            page = (await http.get(f"/v1/sessions/{k}/transcript?offset={offset}&limit=4")).json()
+            answer = await http.get(f"/v1/sessions/{k}/transcript?offset={offset}&limit=4")
+            assert answer.status_code == 200, answer.text
+            page = answer.json()
             assert page["total"] == len(whole) and len(page["entries"]) <= 4
             pages.extend(page["entries"])
             offset = page["next_offset"]
@@ -318,9 +319,13 @@ async def test_transcript_pages_and_reset(
         reset = await http.post(f"/v1/sessions/{k}/reset", json={"reason": "new topic"})
         assert reset.status_code == 200, reset.text
         marker = reset.json()["entry_id"]
-        current = (await http.get(f"/v1/sessions/{k}/transcript")).json()
+        answer = await http.get(f"/v1/sessions/{k}/transcript")
+        assert answer.status_code == 200, answer.text
+        current = answer.json()
         assert current["entries"][0]["id"] == marker and current["hidden"] == len(whole)
-        every = (await http.get(f"/v1/sessions/{k}/transcript?all=true&limit=1000")).json()
+        answer = await http.get(f"/v1/sessions/{k}/transcript?all=true&limit=1000")
+        assert answer.status_code == 200, answer.text
+        every = answer.json()
         assert every["total"] == len(whole) + 1 and every["hidden"] == 0
 
 
