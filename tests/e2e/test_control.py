@@ -51,9 +51,12 @@ async def test_abort_in_a_zero_latency_loop_stops_within_a_step(
     assert first.run_id
     await wait_turn(client, session_key, first.run_id, 10)
     watcher = asyncio.create_task(end_seen(client, session_key, first.run_id))
-    steps_before = len(list(workspace.glob("f*.txt")))
     asked = time.monotonic()
     receipt = await client.abort(session_key, "enough")
+    # Counted once the abort is accepted, as bench_control counts: steps that start while the
+    # request is on its way (several, on a loaded machine, in a loop of 20 ms steps) are not
+    # the engine's to stop.
+    steps_before = len(list(workspace.glob("f*.txt")))
     assert receipt.run_id == first.run_id
     seen = await asyncio.wait_for(watcher, 30)
     assert seen - asked < 2.0, f"abort took {seen - asked:.2f}s to reach the client"
