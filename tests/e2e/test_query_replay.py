@@ -74,7 +74,9 @@ async def test_progress_queries_replayed_from_scratch_during_runs_with_tools(
 
     async def one_session() -> None:
         key = f"qr-{uuid.uuid4().hex[:8]}"
-        await client.send(key, fast_loop(8), workspace=str(ws))
+        # 16 steps: on a loaded machine each answer is a replay from scratch, and an 8-step run
+        # once ended after exactly 10 of them.
+        await client.send(key, fast_loop(16), workspace=str(ws))
         fate = await asyncio.wait_for(client.wait_started(key, 1), 60)
         assert fate.run_id == run_workflow_id(key, 1)
         done = asyncio.ensure_future(client.wait_for_run(fate.run_id))
