@@ -21,6 +21,14 @@ offline model reads it all), so the first minutes are not the state of a long-li
 whose context stays between what compaction keeps and its threshold. The `context p50 tokens`
 column shows it: the context at each run's last model call, from the run's result.
 
+The server has a warm-up of its own: with a retention, it starts deleting closed workflows one
+retention after the first ones closed (plus a random delay of up to
+`history.retentionTimerJitterDuration`, 30 minutes by default), and from then on every run also
+pays for a deletion. `--warmup-min-minutes` holds the warm-up at least that long and
+`--retention-jitter` shortens that delay, so the windows compared are all in that steady state:
+`--history-retention 1h --retention-jitter 1m --warmup-min-minutes 62` (1 hour is the shortest
+retention the server takes).
+
     .venv/bin/python bench/bench_soak.py --sessions 20 --minutes 10 --window-minutes 2.5
 """
 
@@ -302,7 +310,7 @@ class MachineReference:
 class Window:
     runs: list[float] = field(default_factory=list)  # send -> result, seconds
     # Tokens of the context at each run's last model call (the run's result says).
-    contexts: list[int] = field(default_factory=list)
+    contexts: list[float] = field(default_factory=list)
     last_steps: list[float] = field(default_factory=list)
     compactions: int = 0  # in the runs whose history was read
     errors: int = 0
@@ -462,6 +470,20 @@ async def main() -> None:
         "would not compact within a soak). `--minutes` is counted after it",
     )
     parser.add_argument(
+        "--warmup-min-minutes",
+        type=float,
+        default=0.0,
+        help="the warm-up lasts at least this long (in windows marked warm-up): e.g. until the "
+        "server deletes closed workflows as fast as it creates them (the retention + "
+        "--retention-jitter + a minute)",
+    )
+    parser.add_argument(
+        "--retention-jitter",
+        default=None,
+        help="the dev server's history.retentionTimerJitterDuration (e.g. 1m; Temporal's "
+        "default 30m spreads the start of deletions over half an hour after the retention)",
+    )
+    parser.add_argument(
         "--history-retention",
         default=None,
         help="the dev server's retention of closed workflows (e.g. 1h, as README recommends "
@@ -474,8 +496,19 @@ async def main() -> None:
     if os.environ.get("AGENTLANE_BENCH_QUICK") == "1":
         args.sessions, args.minutes, args.window_minutes = 3, 0.5, 0.25
         args.warmup_max_minutes = min(args.warmup_max_minutes, 0.25)
+        args.warmup_min_minutes = min(args.warmup_min_minutes, 0.25)
     window_s = args.window_minutes * 60
-    async with bench_stack("soak", retention=args.history_retention) as stack:
+    jitter = args.retention_jitter
+    if jitter is not None and re.fullmatch(r"\d+[smh]", jitter) is None:
+        parser.error(f"--retention-jitter {args.retention_jitter!r}: give e.g. 1m, 90s or 1h")
+    dynamic_config = (
+        [f'history.retentionTimerJitterDuration="{args.retention_jitter}"']
+        if args.retention_jitter
+        else None
+    )
+    async with bench_stack(
+        "soak", retention=args.history_retention, dynamic_config=dynamic_config
+    ) as stack:
         dep = stack.deployment(TEMPORAL_WORKFLOW_TASK_DURATION_WARN_SECONDS=TASK_WARN_SECONDS)
         config = ""
         if args.context_window:
@@ -492,9 +525,10 @@ async def main() -> None:
         keys = [fresh_key("soak") for _ in range(args.sessions)]
         spaces = {key: workspace(dep, key) for key in keys}
         began = time.monotonic()
-        warmup_s = args.warmup_max_minutes * 60
+        warmup_min_s = args.warmup_min_minutes * 60
+        warmup_cap_s = max(args.warmup_max_minutes * 60, warmup_min_s)
         # Set once the warm-up is over (its end is not known in advance).
-        stop_at = [began + warmup_s + args.minutes * 60]
+        stop_at = [began + warmup_cap_s + args.minutes * 60]
         windows: list[Window] = [Window()]
         counter = [0]
         # The sessions whose context has been compacted at least once: a run's last call saw
@@ -579,18 +613,37 @@ async def main() -> None:
             stack_close()
 
         stack.close = close  # type: ignore[method-assign]
-        warming = warmup_s > 0
+        warming = warmup_cap_s > 0
+        all_needed = args.warmup_max_minutes > 0
+        if not all_needed:
+            all_compacted.set()  # no compaction to wait for: only the floor
         if warming:
+            until = [
+                *([f"all {len(keys)} sessions have compacted once"] if all_needed else []),
+                *([f"{args.warmup_min_minutes:g} min have passed"] if warmup_min_s else []),
+            ]
             note(
-                f"warm-up: until all {len(keys)} sessions have compacted once, at most "
-                f"{args.warmup_max_minutes:g} min (reported apart, not compared)"
+                f"warm-up: until {' and '.join(until)}, at most {warmup_cap_s / 60:g} min "
+                "(reported apart, not compared)"
             )
+        warm_over = False
         while not all(t.done() for t in tasks):
             if warming:
-                left = began + warmup_s - time.monotonic()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(all_compacted.wait(), timeout=max(0.0, left))
-                stop_at[0] = time.monotonic() + args.minutes * 60
+                floor_at, cap_at = began + warmup_min_s, began + warmup_cap_s
+                # Only a long warm-up (with a floor) is cut into windows; else one row, as before.
+                window_end = min(window_start + window_s, cap_at) if warmup_min_s else cap_at
+                if time.monotonic() < floor_at:
+                    await asyncio.sleep(max(0.0, min(window_end, floor_at) - time.monotonic()))
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            all_compacted.wait(),
+                            timeout=max(0.0, window_end - time.monotonic()),
+                        )
+                now = time.monotonic()
+                warm_over = (all_compacted.is_set() and now >= floor_at) or now >= cap_at
+                if warm_over:
+                    stop_at[0] = now + args.minutes * 60
             else:
                 window_end = min(window_start + window_s, stop_at[0])
                 await asyncio.wait(tasks, timeout=max(0.0, window_end - time.monotonic()))
@@ -641,10 +694,17 @@ async def main() -> None:
             note(persistence_line(persisted, now_persisted, len(w.runs)))
             persisted = now_persisted
             if warming:
+                if not warm_over:
+                    base_bytes, warned = size, log_warned
+                    continue
                 warming = False
                 note(
-                    f"  warm-up over after {elapsed / 60:.1f} min: {len(compacted_once)} of "
-                    f"{len(keys)} sessions compacted once"
+                    f"  warm-up over after {elapsed / 60:.1f} min"
+                    + (
+                        f": {len(compacted_once)} of {len(keys)} sessions compacted once"
+                        if all_needed
+                        else ""
+                    )
                 )
                 figures.add("soak_warmup_minutes", f"{elapsed / 60:.1f}", "min")
                 figures.add("soak_runs_per_s_warmup", f"{rps:.2f}")

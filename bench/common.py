@@ -207,10 +207,12 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 @asynccontextmanager
-async def bench_stack(name: str, retention: str | None = None) -> AsyncIterator[Stack]:
+async def bench_stack(
+    name: str, retention: str | None = None, dynamic_config: list[str] | None = None
+) -> AsyncIterator[Stack]:
     """Start a private dev server; stop it and every worker on exit, whatever happens.
     `retention`: how long it keeps closed workflows' histories (`6h`, `1d`; None: its default,
-    a day)."""
+    a day); `dynamic_config`: `KEY=JSON_VALUE` lines beyond `temporal-dev/dynamic-config.txt`."""
     # SIGTERM (a CI timeout, `kill`) must run the clean-up below too.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     root = Path(tempfile.mkdtemp(prefix=f"agentlane-{name}-"))
@@ -222,6 +224,8 @@ async def bench_stack(name: str, retention: str | None = None) -> AsyncIterator[
     )
     if retention is not None:
         options["retention"] = devserver.parse_retention(retention)
+    if dynamic_config:
+        options["extra_dynamic_config"] = dynamic_config
     server = devserver.DevServer(
         data_dir=root / "temporal", port=devserver.free_port(), ui_port=None, **options
     )
