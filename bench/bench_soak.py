@@ -500,12 +500,8 @@ async def main() -> None:
     window_s = args.window_minutes * 60
     jitter = args.retention_jitter
     if jitter is not None and re.fullmatch(r"\d+[smh]", jitter) is None:
-        parser.error(f"--retention-jitter {args.retention_jitter!r}: give e.g. 1m, 90s or 1h")
-    dynamic_config = (
-        [f'history.retentionTimerJitterDuration="{args.retention_jitter}"']
-        if args.retention_jitter
-        else None
-    )
+        parser.error(f"--retention-jitter {jitter!r}: give e.g. 1m, 90s or 1h")
+    dynamic_config = [f'history.retentionTimerJitterDuration="{jitter}"'] if jitter else None
     async with bench_stack(
         "soak", retention=args.history_retention, dynamic_config=dynamic_config
     ) as stack:
