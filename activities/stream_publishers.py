@@ -26,6 +26,14 @@ Events are best effort, the transcript is the record: a flush that fails for goo
 workflow is gone because the session closed) is logged and its events dropped; a transient one
 is retried for `_MAX_RETRY`. Neither raises out of a lease's exit (only an explicit `flush()`
 reports a failure to its caller).
+
+Signals name the events workflow's run, once it is known: a signal by workflow id alone costs
+the server a read of the current run (`GetCurrentExecution`) every time, and a busy session sends
+one a batch. The run id is looked up once (a describe, in the background, after the first batch
+went out by id), then every batch goes to that run. When the stream continues as new, that run
+refuses the batch (not found: nothing was delivered); the batch goes to the run that continued it
+under the same publisher id and sequence, so the stream's deduplication still holds if an earlier
+attempt of it did arrive before the hand-over.
 """
 
 from __future__ import annotations
@@ -36,8 +44,9 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
+from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -65,6 +74,23 @@ _TRANSIENT = frozenset(
         RPCStatusCode.CANCELLED,
     }
 )
+
+
+# How many hand-overs one flush follows before giving up on its batch (each is a continue-as-new
+# of the events workflow between two attempts of the same signal: more than one is unheard of).
+_MAX_HANDOVERS = 3
+# A lookup of the events workflow's run that found none is tried again after this.
+_LOOKUP_AGAIN_AFTER = 30.0
+
+
+class _StreamClient(WorkflowStreamClient):
+    """The SDK's stream client, able to send what it holds to another run of the workflow."""
+
+    def retarget(self, handle: WorkflowHandle[Any, Any]) -> None:
+        # The SDK's client keeps its handle private and has no setter; the unsent batch, its
+        # publisher id and sequence stay as they are (tests/e2e/test_stream_publishers.py
+        # holds this to the SDK: a pinned pool across several hand-overs loses nothing).
+        self._handle = handle
 
 
 @dataclass
@@ -185,6 +211,13 @@ class _SessionStream:
         self._client = client
         self._interval = batch_interval
         self._idle_after = idle_after
+        # The events workflow's run the stream client signals (None: by workflow id), and the
+        # run found by the background lookup, used from the next batch on.
+        self._pinned: str | None = None
+        self._found_run: str | None = None
+        self._lookup: asyncio.Task[None] | None = None
+        self._next_lookup = 0.0  # monotonic; a lookup that found nothing is not repeated soon
+        self._flushing = 0  # flushes in flight (the stream client is replaced only between)
         self._stream, self._topic = self._new_stream()
         self._buffer: list[AgentEvent] = []
         self._leases: list[EventLease] = []
@@ -197,13 +230,67 @@ class _SessionStream:
         self._stopping = False
         self._loop = asyncio.create_task(self._run(), name=f"event flusher {session_key}")
 
-    def _new_stream(self) -> tuple[WorkflowStreamClient, TopicHandle[AgentEvent]]:
+    def _handle(self, run_id: str | None) -> WorkflowHandle[Any, Any]:
+        return self._client.get_workflow_handle(events_workflow_id(self.key), run_id=run_id)
+
+    def _new_stream(
+        self, run_id: str | None = None
+    ) -> tuple[_StreamClient, TopicHandle[AgentEvent]]:
         # The client's own timer is never started (it is not entered): the loop here decides
         # when to send.
-        stream = WorkflowStreamClient.create(
-            self._client, events_workflow_id(self.key), max_retry_duration=_MAX_RETRY
+        stream = _StreamClient(
+            self._handle(run_id), client=self._client, max_retry_duration=_MAX_RETRY
         )
+        self._pinned = run_id
         return stream, stream.topic(EVENTS_TOPIC, type=AgentEvent)
+
+    async def _current_run(self) -> str | None:
+        """The events workflow's running run, or None (closed, absent, or unknown for now)."""
+        try:
+            described = await self._handle(None).describe()
+        except Exception as err:  # the lookup is an optimisation: signals by id still work
+            log.debug("could not look up the events run of session %s: %r", self.key, err)
+            return None
+        running = described.status == WorkflowExecutionStatus.RUNNING
+        return described.run_id if running else None
+
+    def _look_up_run(self) -> None:
+        if (
+            self._pinned is not None
+            or self._lookup is not None
+            or time.monotonic() < self._next_lookup
+        ):
+            return
+
+        async def lookup() -> None:
+            self._found_run = await self._current_run()
+            if self._found_run is None:
+                self._next_lookup = time.monotonic() + _LOOKUP_AGAIN_AFTER
+
+        self._lookup = asyncio.create_task(lookup(), name=f"events run of {self.key}")
+
+    def _pin_if_found(self) -> None:
+        """Between batches (none unsent or in flight, so the new client cannot overtake the
+        old one), signal the run the lookup found."""
+        if self._lookup is None or not self._lookup.done():
+            return
+        if self._pinned is None and not self._unsent and not self._flushing:
+            if self._found_run is not None:
+                self._stream, self._topic = self._new_stream(self._found_run)
+            self._lookup = None
+            self._found_run = None
+
+    async def _follow_handover(self, stream: _StreamClient) -> bool:
+        """`stream`'s run refused its batch: point it at the run that continued that one.
+        False when there is none (the session closed): the batch is dropped as before."""
+        if stream is not self._stream or self._pinned is None:
+            return False
+        current = await self._current_run()
+        if current is None or current == self._pinned:
+            return False
+        stream.retarget(self._handle(current))
+        self._pinned = current
+        return True
 
     # -- called by leases (synchronous: nothing here waits) --------------------------------
 
@@ -241,12 +328,25 @@ class _SessionStream:
     async def flush(self) -> None:
         for lease in self._leases:
             lease.move_pending_text()
+        self._pin_if_found()
         stream, topic = self._stream, self._topic
         for event in self._buffer:
             topic.publish(event)
         self._buffer.clear()
+        self._flushing += 1
         try:
-            await stream.flush()
+            for handovers in range(_MAX_HANDOVERS + 1):
+                try:
+                    await stream.flush()
+                    break
+                except RPCError as err:
+                    followed = (
+                        err.status == RPCStatusCode.NOT_FOUND
+                        and handovers < _MAX_HANDOVERS
+                        and await self._follow_handover(stream)
+                    )
+                    if not followed:
+                        raise
         except RPCError as err:
             if err.status in _TRANSIENT:
                 self._unsent = True
@@ -261,8 +361,11 @@ class _SessionStream:
         except Exception:
             self._drop(stream)
             raise
+        finally:
+            self._flushing -= 1
         if stream is self._stream:
             self._unsent = False
+            self._look_up_run()
 
     def _drop(self, failed: WorkflowStreamClient) -> None:
         """Forget what the failed client holds: it would be refused again, and hold back the
@@ -330,6 +433,8 @@ class _SessionStream:
             done, _ = await asyncio.wait({self._loop}, timeout=1)
             if not done:
                 self._loop.cancel()
+        if self._lookup is not None:
+            self._lookup.cancel()
         if self._holds_data():
             await self.flush_logged()
 

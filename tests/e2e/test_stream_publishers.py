@@ -10,6 +10,7 @@ import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,13 @@ from temporalio.client import (
     OutboundInterceptor,
     SignalWorkflowInput,
 )
-from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
+from temporalio.contrib.workflow_streams import (
+    PollInput,
+    PollResult,
+    PublishInput,
+    WorkflowStreamClient,
+)
+from temporalio.service import RPCError
 
 from activities.event_publishing import text_delta_template
 from activities.stream_publishers import SessionPublishers
@@ -52,13 +59,52 @@ def slowed(client: Client) -> Client:
     return Client(**config)
 
 
-async def start_events(client: AgentlaneClient, shared: Deployment, key: str) -> None:
+async def start_events(
+    client: AgentlaneClient, shared: Deployment, key: str, after_events: int | None = None
+) -> None:
     await client.client.start_workflow(
         "SessionEventsWorkflow",
-        EventsInput(session_key=key),
+        EventsInput(session_key=key, continue_as_new_after_events=after_events),
         id=events_workflow_id(key),
         task_queue=shared.task_queue,
     )
+
+
+@dataclass
+class _Sent:
+    run_id: str | None
+    publisher_id: str
+    sequence: int
+    refused: bool
+
+
+class _RecordSignals(Interceptor):
+    """Records every stream publish signal: the run it named, its publisher and sequence."""
+
+    def __init__(self) -> None:
+        self.sent: list[_Sent] = []
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _RecordSignalsOutbound(next, self.sent)
+
+
+class _RecordSignalsOutbound(OutboundInterceptor):
+    def __init__(self, next: OutboundInterceptor, sent: list[_Sent]) -> None:
+        super().__init__(next)
+        self._sent = sent
+
+    async def signal_workflow(self, input: SignalWorkflowInput) -> None:
+        batch = input.args[0] if input.args else None
+        if not isinstance(batch, PublishInput):
+            await super().signal_workflow(input)
+            return
+        record = _Sent(input.run_id, batch.publisher_id, batch.sequence, refused=False)
+        self._sent.append(record)
+        try:
+            await super().signal_workflow(input)
+        except RPCError:
+            record.refused = True
+            raise
 
 
 async def offset(client: AgentlaneClient, key: str) -> int:
@@ -236,3 +282,59 @@ async def test_missing_events_workflow_blocks_nothing(
         assert [e.event_id for e in await stream_events(client, session_key)] == ["delivered"]
     finally:
         await client.client.get_workflow_handle(events_workflow_id(session_key)).signal("close")
+
+
+async def test_signals_name_the_run_and_follow_it_across_hand_overs(
+    client: AgentlaneClient, shared: Deployment, session_key: str
+) -> None:
+    """After its first batch a session's publisher signals the events workflow's run, not its
+    id (the server then skips a read of the current run per signal); when the stream continues
+    as new, the refused batch goes to the next run under the same publisher and sequence, and
+    every event arrives once, in order."""
+    await start_events(client, shared, session_key, after_events=40)
+    recorder = _RecordSignals()
+    config: dict[str, Any] = dict(client.client.config())
+    config["interceptors"] = [*config["interceptors"], recorder]
+    recorded = Client(**config)
+    total = 240
+    seen: list[str] = []
+
+    async def follow() -> None:
+        async for item in client.watch(session_key, 0, poll_cooldown_ms=20):
+            seen.append(item.event.event_id)
+            if len(seen) == total:
+                return
+
+    follower = asyncio.create_task(follow())
+    pool = SessionPublishers(timedelta(milliseconds=20))
+    try:
+        for i in range(0, total, 4):
+            async with pool.lease(recorded, session_key) as publisher:
+                for j in range(i, i + 4):
+                    publisher.publish(event(session_key, f"e{j}"))
+            await asyncio.sleep(0.03)
+        await asyncio.wait_for(follower, 60)
+    finally:
+        await pool.close()
+        follower.cancel()
+        await client.client.get_workflow_handle(events_workflow_id(session_key)).signal("close")
+    assert seen == [f"e{j}" for j in range(total)], "every event once, in publish order"
+    runs = {s.run_id for s in recorder.sent if s.run_id}
+    handle = client.client.get_workflow_handle(events_workflow_id(session_key))
+    segments = [w async for w in client.client.list_workflows(f"WorkflowId = '{handle.id}'")]
+    assert len(segments) >= 3, f"expected several hand-overs, got {len(segments)} segments"
+    assert len(runs) >= 2, f"pinned signals reached {len(runs)} run(s)"
+    by_id = [s for s in recorder.sent if s.run_id is None]
+    assert len(by_id) <= 3, f"{len(by_id)} of {len(recorder.sent)} signals named no run"
+    # A refused batch was sent again, unchanged, to the run that continued the refusing one.
+    refused = [s for s in recorder.sent if s.refused]
+    assert refused, "no batch met a hand-over (the test did not exercise it)"
+    for batch in refused:
+        again = [
+            s
+            for s in recorder.sent
+            if (s.publisher_id, s.sequence) == (batch.publisher_id, batch.sequence)
+            and s.run_id not in (None, batch.run_id)
+            and not s.refused
+        ]
+        assert again, f"refused batch {batch} was not sent to the next run"
