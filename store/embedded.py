@@ -5,9 +5,15 @@ WAL mode, so readers never wait for the writer and a write is one append to the 
 write transaction starts with `BEGIN IMMEDIATE`, so two processes (worker, gateway, CLI) take
 the write lock up front instead of failing on a lock upgrade, and wait for it (`busy_timeout`).
 `synchronous=FULL`: a committed entry survives a power cut, as the fsync'd files did before.
-All SQL runs on one thread per store object (sqlite3 blocks): the event loop never waits on it,
-and a transaction's statements run there back to back, so no other call's statement can land
-inside it. The store migrates itself when opened.
+Writes and large reads run on one thread per store object (sqlite3 blocks; a commit waits for
+the disk): the event loop never waits on them, and a transaction's statements run there back to
+back, so no other call's statement can land inside it. Reads of a row or a few (`_peek`: a
+transcript cache's refresh, a record by its key) are answered on the event loop's thread from a
+read-only connection of its own: WAL readers never wait for the writer, the read takes a few
+microseconds, and the hop to the store's thread and back costs about sixty of CPU (two thread
+wake-ups, the interpreter lock handed over twice). The reader never waits: a file that is busy
+for a moment (the log being restarted) sends the read to the store's thread instead. The store
+migrates itself when opened.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -73,6 +80,10 @@ class EmbeddedStore(SqlStore):
         self.self_migrate = self_migrate
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlane-db")
         self._conn: sqlite3.Connection | None = None
+        # Set once the writer has opened (and migrated) the file: reads may then peek.
+        self._ready = False
+        self._reader: sqlite3.Connection | None = None
+        self._reader_thread = 0
 
     @classmethod
     def in_data_dir(cls, data_dir: Path, sealer: Sealer | None = None) -> EmbeddedStore:
@@ -99,7 +110,33 @@ class EmbeddedStore(SqlStore):
             self._conn = conn
             if self.self_migrate:  # the embedded store migrates itself, on first use
                 self._in_session(conn, self._apply_migrations, tx=True)
+            self._ready = True
         return self._conn
+
+    def _reader_here(self) -> sqlite3.Connection | None:
+        """The read-only connection of the first thread that peeks (the event loop's), once the
+        writer has the file ready; None on any other thread."""
+        if not self._ready:
+            return None
+        if self._reader is None:
+            # timeout 0: a busy file fails the read at once (`_peek` then takes the thread).
+            reader = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0
+            )
+            reader.execute("PRAGMA query_only=ON")
+            self._reader, self._reader_thread = reader, threading.get_ident()
+        elif self._reader_thread != threading.get_ident():
+            return None
+        return self._reader
+
+    def _peek(self, sql: str, args: Sequence[Any] = ()) -> list[Row] | None:
+        reader = self._reader_here()
+        if reader is None:
+            return None
+        try:
+            return reader.execute(sql, args).fetchall()
+        except sqlite3.OperationalError:
+            return None  # busy, or an error the store's thread reports with its context
 
     @staticmethod
     def _in_session(conn: sqlite3.Connection, body: Body[T], *, tx: bool) -> T:
@@ -126,6 +163,10 @@ class EmbeddedStore(SqlStore):
                 self._conn.close()
                 self._conn = None
 
+        self._ready = False
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         if self._conn is not None:
             await asyncio.get_running_loop().run_in_executor(self._executor, shut)
         self._executor.shutdown(wait=True)

@@ -43,6 +43,8 @@ COUNTED = (
 
 # A payload sweep locks and deletes at most this many rows per statement.
 SWEEP_CHUNK = 500
+# A transcript read of at most this many entries may be answered on the caller's thread.
+PEEK_ENTRIES = 16
 
 
 def result_for(entry: TranscriptEntry) -> str | None:
@@ -210,8 +212,20 @@ class SqlStore(Store):
     async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         return await self._session(lambda tx: tx.fetch(sql, args), tx=False)
 
+    def _peek(self, sql: str, args: Sequence[Any] = ()) -> list[Row] | None:
+        """The rows of a small read answered at once on the caller's thread, or None where this
+        backend (or this moment) needs `_session`: the embedded store answers from the loop's
+        own connection, which costs a few microseconds where a hop to its thread costs about
+        sixty, and a step makes eight such reads (`store/embedded.py`)."""
+        return None
+
+    async def _few(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+        """`_all` for a read of a row or a handful."""
+        rows = self._peek(sql, args)
+        return rows if rows is not None else await self._all(sql, args)
+
     async def _one(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
-        rows = await self._all(sql, args)
+        rows = await self._few(sql, args)
         return rows[0] if rows else None
 
     async def _scalar(self, sql: str, args: Sequence[Any] = ()) -> Any:
@@ -332,11 +346,15 @@ class SqlStore(Store):
         return await self._session(append, tx=True)
 
     async def entries_after(self, key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:
-        rows = await self._all(
+        sql = (
             "SELECT seq, body FROM transcript_entries WHERE session_key = ? AND seq > ? "
-            "ORDER BY seq",
-            (key, seq),
+            "ORDER BY seq"
         )
+        # Mostly a cache's refresh: what was appended since it last looked, none or a few
+        # entries. More than a few (a session read whole) is read off the caller's thread.
+        rows = self._peek(f"{sql} LIMIT {PEEK_ENTRIES + 1}", (key, seq))
+        if rows is None or len(rows) > PEEK_ENTRIES:
+            rows = await self._all(sql, (key, seq))
         return [(int(s), TranscriptEntry.model_validate_json(body)) for s, body in rows]
 
     async def _note_floor(
@@ -706,7 +724,9 @@ class SqlStore(Store):
         await self._session(put, tx=True)
 
     async def payload(self, digest: str) -> bytes | None:
-        value = await self._scalar("SELECT data FROM payloads WHERE digest = ?", (digest,))
+        # Up to the offload limit's megabytes: never read on the caller's thread.
+        rows = await self._all("SELECT data FROM payloads WHERE digest = ?", (digest,))
+        value = rows[0][0] if rows else None
         return None if value is None else bytes(value)
 
     async def delete_payload(self, digest: str) -> bool:
