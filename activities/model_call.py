@@ -10,6 +10,7 @@ same text twice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -93,6 +94,13 @@ from agentlane.usage import Usage
 from workflows.policy.preemptive_check import PRECHECK_OVERFLOW_TEXT
 
 log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=256)
+def _overhead_tokens(system: str, tools: tuple[str, ...]) -> int:
+    """What a request's system prompt and tool schemas add (the same for every call of a
+    session: measured once, not by encoding the schemas again each call)."""
+    return request_overhead_tokens(system, tool_specs(list(tools)))
 
 
 def tool_call_summary(name: str, arguments: dict[str, Any]) -> str:
@@ -690,7 +698,7 @@ class ModelCallActivity:
         config = self.resolver.config()
         checked: ContextCheck = check_context(
             context,
-            overhead_tokens=request_overhead_tokens(request.system, request.tools),
+            overhead_tokens=_overhead_tokens(request.system, tuple(t.name for t in request.tools)),
             context_window=window,
             reserve_tokens=compaction_reserve_tokens(
                 config.compaction.reserve_tokens, config.compaction.reserve_tokens_floor

@@ -99,6 +99,7 @@ class RunFinishActivity:
             for event in events:
                 if event.event_id not in again:
                     publisher.publish(event)
+        self.publishers.delivered.forget(inp.result.run_id)
         return FinishRunResult(reply=reply)
 
     async def _gap(self, inp: FinishRunInput) -> list[AgentEvent]:
@@ -111,6 +112,8 @@ class RunFinishActivity:
             expected = expected_event_ids(entries, result.run_id)
             if not expected:
                 return []
+            if self.publishers.delivered.all_delivered(result.run_id, set(expected)):
+                return []  # every one went out from here, in a signal the server took
             start = await self.store.stream_start(result.session_key, result.run_id)
             seen = await run_event_ids(activity.client(), result.session_key, result.run_id, start)
         except Exception as err:

@@ -50,6 +50,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.stream_delivered import DeliveredEvents
 from agentlane.events import EVENTS_TOPIC, AgentEvent
 from agentlane.ids import events_workflow_id
 
@@ -218,6 +219,8 @@ class _SessionStream:
         self._lookup: asyncio.Task[None] | None = None
         self._next_lookup = 0.0  # monotonic; a lookup that found nothing is not repeated soon
         self._flushing = 0  # flushes in flight (the stream client is replaced only between)
+        # Handed to the current stream client and not yet known to be delivered.
+        self._handed: list[AgentEvent] = []
         self._stream, self._topic = self._new_stream()
         self._buffer: list[AgentEvent] = []
         self._leases: list[EventLease] = []
@@ -242,6 +245,8 @@ class _SessionStream:
             self._handle(run_id), client=self._client, max_retry_duration=_MAX_RETRY
         )
         self._pinned = run_id
+        # What the previous client held is not vouched for (dropped, or sent by it already).
+        self._handed = []
         return stream, stream.topic(EVENTS_TOPIC, type=AgentEvent)
 
     async def _current_run(self) -> str | None:
@@ -332,12 +337,15 @@ class _SessionStream:
         stream, topic = self._stream, self._topic
         for event in self._buffer:
             topic.publish(event)
+        self._handed += self._buffer
         self._buffer.clear()
         self._flushing += 1
+        sent = False
         try:
             for handovers in range(_MAX_HANDOVERS + 1):
                 try:
                     await stream.flush()
+                    sent = True
                     break
                 except RPCError as err:
                     followed = (
@@ -363,7 +371,14 @@ class _SessionStream:
             raise
         finally:
             self._flushing -= 1
+            if not sent and stream is self._stream:
+                # Its fate unknown (a later flush may send it, or the client may drop it after
+                # `_MAX_RETRY`): none of it is vouched for.
+                self._handed = []
         if stream is self._stream:
+            # The client's flush returns once it holds nothing: all it was handed is in.
+            self._pool.delivered.delivered(self._handed)
+            self._handed = []
             self._unsent = False
             self._look_up_run()
 
@@ -453,6 +468,7 @@ class SessionPublishers:
         self._interval = batch_interval.total_seconds()
         self._idle_after = idle_after.total_seconds()
         self._sessions: dict[str, _SessionStream] = {}
+        self.delivered = DeliveredEvents()
 
     @property
     def batch_interval_seconds(self) -> float:

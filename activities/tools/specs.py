@@ -113,8 +113,16 @@ def tool_spec(name: str) -> ToolSpec:
     return ToolSpec(name=name, description=TOOL_DESCRIPTIONS[name], parameters=schema)
 
 
+@functools.lru_cache(maxsize=64)
+def _specs(names: tuple[str, ...]) -> tuple[ToolSpec, ...]:
+    return tuple(tool_spec(n) for n in names if n in TOOL_ARGS)
+
+
 def tool_specs(names: list[str]) -> list[ToolSpec]:
-    return [tool_spec(n) for n in names if n in TOOL_ARGS]
+    """The specs a request offers, shared by every request that offers the same tools (every
+    model call asks): read them, never change them. The provider adapters copy a schema before
+    rewriting it for their wire format (`activities/providers/tool_schemas.py`)."""
+    return list(_specs(tuple(names)))
 
 
 class InvalidToolArguments(Exception):

@@ -284,6 +284,39 @@ async def test_missing_events_workflow_blocks_nothing(
         await client.client.get_workflow_handle(events_workflow_id(session_key)).signal("close")
 
 
+async def test_the_pool_vouches_only_for_events_a_signal_delivered(
+    client: AgentlaneClient, shared: Deployment, session_key: str, pool: SessionPublishers
+) -> None:
+    """What `finish_run` may skip reading back: events whose signal the server took. A batch
+    refused (no events workflow yet) is not vouched for, nor are kinds the check never asks."""
+    with pytest.raises(_Failed):
+        async with pool.lease(client.client, session_key) as publisher:
+            publisher.publish(event(session_key, "refused"))
+            raise _Failed
+    assert not pool.delivered.all_delivered("r", {"refused"})
+    await start_events(client, shared, session_key)
+    try:
+        async with pool.lease(client.client, session_key, wait_for_flush=True) as publisher:
+            publisher.publish(event(session_key, "delivered"))
+            publisher.publish(
+                AgentEvent(
+                    kind=EventKind.TURN_END, event_id="turn", session_key=session_key, run_id="r"
+                )
+            )
+        assert [e.event_id for e in await stream_events(client, session_key)] == [
+            "delivered",
+            "turn",
+        ]
+        assert pool.delivered.all_delivered("r", {"delivered"})
+        assert not pool.delivered.all_delivered("r", {"delivered", "refused"})
+        assert not pool.delivered.all_delivered("r", {"turn"})
+        assert not pool.delivered.all_delivered("another run", {"delivered"})
+        pool.delivered.forget("r")
+        assert not pool.delivered.all_delivered("r", {"delivered"})
+    finally:
+        await client.client.get_workflow_handle(events_workflow_id(session_key)).signal("close")
+
+
 async def test_signals_name_the_run_and_follow_it_across_hand_overs(
     client: AgentlaneClient, shared: Deployment, session_key: str
 ) -> None:
