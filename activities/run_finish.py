@@ -43,7 +43,9 @@ class RunFinishActivity:
         self.store = store
         self.publishers = publishers
 
-    async def _close_and_record(self, inp: FinishRunInput) -> str:
+    async def _close_and_record(self, inp: FinishRunInput) -> tuple[str, bool]:
+        """The user-facing reply, and whether this execution recorded the run first (none
+        before it got as far as publishing the run's end, which comes after the record)."""
         result = inp.result
         if inp.append_user:
             await self.store.append(
@@ -56,14 +58,14 @@ class RunFinishActivity:
             # The user-facing reply: a silent reply or a bare heartbeat delivers nothing.
             reply = normalize_text(last.text) or "" if last is not None else ""
         # Once per run id, whichever attempt or host gets here first.
-        await self.store.store.record_run(
+        first = await self.store.store.record_run(
             result.session_key, result.run_id, result.model_dump_json()
         )
-        return reply
+        return reply, first
 
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, inp: FinishRunInput) -> FinishRunResult:
-        reply = await self._close_and_record(inp)
+        reply, first = await self._close_and_record(inp)
         # The one activity that waits for its events on success: `agent_end` is where watchers
         # stop, and waiting also makes durable whatever this process published for the session
         # before it (one buffer per session).
@@ -77,9 +79,13 @@ class RunFinishActivity:
             # `agent_end` of a run whose last step ran here).
             await publisher.session.flush_logged()
             events = [a.to_event(inp.result.session_key, inp.result.run_id) for a in inp.announce]
-            if any(e.kind in LIFECYCLE for e in events):
-                # Announcements handed back by a model call that failed: it may have published
-                # them before it failed, and nobody should see "started" twice.
+            # Announcements may be in the stream already when a model call that failed handed
+            # them back (it may have published them before it failed), or when an earlier
+            # execution of this activity got as far as recording the run (a crash, a retry):
+            # nobody should see "started" twice. Otherwise none of them was ever handed out,
+            # and the run's events are not read back.
+            recheck = inp.recheck_announce is not False or not first
+            if recheck and any(e.kind in LIFECYCLE for e in events):
                 try:
                     start = await self.store.stream_start(inp.result.session_key, inp.result.run_id)
                     _, announced = await published_so_far(

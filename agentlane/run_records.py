@@ -19,6 +19,10 @@ class FinishRunInput(CompactModel):
     # The prompt of a run that stopped before its first model call: it still reaches the
     # transcript (every accepted message does), answered by the run's end.
     append_user: list[UserTurn] = Field(default_factory=list)
+    # Whether `announce` holds events an activity was handed before (a model call that failed
+    # may have published some): only then is the stream read back for them. None: a run of an
+    # older version, which did not say (read back).
+    recheck_announce: bool | None = None
 
 
 class FinishRunResult(CompactModel):

@@ -594,6 +594,9 @@ class AgentRunWorkflow(LegacyFailover):
             # cancelled before it started published nothing): the run's end publishes it,
             # leaving out what reached the stream (activities/run_finish.py).
             self.announce = [*announce, *turn_boundary(turn, close_turn, True), *self.announce]
+            # Whoever gets them next (the call made again, or the run's end) reads back which
+            # of them reached the stream.
+            self.c.recheck_announce = True
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
             failure = model_failure(err, self.req.model.label())
@@ -945,6 +948,7 @@ class AgentRunWorkflow(LegacyFailover):
             unanswered_reason=end.unanswered or Unanswered.RUN_STOPPED,
             announce=self._take_announce(),
             append_user=list(self.c.pending_user),
+            recheck_announce=self.c.recheck_announce,
         )
         try:
             if not self.patches(opts.FINISH_AS_ACTIVITY_PATCH) and self.patches(

@@ -17,7 +17,7 @@ from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient, MessageView
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.gateway_support import GatewayServer, agent_end_of, read_sse
-from tests.harness import Deployment
+from tests.harness import REPO, Deployment
 
 
 @pytest.fixture
@@ -124,6 +124,13 @@ async def test_events_lost_with_a_killed_worker_are_published_again(dep: Deploym
 
 
 async def test_a_run_whose_events_all_arrived_announces_no_gap(dep: Deployment) -> None:
+    """And its end reads nothing back from the stream: every event the check expects went out
+    from this worker in a signal the server took, and nothing it announces was handed out
+    before (activities/stream_delivered.py, activities/run_finish.py)."""
+    reads = dep.data_dir / "stream-reads"
+    dep.extra_env.update(
+        PYTHONPATH=f"{REPO / 'tests' / 'worker_hooks'}:{REPO}", TEST_HOOK_STREAM_READS=str(reads)
+    )
     dep.start_worker()
     ws = dep.data_dir / "ws"
     ws.mkdir()
@@ -136,6 +143,9 @@ async def test_a_run_whose_events_all_arrived_announces_no_gap(dep: Deployment) 
     await client.wait_for_run(receipt.run_id)
     kinds = [i.event.kind async for i in client.watch("nogap", 0, until_run=receipt.run_id)]
     assert EventKind.STREAM_GAP not in kinds
+    for kind in (EventKind.AGENT_START, EventKind.TURN_END, EventKind.AGENT_END):
+        assert kinds.count(kind) == (2 if kind == EventKind.TURN_END else 1), kinds
+    assert not reads.exists(), reads.read_text()
 
 
 async def test_the_end_of_a_run_does_not_wait_for_events_this_worker_still_holds(

@@ -6,6 +6,10 @@ apply_patch dies right after that write (exit status 137, no clean-up: as with k
 worst moment for a crash, so the retried attempt can be shown to finish the patch rather than
 apply it again. The marker file, made just before dying, spares every later write (the retry's
 included).
+
+TEST_HOOK_STREAM_READS=<file>: each time a run's end reads the run's events back from the stream
+(`published_so_far`, `run_event_ids` in `activities/run_finish.py`) a line naming the read is
+appended to the file, so a test can tell a clean run's end reads nothing back.
 """
 
 from __future__ import annotations
@@ -27,3 +31,21 @@ if _marker:
             os._exit(137)
 
     _apply_patch._write = _write_then_die
+
+_reads = os.environ.get("TEST_HOOK_STREAM_READS")
+
+if _reads:
+    from typing import Any
+
+    from activities import run_finish as _run_finish
+
+    def _counted(name: str, read: Any) -> Any:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            with open(_reads, "a") as fh:
+                fh.write(f"{name}\n")
+            return await read(*args, **kwargs)
+
+        return counted
+
+    _run_finish.published_so_far = _counted("published_so_far", _run_finish.published_so_far)
+    _run_finish.run_event_ids = _counted("run_event_ids", _run_finish.run_event_ids)
