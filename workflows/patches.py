@@ -58,8 +58,14 @@ SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
     CodeLevel("session-code-2026-11-26-wait", frozenset({SETTLED_WAIT_PATCH})),
 )
-# The event stream's patches (workflows/session_events.py) all predate its first level.
-EVENTS_CODE: Sequence[CodeLevel] = (CodeLevel("events-code-2026-11-26"),)
+# A stream segment younger than the server's minimal interval between runs of one workflow id
+# does not hand over (workflows/session_events.py).
+EVENTS_SETTLED_ROLLOVER_PATCH = "events-rollover-when-settled"
+# The event stream's other patches (workflows/session_events.py) predate its first level.
+EVENTS_CODE: Sequence[CodeLevel] = (
+    CodeLevel("events-code-2026-11-26"),
+    CodeLevel("events-code-2026-11-27", frozenset({EVENTS_SETTLED_ROLLOVER_PATCH})),
+)
 
 
 def newest(levels: Sequence[CodeLevel]) -> str:

@@ -6,7 +6,9 @@ continues as new early, by history events and bytes (`agentlane/event_stream.py`
 stream's offsets, its publishers' dedup state and the last few items (bounded in bytes, and
 tighter after a run's end, when no watcher that keeps up needs them), with its pollers released
 and its signal and update handlers drained first (the SDK's `WorkflowStream.continue_as_new`).
-Past half its bounds it hands over at a run's end, when no publish is likely to race it. A
+Past half its bounds it hands over at a run's end, when no publish is likely to race it, but
+never in a segment's first second: the server would hold the next segment's first task back
+until that second is over, and every watcher's poll with it. A
 segment's history stays small, so a task that must replay it (a signal racing the hand-over
 fails that task with UNHANDLED_COMMAND, and the retry replays) takes milliseconds, not minutes.
 Subscribers follow the chain (the SDK's subscriber does that); offsets stay contiguous across
@@ -14,6 +16,9 @@ segments.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
@@ -28,9 +33,13 @@ with workflow.unsafe.imports_passed_through():
         EventsInput,
         ends_a_run,
     )
-    from workflows.patches import EVENTS_CODE, Patches, newest
+    from workflows.patches import EVENTS_CODE, EVENTS_SETTLED_ROLLOVER_PATCH, Patches, newest
     from workflows.policy.history_rollover import HistoryBounds, rollover_due
 
+# The server holds a run that continued as new sooner than this after its previous run began
+# (`ContinueAsNewMinInterval`, one second by default) until that second is over; a margin for
+# the clocks (workflow time is the workflow task's start, the server's is its own).
+SETTLED_AFTER = timedelta(seconds=1.2)
 # Streams recorded before segments were bounded continued as new only when Temporal suggested.
 EARLY_ROLLOVER_PATCH = "events-early-rollover"
 # Before this, a stream continued as new at its bounds whatever was under way.
@@ -61,6 +70,7 @@ class SessionEventsWorkflow:
         self.bounded = False
         self.rest_aware = False
         self.light_rest = False
+        self.settled_rollover = False
         self.began = HistoryBounds(0, 0)
         self.patches = Patches(EVENTS_CODE)
 
@@ -68,8 +78,12 @@ class SessionEventsWorkflow:
     def close(self) -> None:
         self.closing = True
 
-    def _rollover_due(self, inp: EventsInput) -> bool:
+    def _rollover_due(self, inp: EventsInput, settled: bool | None = None) -> bool:
+        """`settled`: as if the segment had (or had not) outlived `SETTLED_AFTER`; None: as it
+        has."""
         info = workflow.info()
+        if settled is None:
+            settled = not self.settled_rollover or self._settle_left() is None
         size = inp.continue_as_new_after_bytes or (
             ROLLOVER_BYTES if self.light_rest else ROLLOVER_BYTES_BEFORE_REST_CARRY
         )
@@ -81,6 +95,42 @@ class SessionEventsWorkflow:
             bounds=HistoryBounds(ROLLOVER_EVENTS, size) if self.bounded else None,
             at_rest=self._at_rest if self.rest_aware else None,
             began=self.began,
+            settled=settled,
+        )
+
+    def _settle_left(self) -> timedelta | None:
+        """How long this segment has left before it outlives `SETTLED_AFTER`; None once it has."""
+        left = SETTLED_AFTER - (workflow.now() - workflow.info().start_time)
+        return left if left > timedelta(0) else None
+
+    def _held_for_settling(self, inp: EventsInput) -> timedelta | None:
+        """How long a hand-over that is due but for the segment's age waits; None when none is
+        (no hand-over due, or one due now)."""
+        left = self._settle_left()
+        if left is None or not self._rollover_due(inp, settled=True):
+            return None
+        return left
+
+    async def _until_rollover_due(self, inp: EventsInput) -> None:
+        """Until closing or a hand-over is due; a hand-over held back by the segment's age gets a
+        timer for what is left of it, since no message may come to ask again."""
+        if not self.settled_rollover:
+            await workflow.wait_condition(lambda: self.closing or self._rollover_due(inp))
+            return
+        while not (self.closing or self._rollover_due(inp)):
+            held = self._held_for_settling(inp)
+            try:
+                await workflow.wait_condition(self._wake(inp, held), timeout=held)
+            except TimeoutError:
+                pass
+
+    def _wake(self, inp: EventsInput, held: timedelta | None) -> Callable[[], bool]:
+        """What ends a wait: closing, a hand-over due, or (waiting without a timer) one that
+        became due but for the segment's age, which needs a timer."""
+        return lambda: (
+            self.closing
+            or self._rollover_due(inp)
+            or (held is None and self._held_for_settling(inp) is not None)
         )
 
     def _at_rest(self) -> bool:
@@ -96,11 +146,12 @@ class SessionEventsWorkflow:
         self.bounded = self.patches(EARLY_ROLLOVER_PATCH)
         self.rest_aware = self.bounded and self.patches(AT_REST_ROLLOVER_PATCH)
         self.light_rest = self.rest_aware and self.patches(REST_CARRY_PATCH)
+        self.settled_rollover = self.bounded and self.patches(EVENTS_SETTLED_ROLLOVER_PATCH)
         info = workflow.info()
         self.began = HistoryBounds(
             info.get_current_history_length(), info.get_current_history_size()
         )
-        await workflow.wait_condition(lambda: self.closing or self._rollover_due(inp))
+        await self._until_rollover_due(inp)
         if self.closing:
             return
         if self.bounded:

@@ -180,3 +180,47 @@ async def test_stream_hands_over_at_a_run_end_past_half_its_bound(client: Agentl
     assert state.base_offset + len(state.log) == i + 1
     assert ends_a_run(Payload.FromString(base64.b64decode(state.log[-1].data)))
     await temporal.get_workflow_handle(wid).signal(SessionEventsWorkflow.close)
+
+
+async def test_a_segment_in_its_first_second_hands_over_once_it_has_lived_one(
+    client: AgentlaneClient,
+) -> None:
+    """A run's end past half the bound within a second of the segment's start: handing over
+    then would get a next segment the server holds back until that second is over (a watcher's
+    next poll, a run's `agent_end` with it, a second late). The segment hands over once it has
+    lived that second, by a timer (no message may come to ask again), and the next segment
+    starts at once."""
+    temporal = client.client
+    key = f"young-{uuid.uuid4().hex[:8]}"
+    wid = events_workflow_id(key)
+    started = await temporal.start_workflow(
+        SessionEventsWorkflow.run,
+        EventsInput(session_key=key, continue_as_new_after_bytes=64 * 1024),
+        id=wid,
+        task_queue=client.settings.workflow_task_queue,
+    )
+    first = temporal.get_workflow_handle(wid, run_id=started.result_run_id)
+    publisher = WorkflowStreamClient.create(temporal, wid, batch_interval=timedelta(hours=1))
+    # Answered by the segment once its first task ran: what follows is measured from there.
+    assert await publisher.get_offset() == 0
+    async with publisher:
+        topic = publisher.topic(EVENTS_TOPIC, type=AgentEvent)
+        for i in range(80):  # about 44 KB: past half the bound, short of it
+            topic.publish(delta(i, key, "x" * 400))
+        topic.publish(
+            AgentEvent(kind=EventKind.AGENT_END, event_id="end", session_key=key, run_id="r")
+        )
+        await publisher.flush()
+    deadline = time.monotonic() + 10
+    while (await first.describe()).status == WorkflowExecutionStatus.RUNNING:
+        assert time.monotonic() < deadline, "no hand-over after the run's end"
+        await asyncio.sleep(0.05)
+    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    old = await first.fetch_history()
+    new = await temporal.get_workflow_handle(wid).fetch_history()
+    lived = new.events[0].event_time.ToDatetime() - old.events[0].event_time.ToDatetime()
+    assert lived >= timedelta(seconds=1), lived
+    next_start = new.events[0].workflow_execution_started_event_attributes
+    assert next_start.first_workflow_task_backoff.ToMilliseconds() == 0
+    assert any(e.HasField("timer_fired_event_attributes") for e in old.events)
+    await temporal.get_workflow_handle(wid).signal(SessionEventsWorkflow.close)

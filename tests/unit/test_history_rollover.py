@@ -66,3 +66,23 @@ def test_whether_at_rest_is_asked_only_past_halfway() -> None:
     assert asked == []
     assert not rollover_due(length=600, size=1000, suggested=False, bounds=BOUNDS, at_rest=resting)
     assert asked == [1]
+
+
+def test_the_hand_over_at_rest_waits_for_the_run_to_settle() -> None:
+    """Within the server's minimal interval between two runs of one id, a hand-over would only
+    hold the next run back: the one at rest (by choice) waits; the bounds and Temporal's own
+    suggestion do not."""
+    for settled in (False, True):
+        assert (
+            rollover_due(
+                length=600,
+                size=1000,
+                suggested=False,
+                bounds=BOUNDS,
+                at_rest=lambda: True,
+                settled=settled,
+            )
+            is settled
+        )
+        assert rollover_due(length=1000, size=1000, suggested=False, bounds=BOUNDS, settled=settled)
+        assert rollover_due(length=10, size=10, suggested=True, bounds=BOUNDS, settled=settled)

@@ -31,6 +31,7 @@ def rollover_due(
     bounds: HistoryBounds | None = None,
     at_rest: Callable[[], bool] | None = None,
     began: HistoryBounds = HistoryBounds(0, 0),
+    settled: bool = True,
 ) -> bool:
     """`length`/`size`: the current history's events and bytes; `explicit_events`: a limit set
     by the caller (a lower one wins over the bounds); `suggested`: Temporal's own suggestion.
@@ -40,10 +41,22 @@ def rollover_due(
     (the state carried into it) to the bounds, since it may cost a decode. Halfway is enough
     then: a message that reaches the server while the continue-as-new task is in flight fails
     that task (UNHANDLED_COMMAND) and costs a replay, and at rest none is likely to.
+
+    `settled`: whether the run has lived past the server's minimal interval between two runs of
+    one workflow id (a second by default: `ContinueAsNewMinInterval`). A run that continues as
+    new sooner gets a next run whose first workflow task the server holds back until that
+    second is over, and every message to the workflow waits with it (a watcher's next poll: a
+    run's `agent_end` seen a second late). The hand-over at rest, an early one by choice, waits
+    for it; the bounds and Temporal's suggestion do not.
     """
     limit = explicit_events
     if bounds is not None:
-        if at_rest is not None and past_halfway(length, size, bounds, began) and at_rest():
+        if (
+            settled
+            and at_rest is not None
+            and past_halfway(length, size, bounds, began)
+            and at_rest()
+        ):
             return True
         limit = min(limit or bounds.events, bounds.events)
         if size >= bounds.bytes:
