@@ -46,6 +46,7 @@ def test_histories_are_present() -> None:
         "run_outcome",
         "events_at_rest",
         "events_rest_carry",
+        "events_settled",
     } <= scenarios
 
 

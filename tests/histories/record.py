@@ -915,6 +915,53 @@ async def events_rest_carry(client: AgentlaneClient, ws: Path) -> None:
     await five_step_runs(client, ws, "rest-carry", 16)
 
 
+async def events_settled(client: AgentlaneClient, ws: Path) -> None:
+    """A stream segment past half its bound at a run's end within its first second
+    (`events-code-2026-11-27`): it waits, by a timer, until it has lived a second, then hands
+    over; the next segment starts without the server's backoff. Started directly with a 64 KB
+    bound, as `tests/e2e/test_event_stream_rollover.py` does."""
+    from datetime import timedelta
+
+    from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+    from agentlane.event_stream import EventsInput
+    from agentlane.events import EVENTS_TOPIC, AgentEvent
+    from agentlane.ids import events_workflow_id
+
+    key, temporal = "settled", client.client
+    wid = events_workflow_id(key)
+    await temporal.start_workflow(
+        "SessionEventsWorkflow",
+        EventsInput(session_key=key, continue_as_new_after_bytes=64 * 1024),
+        id=wid,
+        task_queue=client.settings.workflow_task_queue,
+    )
+    publisher = WorkflowStreamClient.create(temporal, wid, batch_interval=timedelta(hours=1))
+    assert await publisher.get_offset() == 0  # its first task ran
+    async with publisher:
+        topic = publisher.topic(EVENTS_TOPIC, type=AgentEvent)
+        for i in range(80):
+            topic.publish(
+                AgentEvent(
+                    kind=EventKind.TEXT_DELTA,
+                    event_id=f"e{i}",
+                    session_key=key,
+                    run_id="r",
+                    text="x" * 400,
+                )
+            )
+        topic.publish(
+            AgentEvent(kind=EventKind.AGENT_END, event_id="end", session_key=key, run_id="r")
+        )
+        await publisher.flush()
+    for _ in range(100):
+        runs = [wf async for wf in temporal.list_workflows(f"WorkflowId = '{wid}'")]
+        if len(runs) > 1:
+            break
+        await asyncio.sleep(0.1)
+    await temporal.get_workflow_handle(wid).signal("close")
+
+
 async def settled_waits(client: AgentlaneClient, ws: Path) -> None:
     """`wait_started` waits in the session until its message's fate settles (the session's
     `session-code-2026-11-26-wait` level): a message that starts a run at once; one queued behind
@@ -971,6 +1018,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "bounded_fates": bounded_fates,
     "code_levels": code_levels,
     "settled_waits": settled_waits,
+    "events_settled": events_settled,
 }
 
 
