@@ -11,10 +11,11 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.api.common.v1 import Payload
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.worker import Replayer
 
@@ -36,6 +37,19 @@ def delta(i: int, session_key: str, text: str) -> AgentEvent:
     return AgentEvent(
         kind=EventKind.TEXT_DELTA, event_id=f"e{i}", session_key=session_key, run_id="r", text=text
     )
+
+
+def run_end(key: str) -> AgentEvent:
+    return AgentEvent(kind=EventKind.AGENT_END, event_id="end", session_key=key, run_id="r")
+
+
+async def handed_over(first: WorkflowHandle[Any, Any]) -> None:
+    """Until the segment `first` has continued as new (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while (await first.describe()).status == WorkflowExecutionStatus.RUNNING:
+        assert time.monotonic() < deadline, "no hand-over after the run's end"
+        await asyncio.sleep(0.05)
+    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
 
 
 @pytest.mark.parametrize(
@@ -161,15 +175,9 @@ async def test_stream_hands_over_at_a_run_end_past_half_its_bound(client: Agentl
             await publisher.flush()
         assert await history_bytes() < bound * 0.8
         assert (await first.describe()).status == WorkflowExecutionStatus.RUNNING
-        topic.publish(
-            AgentEvent(kind=EventKind.AGENT_END, event_id="end", session_key=key, run_id="r")
-        )
+        topic.publish(run_end(key))
         await publisher.flush()
-    deadline = time.monotonic() + 10
-    while (await first.describe()).status == WorkflowExecutionStatus.RUNNING:
-        assert time.monotonic() < deadline, "no hand-over after the run's end"
-        await asyncio.sleep(0.1)
-    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    await handed_over(first)
     # At rest it carries only the newest items, within the rest budget, the run's end among them.
     history = await temporal.get_workflow_handle(wid).fetch_history()
     carried = history.events[0].workflow_execution_started_event_attributes.input.payloads
@@ -207,15 +215,9 @@ async def test_a_segment_in_its_first_second_hands_over_once_it_has_lived_one(
         topic = publisher.topic(EVENTS_TOPIC, type=AgentEvent)
         for i in range(80):  # about 44 KB: past half the bound, short of it
             topic.publish(delta(i, key, "x" * 400))
-        topic.publish(
-            AgentEvent(kind=EventKind.AGENT_END, event_id="end", session_key=key, run_id="r")
-        )
+        topic.publish(run_end(key))
         await publisher.flush()
-    deadline = time.monotonic() + 10
-    while (await first.describe()).status == WorkflowExecutionStatus.RUNNING:
-        assert time.monotonic() < deadline, "no hand-over after the run's end"
-        await asyncio.sleep(0.05)
-    assert (await first.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    await handed_over(first)
     old = await first.fetch_history()
     new = await temporal.get_workflow_handle(wid).fetch_history()
     lived = new.events[0].event_time.ToDatetime() - old.events[0].event_time.ToDatetime()

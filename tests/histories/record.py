@@ -17,10 +17,15 @@ import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentlane.events import EventKind
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from agentlane.event_stream import EventsInput
+from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
+from agentlane.ids import events_workflow_id
 from agentlane.messages import Routing
 from clients.api import AgentlaneClient, NoWorker
 from tests.conftest import make_deployment, settings_for
@@ -920,14 +925,6 @@ async def events_settled(client: AgentlaneClient, ws: Path) -> None:
     (`events-code-2026-11-27`): it waits, by a timer, until it has lived a second, then hands
     over; the next segment starts without the server's backoff. Started directly with a 64 KB
     bound, as `tests/e2e/test_event_stream_rollover.py` does."""
-    from datetime import timedelta
-
-    from temporalio.contrib.workflow_streams import WorkflowStreamClient
-
-    from agentlane.event_stream import EventsInput
-    from agentlane.events import EVENTS_TOPIC, AgentEvent
-    from agentlane.ids import events_workflow_id
-
     key, temporal = "settled", client.client
     wid = events_workflow_id(key)
     await temporal.start_workflow(
