@@ -45,6 +45,8 @@ COUNTED = (
 SWEEP_CHUNK = 500
 # A transcript read of at most this many entries may be answered on the caller's thread.
 PEEK_ENTRIES = 16
+# An append of at most this many entries is a short transaction (`_short_tx`): a step's own.
+SHORT_APPEND = 8
 
 
 def result_for(entry: TranscriptEntry) -> str | None:
@@ -219,6 +221,19 @@ class SqlStore(Store):
         sixty, and a step makes eight such reads (`store/embedded.py`)."""
         return None
 
+    def _write_here(self, body: Body[T]) -> tuple[T] | None:
+        """A short write transaction committed at once on the caller's thread, its result in a
+        1-tuple; None where this backend (or this moment) needs `_session`. The embedded store
+        commits there while its disk is fast and nothing else is writing (`store/embedded.py`):
+        a step makes two appends, and the hop to the store's thread costs more than the
+        commit."""
+        return None
+
+    async def _short_tx(self, body: Body[T]) -> T:
+        """`_session(body, tx=True)` for a transaction of a few rows."""
+        done = self._write_here(body)
+        return done[0] if done is not None else await self._session(body, tx=True)
+
     async def _few(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
         """`_all` for a read of a row or a handful."""
         rows = self._peek(sql, args)
@@ -343,6 +358,8 @@ class SqlStore(Store):
             await self._note_floor(tx, key, written, first_seq)
             return written
 
+        if len(entries) <= SHORT_APPEND:
+            return await self._short_tx(append)
         return await self._session(append, tx=True)
 
     async def entries_after(self, key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:

@@ -59,6 +59,7 @@ from clients.identities import ClientsByIdentity
 from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
+from workers.activation_executor import activation_executor
 from workers.in_flight import InFlight
 from workers.malloc_tuning import limit_arenas, start_trimming
 from workers.memory_trace import MemoryTraceConfigError
@@ -108,6 +109,7 @@ def build_workers(
 ) -> list[Worker]:
     """`publishers` is this process's one pool: every activity of a session publishes through the
     same buffer, which is what keeps their events in order. `state`: the store (store/)."""
+    mode = sandbox_mode_from_env()
     store = TranscriptStore(state, settings.transcripts_dir, settings.transcript_cache_bytes)
     resolver = ProviderResolver(settings, store=state)
     model = ModelCallActivity(store, resolver, settings, publishers, SharedCooldowns(state))
@@ -154,7 +156,10 @@ def build_workers(
             client,
             task_queue=settings.workflow_task_queue,
             workflows=list(WORKFLOWS),
-            workflow_runner=workflow_runner(),
+            workflow_runner=workflow_runner(mode),
+            workflow_task_executor=activation_executor(
+                mode, settings.max_concurrent_workflow_tasks
+            ),
             max_cached_workflows=settings.max_cached_workflows,
             activities=[
                 *tools.all(),

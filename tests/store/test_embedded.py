@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -107,5 +108,130 @@ async def test_another_thread_reads_through_the_store_thread(tmp_path: Path) -> 
         before = store.hops
         assert await asyncio.to_thread(elsewhere) == ["e0"]
         assert store.hops == before + 1
+    finally:
+        await store.close()
+
+
+def _hold_the_thread(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _ids(path: Path, key: str) -> list[str]:
+    """The session's entries as another process sees them: its own connection, in seq order."""
+    with sqlite3.connect(path) as other:
+        rows = other.execute(
+            "SELECT entry_id FROM transcript_entries WHERE session_key = ? ORDER BY seq", (key,)
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+async def test_a_short_append_commits_on_the_loop_and_is_durable_at_once(tmp_path: Path) -> None:
+    store = _CountingStore.in_data_dir(tmp_path)
+    try:
+        await store.append_entries("s", [_entry(0)])  # opens and migrates on the thread
+        before = store.hops
+        for i in range(1, 5):
+            await store.append_entries("s", [_entry(i)])
+            # Committed before the call returned: another connection sees it.
+            assert _ids(store.path, "s")[-1] == f"e{i}"
+        assert store.hops == before
+        assert store._writer is not None
+        assert store._writer.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        assert store._writer.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        # A large append is not short: the thread.
+        await store.append_entries("s", [_entry(i) for i in range(10, 30)])
+        assert store.hops == before + 1
+    finally:
+        await store.close()
+
+
+async def test_a_write_lock_held_elsewhere_sends_the_append_to_the_thread(tmp_path: Path) -> None:
+    """The loop never waits for the file: a lock held by another process (here another
+    connection) hands the append to the store's thread, which waits for the lock there."""
+    store = _CountingStore.in_data_dir(tmp_path)
+    try:
+        await store.append_entries("s", [_entry(0)])
+        other = sqlite3.connect(store.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        before = store.hops
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        append = asyncio.create_task(store.append_entries("s", [_entry(1)]))
+        await asyncio.sleep(0.3)
+        # The loop kept running (this coroutine woke on time) and the append waits for the lock.
+        assert loop.time() - started < 0.5
+        assert not append.done() and store.hops == before + 1
+        other.execute("COMMIT")
+        other.close()
+        await asyncio.wait_for(append, 10)
+        assert _ids(store.path, "s") == ["e0", "e1"]
+    finally:
+        await store.close()
+
+
+async def test_an_append_waits_behind_the_work_handed_to_the_thread(tmp_path: Path) -> None:
+    """Order: while a body runs on the store's thread, a short append goes there too, after it."""
+    store = _CountingStore.in_data_dir(tmp_path)
+    try:
+        await store.append_entries("s", [_entry(0)])
+        seen: list[str] = []
+
+        async def slow(tx: Tx) -> None:
+            _hold_the_thread(0.2)  # on the store's thread: the loop goes on
+            seen.extend(r[0] for r in await tx.fetch("SELECT entry_id FROM transcript_entries"))
+
+        first = asyncio.create_task(store._session(slow, tx=True))
+        await asyncio.sleep(0.05)
+        before = store.hops
+        await store.append_entries("s", [_entry(1)])
+        await first
+        assert store.hops == before + 1
+        assert seen == ["e0"]  # the append did not land inside or before the earlier body
+    finally:
+        await store.close()
+
+
+async def test_slow_writes_on_the_loop_send_the_next_ones_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import store.embedded as embedded
+
+    store = _CountingStore.in_data_dir(tmp_path)
+    try:
+        await store.append_entries("s", [_entry(0)])
+        monkeypatch.setattr(embedded, "STALL_SECONDS", 0.0)  # every commit is a stall
+        before = store.hops
+        await store.append_entries("s", [_entry(1)])  # on the loop, found slow
+        assert store.hops == before
+        for i in range(2, 5):
+            await store.append_entries("s", [_entry(i)])
+        assert store.hops == before + 3  # the cool-off
+        monkeypatch.setattr(embedded, "STALL_SECONDS", 1.0)
+        store._slow_until = 0.0  # the cool-off over
+        await store.append_entries("s", [_entry(5)])
+        assert store.hops == before + 3
+        assert _ids(store.path, "s") == [f"e{i}" for i in range(6)]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("every", [4, 4000])
+async def test_the_loops_writes_are_checkpointed_on_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int
+) -> None:
+    import store.embedded as embedded
+
+    monkeypatch.setattr(embedded, "CHECKPOINT_EVERY", every)
+    store = EmbeddedStore.in_data_dir(tmp_path)
+    try:
+        for i in range(40):
+            await store.append_entries("s", [_entry(i)])
+            await asyncio.sleep(0.01)  # a worker's loop runs the checkpoint asked for
+        # The loop's writer never checkpoints (autocheckpoint off): without the thread's, the
+        # log would hold every frame written; with them it restarts after each checkpoint.
+        assert store._writer is not None
+        _, frames, _ = store._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert (frames < 40) == (every == 4), frames
+        assert len(_ids(store.path, "s")) == 40
     finally:
         await store.close()
