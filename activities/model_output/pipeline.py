@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from activities.model_output.block_chunker import BlockChunker, BlockChunkingConfig
-from activities.model_output.normalization import normalize_streaming_text, normalize_text
+from activities.model_output.normalization import StreamingNormalizer, normalize_text
 from activities.model_output.think_tags import (
     ReasoningMode,
     ThinkTagStreamStripper,
@@ -37,6 +37,7 @@ class OutputPipeline:
         self.mode = reasoning_mode
         self._stripper = ThinkTagStreamStripper(enforce_final_tag=enforce_final_tag)
         self._chunker = BlockChunker(chunking or BlockChunkingConfig())
+        self._normalized = StreamingNormalizer()
         self.stripped = ""  # the answer without reasoning tags: what the transcript keeps
         self.visible = ""  # what the user has been shown
         self.reasoning = ""
@@ -66,7 +67,7 @@ class OutputPipeline:
             if self.mode == ReasoningMode.STREAM:
                 out.reasoning = reasoning
         self.stripped += text
-        normalised = (normalize_text if final else normalize_streaming_text)(self.stripped) or ""
+        normalised = (normalize_text if final else self._normalized)(self.stripped) or ""
         shown = self.visible
         if normalised.startswith(shown):
             out.visible = normalised[len(shown) :]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from activities.model_output.block_chunker import BlockChunker, BlockChunkingConfig
@@ -9,6 +11,7 @@ from activities.model_output.normalization import (
     HEARTBEAT_TOKEN,
     SILENT_REPLY_TOKEN,
     NormalizationOptions,
+    StreamingNormalizer,
     has_meaningful_content,
     normalize_streaming_text,
     normalize_text,
@@ -153,6 +156,80 @@ def test_streaming_and_final_agree_once_complete() -> None:
     streamed = normalize_streaming_text(text)
     assert streamed is not None
     assert streamed.strip() == normalize_text(text)
+
+
+# Pieces a reply is made of, the tricky ones many times over: tags (partial, in code, across
+# deltas), fences, CRLF split between deltas, control characters, tokens at either edge.
+_PIECES = [
+    "<think>",
+    "</think>",
+    "<thinking ",
+    "x>",
+    "<final>",
+    "</final>",
+    "<",
+    ">",
+    "<thi",
+    "nk>",
+    "`",
+    "``",
+    "```",
+    "```py\n",
+    "~~~\n",
+    "\n",
+    "\n\n",
+    "\r",
+    "\r\n",
+    "\x00",
+    "\ufeff",
+    "NO_REPLY",
+    "NO_RE",
+    "HEARTBEAT_OK",
+    "**",
+    "<b>",
+    "</b>",
+    " ",
+    "  ",
+    "\t",
+    "Hello",
+    "world.",
+    "a",
+    "x = 1",
+    "&nbsp;",
+    "- item",
+    "#",
+]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        NormalizationOptions(),
+        NormalizationOptions(sanitize=False, normalize_whitespace=True),
+        NormalizationOptions(strip_thinking=False),
+    ],
+)
+def test_the_streaming_normalizer_equals_the_whole_text_function_at_every_delta(
+    options: NormalizationOptions,
+) -> None:
+    rng = random.Random(20261127)
+    for _ in range(400):
+        raw = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 40)))
+        # Cut anywhere, pieces not respected: a CR and its LF, a tag, a token split apart.
+        cuts = sorted(rng.sample(range(1, len(raw) + 1), k=min(len(raw), rng.randint(1, 12))))
+        normalizer = StreamingNormalizer(options)
+        for cut in [*cuts, len(raw)]:
+            assert normalizer(raw[:cut]) == normalize_streaming_text(raw[:cut], options), (
+                raw,
+                cut,
+            )
+
+
+def test_the_streaming_normalizer_refuses_a_text_that_shrank() -> None:
+    normalizer = StreamingNormalizer()
+    normalizer("Hello there")
+    with pytest.raises(ValueError, match="only grows"):
+        normalizer("Hello")
 
 
 # --- block / final de-duplication --------------------------------------------------------------
