@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -145,6 +146,13 @@ class ToolActivities:
                 non_retryable=True,
             )
 
+    @staticmethod
+    def _workspace_here(inp: ToolCallInput) -> bool:
+        """The common case of `_check_host` answered on the event loop: a workspace already
+        made, on this host's own disk (one stat, no hop to a thread). A workspace still to be
+        made, or not found, goes to `_check_host` on a thread, which makes it or says why not."""
+        return not inp.create_workspace and os.path.isdir(inp.workspace)
+
     async def _mark(self, inp: ToolCallInput, kind: str, value: str) -> bool:
         """Note, in the store, what this attempt does, for a retried attempt on any host; False
         when an earlier attempt noted it already."""
@@ -216,7 +224,8 @@ class ToolActivities:
                 host=self.host,
                 preview=await self._preview(existing, answered),
             )
-        await asyncio.to_thread(self._check_host, inp)
+        if self.host is not None and not self._workspace_here(inp):
+            await asyncio.to_thread(self._check_host, inp)
         call = await self._find_call(inp)
         async with self.publishers.lease(activity.client(), inp.session_key) as publisher:
             start = self._event(
