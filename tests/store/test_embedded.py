@@ -231,7 +231,9 @@ async def test_the_loops_writes_are_checkpointed_on_the_thread(
         # log would hold every frame written; with them it restarts after each checkpoint.
         assert store._writer is not None
         _, frames, _ = store._writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        assert (frames < 40) == (every == 4), frames
+        # About 5 frames a commit: 200 without checkpoints, a few dozen with (more under load,
+        # where a checkpoint may run while the next writes already went on).
+        assert (frames < 120) == (every == 4), frames
         assert len(_ids(store.path, "s")) == 40
     finally:
         await store.close()
