@@ -402,10 +402,14 @@ async def test_an_adapters_trace_continues_through_the_gateway_into_the_session(
             # Every span read below: the gateway's own span ends after its child's, and may
             # come in the exporter's next batch.
             adapter_names = {s.name for s in spans if s.trace_id == adapter_trace}
-            return bool(trace_of(spans, run_id)) and {
-                "agentlane.message",
-                "agentlane.gateway.send",
-            } <= adapter_names
+            return (
+                bool(trace_of(spans, run_id))
+                and {
+                    "agentlane.message",
+                    "agentlane.gateway.send",
+                }
+                <= adapter_names
+            )
 
         spans = await asyncio.to_thread(receiver.wait_for, arrived)
         adapter = [s for s in spans if s.trace_id == adapter_trace]
