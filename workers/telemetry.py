@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
@@ -142,9 +143,46 @@ def _tracer_provider(service_name: str) -> object:
         own["service.name"] = service_name
     resource = Resource.create(own)
     provider = create_tracer_provider(resource=resource)
+    _keep_tracers(provider)
     provider.add_span_processor(BatchSpanProcessor(_span_exporter()))  # type: ignore[arg-type]
     opentelemetry.trace.set_tracer_provider(provider)
     return provider
+
+
+# Tracers kept per provider at most; beyond, each call makes a new one as before.
+MAX_KEPT_TRACERS = 64
+
+
+def _keep_tracers(provider: Any) -> None:
+    """The SDK's OpenTelemetry plugin asks the global provider for its tracer at every
+    operation (each activity scheduled, started, each signal), and OpenTelemetry's SDK builds a
+    new one each time, installing and removing a warnings filter (a regex compiled, the
+    interpreter's warning caches reset): about a tenth of a millisecond a step. The same tracer
+    is returned for the same name, version and schema, which the OpenTelemetry API allows; a
+    call with attributes still gets a new one."""
+    make = provider.get_tracer
+    kept: dict[tuple[str, str | None, str | None], Any] = {}
+
+    def get_tracer(
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Any = None,
+    ) -> Any:
+        if attributes:
+            return make(
+                instrumenting_module_name, instrumenting_library_version, schema_url, attributes
+            )
+        key = (instrumenting_module_name, instrumenting_library_version, schema_url)
+        tracer = kept.get(key)
+        if tracer is None:
+            tracer = make(*key)
+            if len(kept) < MAX_KEPT_TRACERS:
+                kept[key] = tracer
+        return tracer
+
+    # On the instance: it stays the SDK's `ReplaySafeTracerProvider`, which its plugin requires.
+    setattr(provider, "get_tracer", get_tracer)  # noqa: B010
 
 
 def setup(metrics_address: str | None, service_name: str = SERVICE_NAME) -> Telemetry:

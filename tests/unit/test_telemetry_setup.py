@@ -79,3 +79,32 @@ def test_links_come_only_from_valid_traceparents() -> None:
 def test_a_bad_metrics_address_is_a_clear_error() -> None:
     with pytest.raises(telemetry.TelemetryConfigError, match="AGENTLANE_METRICS_ADDRESS"):
         telemetry.setup(metrics_address="nonsense")
+
+
+def test_the_provider_keeps_its_tracers_and_stays_replay_safe() -> None:
+    """The SDK plugin asks for its tracer at every operation: the same one comes back, without
+    OpenTelemetry's per-call warnings filter; the plugin still finds a replay-safe provider."""
+    import warnings
+
+    from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider, create_tracer_provider
+
+    from workers.telemetry import MAX_KEPT_TRACERS, _keep_tracers
+
+    provider = create_tracer_provider()
+    _keep_tracers(provider)
+    assert isinstance(provider, ReplaySafeTracerProvider)
+    first = provider.get_tracer("temporalio.contrib.opentelemetry")
+    filters = list(warnings.filters)
+    assert provider.get_tracer("temporalio.contrib.opentelemetry") is first
+    assert warnings.filters == filters
+    assert provider.get_tracer("other", "1.0") is not first
+    assert provider.get_tracer("other", "1.0") is provider.get_tracer("other", "1.0")
+    # Attributes make a tracer of their own, every time, as before.
+    with_attributes = provider.get_tracer("x", attributes={"a": 1})
+    assert with_attributes is not provider.get_tracer("x", attributes={"a": 1})
+    # Bounded: names beyond the limit are made anew each time.
+    for i in range(MAX_KEPT_TRACERS + 5):
+        provider.get_tracer(f"module-{i}")
+    assert provider.get_tracer("module-last") is not provider.get_tracer("module-last")
+    span = first.start_span("works")
+    span.end()
