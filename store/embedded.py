@@ -184,12 +184,7 @@ class EmbeddedStore(SqlStore):
         except sqlite3.OperationalError:
             return None  # another process (or the store's thread) holds the write lock
         began = time.perf_counter()
-        try:
-            result = drive(body(SqliteTx(writer)))
-        except BaseException:
-            writer.execute("ROLLBACK")
-            raise
-        writer.execute("COMMIT")
+        result = _to_commit(writer, body)
         took = time.perf_counter() - began
         self._write_seconds += (took - self._write_seconds) / 5
         if took > STALL_SECONDS or self._write_seconds > SLOW_WRITE_SECONDS:
@@ -229,13 +224,7 @@ class EmbeddedStore(SqlStore):
         if not tx:
             return drive(body(SqliteTx(conn)))
         conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = drive(body(SqliteTx(conn)))
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
+        return _to_commit(conn, body)
 
     async def _session(self, body: Body[T], *, tx: bool) -> T:
         def call() -> T:
@@ -268,6 +257,19 @@ class EmbeddedStore(SqlStore):
         if self._conn is not None:
             await asyncio.get_running_loop().run_in_executor(self._executor, shut)
         self._executor.shutdown(wait=True)
+
+
+def _to_commit(conn: sqlite3.Connection, body: Body[T]) -> T:
+    """`body` in the transaction `conn` has begun, committed; rolled back if anything fails,
+    the commit too (a full disk), so the connection is never left inside a transaction."""
+    try:
+        result = drive(body(SqliteTx(conn)))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

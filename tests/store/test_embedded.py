@@ -237,3 +237,29 @@ async def test_the_loops_writes_are_checkpointed_on_the_thread(
         assert len(_ids(store.path, "s")) == 40
     finally:
         await store.close()
+
+
+async def test_a_failing_write_on_the_loop_leaves_nothing_and_the_writer_usable(
+    tmp_path: Path,
+) -> None:
+    store = _CountingStore.in_data_dir(tmp_path)
+    try:
+        await store.append_entries("s", [_entry(0)])
+
+        async def half(tx: Tx) -> None:
+            await tx.execute(
+                "INSERT INTO branch_sources (session_key, source) VALUES (?, ?)", ("s", "x")
+            )
+            raise ValueError("the body failed after a statement")
+
+        before = store.hops
+        with pytest.raises(ValueError, match="body failed"):
+            await store._short_tx(half)
+        assert store.hops == before  # it ran on the loop's writer
+        assert store._writer is not None and not store._writer.in_transaction
+        assert await store.branch_source("s") is None  # rolled back
+        await store.append_entries("s", [_entry(1)])
+        assert store.hops == before
+        assert _ids(store.path, "s") == ["e0", "e1"]
+    finally:
+        await store.close()
