@@ -12,7 +12,7 @@ from enum import StrEnum
 from agentlane.events import Announcement
 from agentlane.run import ModelRef
 from agentlane.usage import Usage
-from agentlane.wire import CompactModel
+from agentlane.wire import CompactModel, TraceCarrier
 
 COMPACT_CONTEXT = "compact_context"
 TRUNCATE_TOOL_RESULTS = "truncate_tool_results"
@@ -30,7 +30,7 @@ class CompactionOutcome(StrEnum):
     SUMMARY_FAILED = "summary_failed"
 
 
-class CompactionInput(CompactModel):
+class CompactionInput(TraceCarrier):
     session_key: str
     run_id: str
     # The compaction marker's id; a retried attempt that finds it returns what it recorded.

@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 
 from temporalio.client import Client, Plugin
+from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 
@@ -19,11 +20,12 @@ async def connect(
     plugins: Sequence[Plugin] = (),
     runtime: Runtime | None = None,
     identity: str | None = None,
+    interceptors: Sequence[ClientInterceptor] = (),
 ) -> Client:
     """`plugins` and `runtime` carry a worker's telemetry (workers/telemetry.py); workers built
     on this client inherit the plugins. `identity`: who this client is in history (the CLI's
     `agentlane-cli <user>@<host>`, the gateway's `gateway token <name>`); None: the SDK's
-    `<pid>@<host>`."""
+    `<pid>@<host>`. `interceptors` come before the plugins' own."""
     api_key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     tls: bool | TLSConfig = settings.tls or api_key is not None
     return await Client.connect(
@@ -37,6 +39,7 @@ async def connect(
             codec_from_env(settings.encryption_env()),
         ),
         plugins=plugins,
+        interceptors=interceptors,
         runtime=runtime,
         identity=identity,
     )

@@ -19,7 +19,16 @@ class CompactModel(BaseModel):
     pass
 
 
-class RunStepInput(CompactModel):
+class TraceCarrier(CompactModel):
+    """An activity input that carries its step's trace context itself when tracing is on
+    (workers/trace_carriage.py), where the SDK's plugin would write a header."""
+
+    # The W3C traceparent of the span the activity belongs to (its run's). None when tracing is
+    # off, and then absent on the wire.
+    traceparent: str | None = None
+
+
+class RunStepInput(TraceCarrier):
     """An activity input about one step of a run. The session key and the assistant entry id
     are spelled out in memory, but on the wire they are left out (the session key is part of
     the run id) or shortened to the chain token, since the input of every step lands in the

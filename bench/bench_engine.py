@@ -78,6 +78,7 @@ from bench.common import (  # noqa: E402
 )
 from clients.api import AgentlaneClient  # noqa: E402
 from store.open import open_store  # noqa: E402
+from tests.fakes.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.harness import Deployment  # noqa: E402
 
 QUICK = os.environ.get("AGENTLANE_BENCH_QUICK") == "1"  # a smoke run of the script itself
@@ -548,7 +549,6 @@ async def telemetry_case(stack: Stack, figures: Figures) -> None:
     """The same steps with telemetry off, tracing on (OTLP to a receiver in this process) and
     tracing + metrics on (Prometheus endpoint scraped once per run), each on its own worker,
     interleaved run by run so drift on the machine hits all three alike."""
-    from tests.fakes.otlp_receiver import OtlpReceiver
     from tests.harness import devserver
 
     receiver = OtlpReceiver().start()
@@ -868,6 +868,7 @@ async def cpu_case(
     steps: int,
     baseline: str | None,
     variant_envs: Sequence[str] = (),
+    traced: bool = False,
 ) -> None:
     """The engine and the same-shape no-op (and the engine at `baseline`, and this tree under
     each of `variant_envs`' settings), each on its own
@@ -877,6 +878,7 @@ async def cpu_case(
         server_pid = stack.server.pid()
         assert server_pid
         variants: list[Variant] = []
+        receiver: OtlpReceiver | None = None
         deployments: list[tuple[str, Path | None, dict[str, str]]] = [
             ("engine (this tree)", None, {})
         ]
@@ -885,6 +887,13 @@ async def cpu_case(
         for setting in variant_envs:
             key, _, value = setting.partition("=")
             deployments.append((f"engine, {setting}", None, {key: value}))
+        if traced:
+            # Spans exported over OTLP to a receiver in this process (its CPU is not counted),
+            # with the worker's own export delay (1 s), as deployed.
+            receiver = OtlpReceiver().start()
+            otel = receiver.env("http/protobuf")
+            del otel["OTEL_BSP_SCHEDULE_DELAY"]
+            deployments.append(("engine, traced", None, otel))
         for label, tree, env in deployments:
             dep = stack.deployment(**env)
             if tree is not None:
@@ -906,6 +915,8 @@ async def cpu_case(
             k = r % len(variants)
             for variant in variants[k:] + variants[:k]:
                 await cpu_round(variant, server_pid, steps)
+        if receiver is not None:
+            receiver.stop()
     noop = variants[-1].samples
     table = Table(
         f"CPU per step ({rounds} rounds interleaved, {steps}-step minus {CPU_SHORT}-step runs; "
@@ -961,6 +972,11 @@ async def main() -> None:
         parser.add_argument("--steps", type=int, default=15 if QUICK else 40)
         parser.add_argument("--baseline", help="a git revision run beside this tree")
         parser.add_argument(
+            "--traced",
+            action="store_true",
+            help="also this tree with tracing on, exported over OTLP: the tracing ratio in CPU",
+        )
+        parser.add_argument(
             "--variant-env",
             action="append",
             default=[],
@@ -969,7 +985,9 @@ async def main() -> None:
             "AGENTLANE_SANDBOX=passthrough",
         )
         args = parser.parse_args()
-        await cpu_case(figures, args.rounds, args.steps, args.baseline, args.variant_env)
+        await cpu_case(
+            figures, args.rounds, args.steps, args.baseline, args.variant_env, args.traced
+        )
         figures.print()
         return
     if os.environ.get("AGENTLANE_BENCH_ONLY") == "telemetry":

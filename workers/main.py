@@ -264,7 +264,12 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     memory_trace = start_memory_trace()
     trimming = start_trimming()
     telemetry = setup_telemetry(settings.metrics_address)
-    client = await connect(settings, plugins=telemetry.plugins, runtime=telemetry.runtime)
+    client = await connect(
+        settings,
+        plugins=telemetry.plugins,
+        runtime=telemetry.runtime,
+        interceptors=telemetry.client_interceptors,
+    )
     publishers = SessionPublishers(settings.stream_batch_interval)
     state = await shared_store(settings)
     await warn_unimported(settings, state)

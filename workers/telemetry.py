@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.plugin import SimplePlugin
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import Interceptor
@@ -49,6 +50,8 @@ class Telemetry:
     """What a process connects with, and what it must flush before exiting."""
 
     plugins: list[SimplePlugin] = field(default_factory=list)
+    # Given to the worker's client ahead of the plugins (workers/trace_carriage.py).
+    client_interceptors: list[ClientInterceptor] = field(default_factory=list)
     runtime: Runtime | None = None
     tracing: bool = False
     metrics_address: str | None = None
@@ -192,7 +195,10 @@ def setup(metrics_address: str | None, service_name: str = SERVICE_NAME) -> Tele
         from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
 
         telemetry._provider = _tracer_provider(service_name)
+        from workers.trace_carriage import TraceCarriage
+
         telemetry.plugins.append(OpenTelemetryPlugin())
+        telemetry.client_interceptors.append(TraceCarriage())
         telemetry.tracing = True
         log.info("tracing to %s over %s", _endpoint(), trace_protocol())
     if telemetry.metrics_address:

@@ -4,7 +4,7 @@ fake Anthropic server (the real SDK, real keys it checks), so the test can look 
 
 - A run with two tool calls: a message span; one trace per run rooted at `invoke_agent`, linked
   to the message; model-call spans with GenAI attributes and tool spans under it; nothing secret
-  and no prompt text in any attribute.
+  and no prompt text in any attribute; the steps' trace context in their inputs, not a header.
 - The same tree after the worker running a tool is killed with -9 mid-run.
 - The metrics endpoint serves the SDK's metrics and ours.
 """
@@ -24,6 +24,7 @@ import pytest
 
 from activities.auth_store import AuthStore
 from agentlane import metrics
+from agentlane.model_calls import CALL_MODEL
 from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
@@ -33,6 +34,7 @@ from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment, devserver
 from tests.store_support import clear_profile_state
+from workers.trace_carriage import TRACE_HEADER
 
 ENV_KEY = "sk-ant-api03-" + secrets.token_hex(24)
 WORK_KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -168,6 +170,24 @@ def assert_nothing_secret(spans: list[ReceivedSpan]) -> None:
             assert SECRET_WORDS not in str(attrs)
 
 
+async def context_carried_in_inputs(
+    client: AgentlaneClient, run_id: str, root: ReceivedSpan
+) -> None:
+    """The model calls carry the run span's context in their inputs and no trace header, which
+    costs the server more than the input's bytes (workers/trace_carriage.py)."""
+    history = await client.client.get_workflow_handle(run_id).fetch_history()
+    calls = [
+        e.activity_task_scheduled_event_attributes
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == CALL_MODEL
+    ]
+    assert len(calls) == 3
+    for call in calls:
+        assert TRACE_HEADER not in call.header.fields
+        assert f"00-{root.trace_id}-{root.span_id}-01".encode() in call.input.payloads[0].data
+
+
 async def send(dep: Deployment, key: str, ws: Path) -> tuple[AgentlaneClient, str]:
     client = await AgentlaneClient.connect(settings_for(dep))
     receipt = await client.send_and_start(
@@ -200,6 +220,7 @@ async def test_a_run_with_two_tool_calls_is_one_trace_linked_to_its_message(
     assert root.attributes["agentlane.status"] == "success"
     assert root.attributes["agentlane.turns"] == 3
     assert root.end_ns > root.start_ns
+    await context_carried_in_inputs(client, run_id, root)
 
     # The run links to the span of the message that started it, in a trace of its own.
     messages = [
