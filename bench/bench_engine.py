@@ -2,9 +2,10 @@
 the same run.
 
     python bench/bench_engine.py            (from the repository root, with the venv's Python)
-    python bench/bench_engine.py --cpu [--baseline main] [--rounds 5] [--steps 40]
+    python bench/bench_engine.py --cpu [--baseline main] [--traced] [--rounds 5] [--steps 40]
         only the CPU per step of the worker and the dev server, engine against the same-shape
-        no-op (and the engine at an older commit), interleaved, with the spread
+        no-op (and the engine at an older commit; with --traced each also traced, spans exported
+        over OTLP), interleaved, with the spread
 
 A "step" is one model call that asks for one tool call, plus that tool call: the offline model at
 zero latency, instruction `write f0.txt with x then write f1.txt with x then ...` (the offline
@@ -882,8 +883,9 @@ async def cpu_case(
         deployments: list[tuple[str, Path | None, dict[str, str]]] = [
             ("engine (this tree)", None, {})
         ]
+        old = checkout(baseline, stack.root) if baseline else None
         if baseline:
-            deployments.append((f"engine at {baseline}", checkout(baseline, stack.root), {}))
+            deployments.append((f"engine at {baseline}", old, {}))
         for setting in variant_envs:
             key, _, value = setting.partition("=")
             deployments.append((f"engine, {setting}", None, {key: value}))
@@ -893,7 +895,9 @@ async def cpu_case(
             receiver = OtlpReceiver().start()
             otel = receiver.env("http/protobuf")
             del otel["OTEL_BSP_SCHEDULE_DELAY"]
-            deployments.append(("engine, traced", None, otel))
+            deployments.append(("engine (this tree), traced", None, otel))
+            if baseline:
+                deployments.append((f"engine at {baseline}, traced", old, otel))
         for label, tree, env in deployments:
             dep = stack.deployment(**env)
             if tree is not None:
@@ -953,6 +957,23 @@ async def cpu_case(
         figures.add(f"ratio_wall_vs_noop[{slug}]", wall_ratio, "x")
         figures.add(f"history_bytes_per_step[{slug}]", median(got.bytes_per_step), "B")
     table.print()
+    by_label = {v.label: v.samples for v in variants}
+    for label, plain in by_label.items():
+        traced_samples = by_label.get(f"{label}, traced")
+        if traced_samples is None:
+            continue
+        # Ratios within each round: the two runs are close in time, so the machine's drift
+        # (which moves whole rounds by 20 % here) mostly cancels.
+        cpu = [t / p for t, p in zip(traced_samples.total_ms(), plain.total_ms(), strict=True)]
+        wall = [t / p for t, p in zip(traced_samples.wall_ms, plain.wall_ms, strict=True)]
+        note(
+            f"tracing, {label}: CPU {median(cpu):.2f}x ({min(cpu):.2f}-{max(cpu):.2f}), median "
+            f"wall {median(wall):.2f}x ({min(wall):.2f}-{max(wall):.2f}): traced against "
+            "untraced within each round, median over rounds"
+        )
+        slug = label.replace(" ", "_").replace("(", "").replace(")", "")
+        figures.add(f"ratio_cpu_traced_vs_untraced[{slug}]", median(cpu), "x")
+        figures.add(f"ratio_wall_traced_vs_untraced[{slug}]", median(wall), "x")
     note(
         f"the dev server idles at {idle_ms_per_s:.1f} ms CPU per second (in its figures above). "
         "CPU is read from /proc (utime + stime) of each worker's and the server's process "
