@@ -86,7 +86,7 @@ QUICK = os.environ.get("AGENTLANE_BENCH_QUICK") == "1"  # a smoke run of the scr
 TIMING_STEPS = 10 if QUICK else 50
 TIMING_RUNS = 3
 # The telemetry cases differ by a few percent: more runs, interleaved.
-TELEMETRY_RUNS = 2 if QUICK else 6
+TELEMETRY_RUNS = 2 if QUICK else 10
 HISTORY_LENGTHS = (5, 10, 20) if QUICK else (10, 100, 1000)
 STREAM_BATCHES_MS = (100, 200, 500)
 STREAM_COUNT = 40 if QUICK else 400
@@ -572,11 +572,17 @@ async def telemetry_case(stack: Stack, figures: Figures) -> None:
         await run_steps(clients[name], dep, 5)  # warm-up
     times = {name: StepTimes() for name in cases}
     history: dict[str, list[tuple[int, int]]] = {name: [] for name in cases}
-    for _ in range(TELEMETRY_RUNS):
-        for name, dep in cases.items():
+    run_medians: dict[str, list[float]] = {name: [] for name in cases}
+    names = list(cases)
+    for i in range(TELEMETRY_RUNS):
+        # The order rotates, so no case always runs right after another.
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            dep = cases[name]
             _, run_id, _ = await run_steps(clients[name], dep, TIMING_STEPS)
             chain = await workflow_chain(clients[name].client, run_id)
-            times[name].merge(engine_steps(chain))
+            steps = engine_steps(chain)
+            times[name].merge(steps)
+            run_medians[name].append(median(steps.total))
             history[name].append((chain.event_count, chain.size))
     spans = len(receiver.snapshot())
     receiver.stop()
@@ -584,13 +590,36 @@ async def telemetry_case(stack: Stack, figures: Figures) -> None:
     table = Table(
         f"Telemetry off and on (same run, interleaved; {TELEMETRY_RUNS} runs x {TIMING_STEPS} "
         "steps)",
-        ["telemetry", "step median ms", "step p95 ms", "vs off", "events/step", "bytes/step"],
+        [
+            "telemetry",
+            "step median ms",
+            "step p95 ms",
+            "vs off",
+            "vs off, run by run",
+            "events/step",
+            "bytes/step",
+        ],
     )
     for name in cases:
         med, p = stats_ms(times[name].total)
         events = sum(e for e, _ in history[name]) / (TIMING_STEPS * TELEMETRY_RUNS)
         size = sum(b for _, b in history[name]) / (TIMING_STEPS * TELEMETRY_RUNS)
-        table.add(name, med, p, f"{med / off_med:.2f}x", events, size)
+        # Each run against the untraced run of the same round: drift between rounds cancels.
+        paired = [t / o for t, o in zip(run_medians[name], run_medians["off"], strict=True)]
+        table.add(
+            name,
+            med,
+            p,
+            f"{med / off_med:.2f}x",
+            f"{median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f})",
+            events,
+            size,
+        )
+        figures.add(
+            f"ratio_step_telemetry_{name.replace(' + ', '_').replace(' ', '_')}_paired",
+            median(paired),
+            "x",
+        )
         slug = name.replace(" + ", "_").replace(" ", "_")
         figures.add(f"engine_step_median_telemetry_{slug}", med, "ms")
         figures.add(f"ratio_step_telemetry_{slug}_vs_off", med / off_med, "x")
