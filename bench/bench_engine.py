@@ -615,12 +615,8 @@ async def telemetry_case(stack: Stack, figures: Figures) -> None:
             events,
             size,
         )
-        figures.add(
-            f"ratio_step_telemetry_{name.replace(' + ', '_').replace(' ', '_')}_paired",
-            median(paired),
-            "x",
-        )
         slug = name.replace(" + ", "_").replace(" ", "_")
+        figures.add(f"ratio_step_telemetry_{slug}_paired", median(paired), "x")
         figures.add(f"engine_step_median_telemetry_{slug}", med, "ms")
         figures.add(f"ratio_step_telemetry_{slug}_vs_off", med / off_med, "x")
         figures.add(f"history_events_per_step_telemetry_{slug}", events, "events")

@@ -194,9 +194,9 @@ def setup(metrics_address: str | None, service_name: str = SERVICE_NAME) -> Tele
     if tracing_configured():
         from temporalio.contrib.opentelemetry import OpenTelemetryPlugin
 
-        telemetry._provider = _tracer_provider(service_name)
         from workers.trace_carriage import TraceCarriage
 
+        telemetry._provider = _tracer_provider(service_name)
         telemetry.plugins.append(OpenTelemetryPlugin())
         telemetry.client_interceptors.append(TraceCarriage())
         telemetry.tracing = True
