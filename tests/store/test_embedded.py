@@ -236,7 +236,6 @@ async def test_slow_writes_on_the_loop_send_the_next_ones_to_the_thread(
 async def test_the_loops_writes_are_checkpointed_on_the_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int
 ) -> None:
-
     monkeypatch.setattr(embedded, "CHECKPOINT_EVERY", every)
     store = EmbeddedStore.in_data_dir(tmp_path)
     try:
