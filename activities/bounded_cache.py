@@ -31,6 +31,11 @@ class BoundedCache(Generic[K, V]):
         self._used: dict[K, float] = {}
         # Kept past a weight budget for their next uses only (`trim_active`).
         self._probation: set[K] = set()
+        # Each entry's weight when last measured, their sum, and the entries used since (a
+        # value grows in place only through a use): a trim weighs those again, not every entry.
+        self._weights: dict[K, int] = {}
+        self._total = 0
+        self._unweighed: set[K] = set()
         self._clock = clock
         self._lock = threading.Lock()
 
@@ -46,6 +51,7 @@ class BoundedCache(Generic[K, V]):
                 return default
             self._items.move_to_end(key)
             self._used[key] = self._clock()
+            self._unweighed.add(key)
             return value
 
     def __getitem__(self, key: K) -> V:
@@ -53,6 +59,7 @@ class BoundedCache(Generic[K, V]):
             value = self._items[key]
             self._items.move_to_end(key)
             self._used[key] = self._clock()
+            self._unweighed.add(key)
             return value
 
     def __setitem__(self, key: K, value: V) -> None:
@@ -60,10 +67,9 @@ class BoundedCache(Generic[K, V]):
             self._items[key] = value
             self._items.move_to_end(key)
             self._used[key] = self._clock()
+            self._unweighed.add(key)
             while len(self._items) > self.size:
-                gone, _ = self._items.popitem(last=False)
-                self._used.pop(gone, None)
-                self._probation.discard(gone)
+                self._forget(next(iter(self._items)))
 
     @overload
     def pop(self, key: K) -> V | None: ...
@@ -71,9 +77,9 @@ class BoundedCache(Generic[K, V]):
     def pop(self, key: K, default: D) -> V | D: ...
     def pop(self, key: K, default: object = None) -> object:
         with self._lock:
-            self._used.pop(key, None)
-            self._probation.discard(key)
-            return self._items.pop(key, default)
+            if key not in self._items:
+                return default
+            return self._forget(key)
 
     def __contains__(self, key: object) -> bool:
         with self._lock:
@@ -83,18 +89,32 @@ class BoundedCache(Generic[K, V]):
         with self._lock:
             return len(self._items)
 
+    def _forget(self, key: K) -> V:
+        self._used.pop(key, None)
+        self._probation.discard(key)
+        self._unweighed.discard(key)
+        self._total -= self._weights.pop(key, 0)
+        return self._items.pop(key)
+
+    def _weigh(self, weight: Callable[[V], int]) -> int:
+        """The total weight, measuring again only the entries used since the last trim."""
+        for key in self._unweighed:
+            if key in self._items:
+                now = weight(self._items[key])
+                self._total += now - self._weights.get(key, 0)
+                self._weights[key] = now
+        self._unweighed.clear()
+        return self._total
+
     def trim_weight(self, limit: int, weight: Callable[[V], int]) -> int:
         """Drop the least recently used entries until their total `weight` is at most `limit`
         (for values that grow in place, so a count alone bounds nothing); the most recent entry
-        always stays. Returns how many were dropped."""
+        always stays. Returns how many were dropped. `weight` is the same at every trim: an
+        entry is weighed again only once used (`get`, `[]`, `[]=`) since the last one."""
         with self._lock:
-            total = sum(weight(v) for v in self._items.values())
             dropped = 0
-            while total > limit and len(self._items) > 1:
-                gone, value = self._items.popitem(last=False)
-                self._used.pop(gone, None)
-                self._probation.discard(gone)
-                total -= weight(value)
+            while self._weigh(weight) > limit and len(self._items) > 1:
+                self._forget(next(iter(self._items)))
                 dropped += 1
             return dropped
 
@@ -123,29 +143,28 @@ class BoundedCache(Generic[K, V]):
            `current` always stays.
         """
         with self._lock:
-            total = sum(weight(v) for v in self._items.values())
             gone: list[K] = []
+            if self._weigh(weight) <= limit:
+                self._probation.clear()  # all fit: none is on probation any more
+                return gone
 
             def drop_while_over(keys: list[K]) -> None:
-                nonlocal total
                 for key in keys:
-                    if total <= limit:
+                    if self._total <= limit:
                         return
                     if key != current and key in self._items:
-                        total -= weight(self._items.pop(key))
-                        self._used.pop(key, None)
-                        self._probation.discard(key)
+                        self._forget(key)
                         gone.append(key)
 
             cutoff = self._clock() - idle_after
             drop_while_over([k for k in self._items if self._used.get(k, cutoff) < cutoff])
             drop_while_over([k for k in self._items if k in self._probation])
-            if total > limit and (newcomer or current in self._probation):
+            if self._total > limit and (newcomer or current in self._probation):
                 self._probation.add(current)
                 return gone
             drop_while_over(list(self._items))
-            if total <= limit:
-                self._probation.clear()  # all fit: none is on probation any more
+            if self._total <= limit:
+                self._probation.clear()
             return gone
 
     def clear(self) -> None:
@@ -153,3 +172,6 @@ class BoundedCache(Generic[K, V]):
             self._items.clear()
             self._used.clear()
             self._probation.clear()
+            self._weights.clear()
+            self._unweighed.clear()
+            self._total = 0

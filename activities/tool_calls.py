@@ -318,8 +318,10 @@ class ToolActivities:
                 **({"host": self.host} if self.host is not None else {}),
             },
         )
-        await self.store.append(inp.session_key, [entry])
-        # If something else answered first, that answer stands.
+        written = await self.store.append(inp.session_key, [entry])
+        if written:
+            return written[0]
+        # Something else answered first: that answer stands.
         stored = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         return stored or entry
 

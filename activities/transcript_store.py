@@ -177,7 +177,11 @@ class TranscriptStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def _refresh(self, key: str) -> _Parsed:
+    async def _refresh(
+        self, key: str, written: list[tuple[int, TranscriptEntry]] | None = None
+    ) -> _Parsed:
+        """The session's parsed entries, brought up to date. `written`: what this process has
+        just appended, with its seqs."""
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
@@ -187,6 +191,11 @@ class TranscriptStore:
             if parsed is None:
                 parsed = await self._read_cold(key)
                 fresh = True
+            elif written and parsed.seq == written[0][0] - 1:
+                # Nothing came between what the cache holds and this process's own append (the
+                # store numbers a session's entries densely, under its lock): taken as written,
+                # without reading them back.
+                fresh = self._add(parsed, written)
             else:
                 fresh = self._add(parsed, await self.store.entries_after(key, parsed.seq))
             if fresh:
@@ -337,7 +346,7 @@ class TranscriptStore:
         """
         if not entries:
             return []
-        written = await self.store.append_entries(key, entries)
+        written = await self.store.append_numbered(key, entries)
         if written:
-            await self._refresh(key)
-        return written
+            await self._refresh(key, written)
+        return [entry for _, entry in written]

@@ -50,6 +50,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from enum import StrEnum
@@ -523,6 +524,9 @@ def build_config(
     return config
 
 
+_CONFIG_NAMES = ("config.toml", "config.json")
+
+
 def _config_path(data_dir: Path | None, env: Mapping[str, str]) -> Path | None:
     explicit = env.get("AGENTLANE_CONFIG")
     if explicit:
@@ -532,7 +536,7 @@ def _config_path(data_dir: Path | None, env: Mapping[str, str]) -> Path | None:
         return path
     if data_dir is None:
         data_dir = Path(env.get("AGENTLANE_DATA_DIR", str(Path.cwd() / "data")))
-    for name in ("config.toml", "config.json"):
+    for name in _CONFIG_NAMES:
         candidate = data_dir / name
         if candidate.is_file():
             return candidate
@@ -606,14 +610,35 @@ class ConfigWatcher:
         self._config: AgentlaneConfig | None = None
 
     def _current_stamp(self) -> tuple[str, int]:
+        """Which file holds the configuration and when it changed: asked before every model
+        call, so the usual case (a file in the data folder, or none) is a stat or two on plain
+        strings."""
         env = os.environ if self.env is None else self.env
-        path = _config_path(self.data_dir, env)
-        if path is None:
-            return ("", 0)
+        if env.get("AGENTLANE_CONFIG"):
+            path = _config_path(self.data_dir, env)
+            assert path is not None  # an explicit path that is not a file raises
+            return self._stamp_of(str(path))
+        folder = (
+            str(self.data_dir)
+            if self.data_dir is not None
+            else env.get("AGENTLANE_DATA_DIR", os.path.join(os.getcwd(), "data"))
+        )
+        for name in _CONFIG_NAMES:
+            candidate = os.path.join(folder, name)
+            try:
+                found = os.stat(candidate)
+            except OSError:
+                continue
+            if stat.S_ISREG(found.st_mode):
+                return (candidate, found.st_mtime_ns)
+        return ("", 0)
+
+    @staticmethod
+    def _stamp_of(path: str) -> tuple[str, int]:
         try:
-            return (str(path), path.stat().st_mtime_ns)
+            return (path, os.stat(path).st_mtime_ns)
         except OSError:
-            return (str(path), -1)
+            return (path, -1)
 
     def current(self) -> AgentlaneConfig:
         stamp = self._current_stamp()

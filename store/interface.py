@@ -55,7 +55,6 @@ class Store(abc.ABC):
 
     # -- transcripts -------------------------------------------------------------------------
 
-    @abc.abstractmethod
     async def append_entries(
         self, key: str, entries: Sequence[TranscriptEntry]
     ) -> list[TranscriptEntry]:
@@ -65,6 +64,15 @@ class Store(abc.ABC):
         `tool_call_id`) for a call the session already has a result for (within the batch too).
         An entry without `parent_id` gets the id of the entry written before it.
         """
+        return [entry for _, entry in await self.append_numbered(key, entries)]
+
+    @abc.abstractmethod
+    async def append_numbered(
+        self, key: str, entries: Sequence[TranscriptEntry]
+    ) -> list[tuple[int, TranscriptEntry]]:
+        """`append_entries`, with the seq each written entry got (dense: the first is one above
+        the session's last seq when the append began). A cache that had read up to the seq
+        before the first takes them as written, without reading them back."""
 
     @abc.abstractmethod
     async def entries_after(self, key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:

@@ -324,15 +324,15 @@ class SqlStore(Store):
 
     # -- transcripts --------------------------------------------------------------------------
 
-    async def append_entries(
+    async def append_numbered(
         self, key: str, entries: Sequence[TranscriptEntry]
-    ) -> list[TranscriptEntry]:
+    ) -> list[tuple[int, TranscriptEntry]]:
         if not entries:
             return []
         ids = [e.id for e in entries]
         calls = sorted({c for c in map(result_for, entries) if c is not None})
 
-        async def append(tx: Tx) -> list[TranscriptEntry]:
+        async def append(tx: Tx) -> list[tuple[int, TranscriptEntry]]:
             # Under the session's lock (PostgreSQL) or the only write lock (SQLite): which
             # entries are new decides their seq and default parent. Sent together: one trip.
             *_, last, seen = await tx.fetch_batch(
@@ -356,7 +356,7 @@ class SqlStore(Store):
                     "had not seen; nothing of this batch was written"
                 )
             await self._note_floor(tx, key, written, first_seq)
-            return written
+            return list(enumerate(written, first_seq))
 
         if len(entries) <= SHORT_APPEND:
             return await self._short_tx(append)
