@@ -79,7 +79,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.tool_policy import ToolSelection, select_tools
     from workflows.run_context import CONTEXT_RECOVERY_PATCH, ContextRecovery
     from workflows.run_failover import FAILOVER_V2_PATCH, KEYLESS_PROVIDERS, Failover
-    from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, current, upsert
+    from workflows.search_attribute_upserts import SEARCH_ATTRIBUTES_PATCH, CarriedAttributes
     from workflows.subagents import SUBAGENTS_PATCH, Subagents
     from workflows.telemetry import RunTelemetry
     from workflows.tool_hosts import ToolHosts
@@ -200,6 +200,7 @@ class AgentRunWorkflow(LegacyFailover):
         # Whether this run upserts its search attributes (every run recorded since); None until
         # first asked, as above.
         self.upserts_attributes: bool | None = None
+        self.attributes = CarriedAttributes()
         # The counters are upserted at most once a minute while the run works; a new segment
         # (continue-as-new) waits its minute too.
         self.counters_at = workflow.time()
@@ -313,10 +314,10 @@ class AgentRunWorkflow(LegacyFailover):
             ),
             **attributes.counters(self.c.turn_index, self.c.usage.accumulated),
         }
-        changed = attributes.changes(current(), values, with_counters=with_counters)
+        changed = attributes.changes(self.attributes.values(), values, with_counters=with_counters)
         if with_counters and attributes.COUNTERS & changed.keys():
             self.counters_at = now
-        upsert(changed)
+        self.attributes.upsert_changes(changed)
 
     def _v2(self) -> bool:
         if self.failover_v2 is None:

@@ -33,3 +33,21 @@ def upsert(changed: Mapping[str, Value | None]) -> None:
     ]
     if updates:
         workflow.upsert_search_attributes(updates)
+
+
+class CarriedAttributes:
+    """What this workflow run carries, read from its info once and then kept as it upserts:
+    the SDK keeps them in a list, scanned per key at every read, and a run compares them before
+    every model call."""
+
+    def __init__(self) -> None:
+        self._values: Values | None = None
+
+    def upsert_changes(self, changed: Mapping[str, Value | None]) -> None:
+        upsert(changed)
+        self.values().update(changed)
+
+    def values(self) -> Values:
+        if self._values is None:
+            self._values = current()
+        return self._values

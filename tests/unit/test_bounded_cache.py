@@ -57,6 +57,26 @@ def test_a_weight_budget_drops_the_least_recent_but_never_the_latest() -> None:
     assert cache.trim_weight(10, len) == 1 and "c" in cache and len(cache) == 1
 
 
+def test_a_trim_weighs_again_only_the_entries_used_since_the_last() -> None:
+    weighed: list[str] = []
+
+    def weight(value: list[str]) -> int:
+        weighed.append(value[0])
+        return len(value)
+
+    cache: BoundedCache[str, list[str]] = BoundedCache(100)
+    for key in "abc":
+        cache[key] = [key] * 5
+    assert cache.trim_weight(100, weight) == 0 and sorted(weighed) == ["a", "b", "c"]
+    weighed.clear()
+    cache["b"].extend(["b"] * 10)
+    assert cache.trim_weight(100, weight) == 0 and weighed == ["b"]
+    weighed.clear()
+    # 25 in all: the least recent go until 12 fit, weighing nothing again.
+    assert cache.trim_weight(12, weight) == 2 and list(cache._items) == ["b"] and weighed == []
+    assert cache._total == 15 and cache.pop("b") is not None and cache._total == 0
+
+
 async def test_the_transcript_store_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
     """Few sessions whose transcripts grow run after run: the bytes bound them, the count
     does not."""

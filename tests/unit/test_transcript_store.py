@@ -148,6 +148,39 @@ async def test_incremental_read_sees_appends_from_another_instance(tmp_path: Pat
     assert [e.id for e in await writer.read_context(KEY)] == ["u1", "a1", "r1", "u2", "u3"]
 
 
+async def test_an_append_right_after_what_the_cache_holds_is_not_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's own append goes into the cache as written (one read of the store less per
+    append); an append after another instance's entries reads those back, and its own."""
+    mine = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
+    other = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
+    reads: list[int] = []
+    entries_after = mine.store.entries_after
+
+    async def counted(key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:
+        found = await entries_after(key, seq)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(mine.store, "entries_after", counted)
+    await mine.append(KEY, [user("u1")])  # cold: the session is read whole once
+    reads.clear()
+    written = await mine.append(KEY, [assistant("a1", "c1"), result("r1", "c1")])
+    assert reads == [] and [e.parent_id for e in written] == ["u1", "a1"]
+    assert [e.id for e in await mine.read_context(KEY)] == ["u1", "a1", "r1"]
+    assert await mine.unanswered_tool_calls(KEY) == []
+    assert reads == [0, 0]  # each read still asks for what came since: nothing
+    reads.clear()
+    await other.append(KEY, [user("u2")])
+    await mine.append(KEY, [user("u3")])
+    assert reads == [2]  # the other's entry and this one, read back
+    context = await mine.read_context(KEY)
+    assert [e.id for e in context] == ["u1", "a1", "r1", "u2", "u3"]
+    assert context[-1].parent_id == "u2"
+    assert [e.id for e in await other.read_context(KEY)] == [e.id for e in context]
+
+
 async def test_run_workspace_is_recorded_per_run_and_chain(tmp_path: Path) -> None:
     store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     assert await store.run_workspace("k", "session:k:run:1.abc") is None
