@@ -42,17 +42,81 @@ class IdleTimeout(Exception):
 
 async def with_idle_limit(events: AsyncIterator[T], idle_seconds: float) -> AsyncIterator[T]:
     """Yield events, failing if the model is silent for longer than `idle_seconds` (0 or less:
-    no idle limit, SPEC §4.6.2; the heartbeat timeout still notices a dead worker)."""
+    no idle limit, SPEC §4.6.2; the heartbeat timeout still notices a dead worker).
+
+    One timer for the whole stream, moved forward lazily (`_IdleWatch`), not a timeout entered
+    and left around every event: a provider streams a delta per few tokens, and that cost
+    (a timer scheduled and cancelled each time) grew with the answer."""
     iterator = aiter(events)
-    limit = idle_seconds if idle_seconds > 0 else None
-    while True:
-        try:
-            async with asyncio.timeout(limit):
+    if idle_seconds <= 0:
+        async for event in iterator:
+            yield event
+        return
+    watch = _IdleWatch(idle_seconds)
+    try:
+        while True:
+            watch.waiting_from_now()
+            try:
                 event = await anext(iterator)
-        except StopAsyncIteration:
-            return
-        except TimeoutError as err:
-            raise IdleTimeout(
-                f"LLM idle timeout ({int(idle_seconds)}s): no response from model"
-            ) from err
-        yield event
+            except StopAsyncIteration:
+                return
+            except asyncio.CancelledError as err:
+                if watch.timed_out():
+                    raise IdleTimeout(
+                        f"LLM idle timeout ({int(idle_seconds)}s): no response from model"
+                    ) from TimeoutError()
+                raise err
+            finally:
+                watch.waiting = False
+            yield event
+    finally:
+        watch.close()
+
+
+class _IdleWatch:
+    """Cancels the task once it has waited `limit` seconds for one event. The timer fires at
+    the earliest deadline and, when the wait it was set for ended meanwhile, is set again for
+    the current one: once per `limit` at most, whatever the number of events."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        # Cancellations already asked of the task (asyncio.timeout's rule): only one more,
+        # ours, is an idle timeout.
+        self.cancelling = task.cancelling()
+        self.waiting = False
+        self.deadline = self.loop.time() + limit
+        self.fired = False
+        self.handle = self.loop.call_at(self.deadline, self._check)
+
+    def waiting_from_now(self) -> None:
+        self.deadline = self.loop.time() + self.limit
+        self.waiting = True
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        if now < self.deadline:
+            self.handle = self.loop.call_at(self.deadline, self._check)
+        elif not self.waiting:
+            # Between two waits (the consumer is busy): the next wait sets its own deadline.
+            self.handle = self.loop.call_at(now + self.limit, self._check)
+        else:
+            self.fired = True
+            self.task.cancel()
+
+    def timed_out(self) -> bool:
+        """After a CancelledError: whether it was this watch's, and only this watch's (it is
+        then taken back, as asyncio.timeout does)."""
+        if not self.fired:
+            return False
+        self.fired = False
+        return self.task.uncancel() <= self.cancelling
+
+    def close(self) -> None:
+        self.handle.cancel()
+        if self.fired:  # fired as the stream ended some other way: its cancel is taken back
+            self.fired = False
+            self.task.uncancel()

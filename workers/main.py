@@ -61,6 +61,7 @@ from store.interface import Store, StoreError
 from store.open import shared_store
 from workers.activation_executor import activation_executor
 from workers.in_flight import InFlight
+from workers.gc_tuning import freeze_startup_heap
 from workers.malloc_tuning import limit_arenas, start_trimming
 from workers.memory_trace import MemoryTraceConfigError
 from workers.memory_trace import start_from_env as start_memory_trace
@@ -293,6 +294,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
         settings.workspaces,
         sandbox_mode_from_env(),
     )
+    log.debug("%d objects of the start frozen", freeze_startup_heap())
     print(f"agentlane worker pid={os.getpid()} host={settings.host_id} ready", flush=True)
     if ready:
         ready.set()

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -291,3 +292,45 @@ def test_openai_reasoning_effort_refusal_is_thinking_unsupported(resolved: Resol
         "minimal",
     )
     assert failure_of(err).reason == "thinking_unsupported"
+
+
+async def test_the_idle_limit_does_not_count_the_consumers_time() -> None:
+    """Time the caller spends between two events (publishing them) is not the model's
+    silence: only the waits for an event are limited."""
+    got = []
+    async for event in with_idle_limit(events([0.0, 0.0, 0.0]), 0.2):
+        got.append(event)
+        await asyncio.sleep(0.3)
+    assert len(got) == 4
+
+
+async def test_a_cancel_from_outside_stays_a_cancel() -> None:
+    async def consume() -> None:
+        async for _ in with_idle_limit(events([0.0, 30.0]), 5.0):
+            pass
+
+    task = asyncio.create_task(consume())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+
+
+async def test_one_timer_serves_the_whole_stream() -> None:
+    loop = asyncio.get_running_loop()
+    scheduled = 0
+    call_at = loop.call_at
+
+    def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        nonlocal scheduled
+        if getattr(callback, "__name__", "") == "_check":
+            scheduled += 1
+        return call_at(when, callback, *args, **kwargs)
+
+    loop.call_at = counted  # type: ignore[method-assign]
+    try:
+        got = [e async for e in with_idle_limit(events([0.0] * 200), 60.0)]
+    finally:
+        del loop.call_at
+    assert len(got) == 201 and scheduled == 1
