@@ -60,8 +60,8 @@ from store.file_import import warn_unimported
 from store.interface import Store, StoreError
 from store.open import shared_store
 from workers.activation_executor import activation_executor
-from workers.in_flight import InFlight
 from workers.gc_tuning import freeze_startup_heap
+from workers.in_flight import InFlight
 from workers.malloc_tuning import limit_arenas, start_trimming
 from workers.memory_trace import MemoryTraceConfigError
 from workers.memory_trace import start_from_env as start_memory_trace
