@@ -982,6 +982,20 @@ async def cpu_case(
         figures.add(f"ratio_wall_vs_noop[{slug}]", wall_ratio, "x")
         figures.add(f"history_bytes_per_step[{slug}]", median(got.bytes_per_step), "B")
     table.print()
+    for variant in variants[:-1]:
+        # Within each round too: the no-op ran next to it, so drift between rounds (20 % and
+        # more here) cancels; the ratio of medians above does not pair them.
+        got = variant.samples
+        cpu = [e / n for e, n in zip(got.total_ms(), noop.total_ms(), strict=True)]
+        wall = [e / n for e, n in zip(got.wall_ms, noop.wall_ms, strict=True)]
+        note(
+            f"{variant.label} against the no-op of its round: CPU {median(cpu):.2f}x "
+            f"({min(cpu):.2f}-{max(cpu):.2f}), median wall {median(wall):.2f}x "
+            f"({min(wall):.2f}-{max(wall):.2f}), median over rounds"
+        )
+        slug = variant.label.replace(" ", "_").replace("(", "").replace(")", "")
+        figures.add(f"ratio_cpu_vs_noop_by_round[{slug}]", median(cpu), "x")
+        figures.add(f"ratio_wall_vs_noop_by_round[{slug}]", median(wall), "x")
     by_label = {v.label: v.samples for v in variants}
     for label, plain in by_label.items():
         traced_samples = by_label.get(f"{label}, traced")
