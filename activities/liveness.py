@@ -60,12 +60,12 @@ async def with_idle_limit(events: AsyncIterator[T], idle_seconds: float) -> Asyn
                 event = await anext(iterator)
             except StopAsyncIteration:
                 return
-            except asyncio.CancelledError as err:
+            except asyncio.CancelledError:
                 if watch.timed_out():
                     raise IdleTimeout(
                         f"LLM idle timeout ({int(idle_seconds)}s): no response from model"
                     ) from TimeoutError()
-                raise err
+                raise
             finally:
                 watch.waiting = False
             yield event

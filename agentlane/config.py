@@ -534,12 +534,28 @@ def _config_path(data_dir: Path | None, env: Mapping[str, str]) -> Path | None:
         if not path.is_file():
             raise ConfigError(f"AGENTLANE_CONFIG points to {path}, which is not a file")
         return path
-    if data_dir is None:
-        data_dir = Path(env.get("AGENTLANE_DATA_DIR", str(Path.cwd() / "data")))
+    found = _config_in_data_dir(data_dir, env)
+    return Path(found[0]) if found else None
+
+
+def _config_in_data_dir(
+    data_dir: Path | None, env: Mapping[str, str]
+) -> tuple[str, os.stat_result] | None:
+    """The data folder's config file and its stat: plain strings and one `stat` a name, as
+    `ConfigWatcher` asks before every model call."""
+    folder = (
+        str(data_dir)
+        if data_dir is not None
+        else env.get("AGENTLANE_DATA_DIR", os.path.join(os.getcwd(), "data"))
+    )
     for name in _CONFIG_NAMES:
-        candidate = data_dir / name
-        if candidate.is_file():
-            return candidate
+        candidate = os.path.join(folder, name)
+        try:
+            found = os.stat(candidate)
+        except OSError:
+            continue
+        if stat.S_ISREG(found.st_mode):
+            return candidate, found
     return None
 
 
@@ -610,35 +626,17 @@ class ConfigWatcher:
         self._config: AgentlaneConfig | None = None
 
     def _current_stamp(self) -> tuple[str, int]:
-        """Which file holds the configuration and when it changed: asked before every model
-        call, so the usual case (a file in the data folder, or none) is a stat or two on plain
-        strings."""
+        """Which file holds the configuration and when it changed (asked before every model
+        call)."""
         env = os.environ if self.env is None else self.env
         if env.get("AGENTLANE_CONFIG"):
-            path = _config_path(self.data_dir, env)
-            assert path is not None  # an explicit path that is not a file raises
-            return self._stamp_of(str(path))
-        folder = (
-            str(self.data_dir)
-            if self.data_dir is not None
-            else env.get("AGENTLANE_DATA_DIR", os.path.join(os.getcwd(), "data"))
-        )
-        for name in _CONFIG_NAMES:
-            candidate = os.path.join(folder, name)
+            path = str(_config_path(self.data_dir, env))  # not a file: raises
             try:
-                found = os.stat(candidate)
+                return (path, os.stat(path).st_mtime_ns)
             except OSError:
-                continue
-            if stat.S_ISREG(found.st_mode):
-                return (candidate, found.st_mtime_ns)
-        return ("", 0)
-
-    @staticmethod
-    def _stamp_of(path: str) -> tuple[str, int]:
-        try:
-            return (path, os.stat(path).st_mtime_ns)
-        except OSError:
-            return (path, -1)
+                return (path, -1)
+        found = _config_in_data_dir(self.data_dir, env)
+        return (found[0], found[1].st_mtime_ns) if found else ("", 0)
 
     def current(self) -> AgentlaneConfig:
         stamp = self._current_stamp()
