@@ -309,8 +309,9 @@ class ModelCallActivity:
     # -- transcript preparation -------------------------------------------------------------
 
     async def _prepare_transcript(self, inp: ModelCallInput) -> None:
+        """Called right after the step read the session (`call_model`): no second check."""
         key = inp.session_key
-        await self.store.answer_unanswered(key, inp.run_id, inp.unanswered_reason)
+        await self.store.answer_unanswered(key, inp.run_id, inp.unanswered_reason, recheck=False)
         await self.store.append(key, user_entries(inp.append_user, inp.run_id, time.time()))
 
     async def _workspace(self, inp: ModelCallInput) -> str:
@@ -401,7 +402,7 @@ class ModelCallActivity:
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 
-        stored = await self.store.read_context(inp.session_key)
+        stored = await self.store.read_context(inp.session_key, recheck=False)
         window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)
         measures = self.context_cache
         context = context_for_request(stored, window, measures, inp.session_key)

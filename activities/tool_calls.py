@@ -94,8 +94,6 @@ def preview_args(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _heartbeat_forever(progress: ToolProgress) -> None:
-    if activity.info().is_local:
-        return  # a local activity has no heartbeat; its workflow task is its liveness
     # The first at once (a dead worker is noticed from the start), with what the call does.
     activity.heartbeat(progress.details())
     await heartbeat_forever(details=progress.details)
@@ -162,7 +160,8 @@ class ToolActivities:
         return await self.store.store.tool_mark(inp.session_key, inp.tool_call_id, kind)
 
     async def _find_call(self, inp: ToolCallInput) -> ToolCall:
-        entry = await self.store.get(inp.session_key, inp.assistant_entry_id)
+        # After `_run` checked the session for an answer: the call's own entry is read then.
+        entry = await self.store.get(inp.session_key, inp.assistant_entry_id, recheck=False)
         if entry is not None:
             for call in entry.tool_calls:
                 if call.id == inp.tool_call_id:
@@ -238,7 +237,12 @@ class ToolActivities:
             if progress is None:
                 progress = ToolProgress(inp.tool_name)
             progress.secrets = await self._secrets()
-            beats = asyncio.create_task(_heartbeat_forever(progress))
+            # A local activity has no heartbeat: its workflow task is its liveness.
+            beats = (
+                None
+                if activity.info().is_local
+                else asyncio.create_task(_heartbeat_forever(progress))
+            )
             try:
                 result = await execute(call, publisher)
             except (InvalidToolArguments, PathOutsideWorkspace, WorkspaceMissing) as err:
@@ -260,7 +264,8 @@ class ToolActivities:
             except (OSError, UnicodeError, ValueError) as err:
                 result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
             finally:
-                beats.cancel()
+                if beats is not None:
+                    beats.cancel()
             duration_ms = int((time.monotonic() - started) * 1000)
             written = await self._record(inp, result, started)
             publisher.publish(

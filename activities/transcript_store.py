@@ -178,16 +178,24 @@ class TranscriptStore:
     # -- reading ---------------------------------------------------------------------------
 
     async def _refresh(
-        self, key: str, written: list[tuple[int, TranscriptEntry]] | None = None
+        self,
+        key: str,
+        written: list[tuple[int, TranscriptEntry]] | None = None,
+        recheck: bool = True,
     ) -> _Parsed:
         """The session's parsed entries, brought up to date. `written`: what this process has
-        just appended, with its seqs."""
+        just appended, with its seqs. `recheck=False`: a caller that brought the session up to
+        date moments ago, in the same step, takes what is cached without asking the store
+        again (what another process wrote since is read at the step's next check, as it would
+        have been had it come a moment later)."""
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         async with lock:
             parsed = self._cache.get(key)
             cold = parsed is None
+            if parsed is not None and not recheck and not written:
+                return parsed
             if parsed is None:
                 parsed = await self._read_cold(key)
                 fresh = True
@@ -269,12 +277,12 @@ class TranscriptStore:
                 if call.id not in parsed.answered:
                     parsed.unanswered[call.id] = call
 
-    async def read_context(self, key: str) -> list[TranscriptEntry]:
+    async def read_context(self, key: str, *, recheck: bool = True) -> list[TranscriptEntry]:
         """The session's live context: its entries from the context floor on (a suffix of the
         transcript over which `context_entries` reads exactly what it reads over the whole).
         What requests, compaction and truncation are built from; its cost is the live
         context's, whatever the session's age."""
-        return list((await self._refresh(key)).entries)
+        return list((await self._refresh(key, recheck=recheck)).entries)
 
     async def read_all(self, key: str) -> list[TranscriptEntry]:
         """The whole transcript, read from the store (not kept): for what needs the history
@@ -294,8 +302,8 @@ class TranscriptStore:
             return own
         return [e for _, e in await self.store.entries_after(key, began - 1) if e.run_id == run_id]
 
-    async def get(self, key: str, entry_id: str) -> TranscriptEntry | None:
-        parsed = await self._refresh(key)
+    async def get(self, key: str, entry_id: str, *, recheck: bool = True) -> TranscriptEntry | None:
+        parsed = await self._refresh(key, recheck=recheck)
         index = parsed.ids.get(entry_id)
         if index is not None:
             return parsed.entries[index]
@@ -313,15 +321,17 @@ class TranscriptStore:
         entries = (await self._refresh(key)).entries
         return entries[-1].id if entries else None
 
-    async def unanswered_tool_calls(self, key: str) -> list[ToolCall]:
+    async def unanswered_tool_calls(self, key: str, *, recheck: bool = True) -> list[ToolCall]:
         """The tool calls without a result. Those of the current run: a compaction or reset
         comes between a run's steps, after every call before it was answered (a run's end
         answers what it left), so no call below the floor lacks a result."""
-        return list((await self._refresh(key)).unanswered.values())
+        return list((await self._refresh(key, recheck=recheck)).unanswered.values())
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def answer_unanswered(self, key: str, run_id: str, reason: str) -> list[TranscriptEntry]:
+    async def answer_unanswered(
+        self, key: str, run_id: str, reason: str, *, recheck: bool = True
+    ) -> list[TranscriptEntry]:
         """Answer every tool call that has no result yet, as an error result explaining `reason`
         (an `Unanswered` code, or the words themselves).
 
@@ -335,7 +345,7 @@ class TranscriptStore:
                 tool_result_entry(
                     call.id, call.name, unanswered_text(reason), run_id, is_error=True, ts=now
                 )
-                for call in await self.unanswered_tool_calls(key)
+                for call in await self.unanswered_tool_calls(key, recheck=recheck)
             ],
         )
 
@@ -347,6 +357,8 @@ class TranscriptStore:
         if not entries:
             return []
         written = await self.store.append_numbered(key, entries)
-        if written:
-            await self._refresh(key, written)
+        # Something skipped was written by another process first (a retried attempt's, or one
+        # that answered a call first): read back, so a step's later reads (`recheck=False`)
+        # see what stands in the store.
+        await self._refresh(key, written or None, recheck=len(written) < len(entries))
         return [entry for _, entry in written]

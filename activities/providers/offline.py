@@ -59,12 +59,11 @@ def _estimate_tokens(chars: int) -> int:
     return max(1, chars // 4)
 
 
-def _call_id(entries: list[TranscriptEntry], assistant_turns: int, done: int) -> str:
+def _call_id(last_user_id: str, assistant_turns: int, done: int) -> str:
     """Deterministic (a retried call makes the same id) and unique in the session's file: the
     counters restart when a request no longer holds the history before it (after a reset), so
     the id also carries a tag of the user message being answered."""
-    last_user = next((e.id for e in reversed(entries) if e.role == Role.USER), "")
-    tag = hashlib.sha256(last_user.encode()).hexdigest()[:6]
+    tag = hashlib.sha256(last_user_id.encode()).hexdigest()[:6]
     return f"call_{assistant_turns + 1}_{done}_{tag}"
 
 
@@ -105,7 +104,7 @@ class OfflineProvider:
             return
         progress = progress_since_last_user(request.entries)
         plan = make_plan(progress.instruction)
-        tool_steps = [i for i, s in enumerate(plan.steps) if isinstance(s, PlannedTool)]
+        tool_steps = plan.tool_steps
         done = len(progress.tool_results)
 
         # Text steps between the previous tool call and the next one belong to this message.
@@ -158,7 +157,7 @@ class OfflineProvider:
                     break
                 together.append(step)
             for index, tool in enumerate(together):
-                call_id = _call_id(request.entries, progress.assistant_turns, done + index)
+                call_id = _call_id(progress.last_user_id, progress.assistant_turns, done + index)
                 args = json.dumps(tool.arguments)
                 yield ToolCallStart(index=index, id=call_id, name=tool.name)
                 yield ToolCallComplete(index=index, id=call_id, name=tool.name, arguments_json=args)

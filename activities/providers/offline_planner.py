@@ -32,6 +32,7 @@ import functools
 import re
 import zlib
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter
 from typing import Any
 
@@ -57,6 +58,11 @@ class Plan:
     steps: list[PlannedTool | PlannedText] = field(default_factory=list)
     # summarize <src> into <dst>: the write's content is computed once <src> has been read.
     derived_writes: dict[int, tuple[int, str]] = field(default_factory=dict)
+
+    @functools.cached_property
+    def tool_steps(self) -> list[int]:
+        """The positions of the tool steps (a plan is shared and never changed once made)."""
+        return [i for i, step in enumerate(self.steps) if isinstance(step, PlannedTool)]
 
 
 _SPLIT = re.compile(r"\s*(?:\bthen\b|;|\n)\s*", re.IGNORECASE)
@@ -233,22 +239,28 @@ class Progress:
     instruction: str
     tool_results: list[TranscriptEntry]
     assistant_turns: int
+    # The id of the user message being answered ("" when there is none).
+    last_user_id: str = ""
 
 
 _ROLE = attrgetter("role")
+_IS_TOOL = Role.TOOL.__eq__
 
 
 def progress_since_last_user(entries: list[TranscriptEntry]) -> Progress:
-    # From the end: the latest instruction is near it, however long the conversation.
-    last_user = next(
-        (i for i in range(len(entries) - 1, -1, -1) if entries[i].role == Role.USER), -1
-    )
-    instruction = entries[last_user].text if last_user >= 0 else ""
-    after = entries[last_user + 1 :]
+    # Every pass over the context runs in C (`map`, `list.index`, `compress`): the stand-in
+    # model should cost what a provider's would, not a Python loop over the whole context per
+    # call (a run's instruction is its first entry, so the walk back to it is the whole run).
+    roles = list(map(_ROLE, entries))
+    try:
+        last_user = len(roles) - 1 - roles[::-1].index(Role.USER)
+    except ValueError:
+        last_user = -1
     return Progress(
-        instruction=instruction,
-        tool_results=[e for e in after if e.role == Role.TOOL],
-        # Counted in C: the stand-in model should cost what a provider's would, not a Python
-        # loop over the whole context per call.
-        assistant_turns=list(map(_ROLE, entries)).count(Role.ASSISTANT),
+        instruction=entries[last_user].text if last_user >= 0 else "",
+        tool_results=list(
+            compress(entries[last_user + 1 :], map(_IS_TOOL, roles[last_user + 1 :]))
+        ),
+        assistant_turns=roles.count(Role.ASSISTANT),
+        last_user_id=entries[last_user].id if last_user >= 0 else "",
     )

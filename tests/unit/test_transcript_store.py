@@ -181,6 +181,37 @@ async def test_an_append_right_after_what_the_cache_holds_is_not_read_back(
     assert [e.id for e in await other.read_context(KEY)] == [e.id for e in context]
 
 
+async def test_a_steps_later_reads_take_the_cache_without_asking_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recheck=False` (a step's reads after its first): no read of the store when the session
+    is cached; a session not cached is still read, and the next plain read sees what another
+    instance wrote meanwhile."""
+    mine = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
+    other = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
+    reads: list[int] = []
+    entries_after = mine.store.entries_after
+
+    async def counted(key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:
+        found = await entries_after(key, seq)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(mine.store, "entries_after", counted)
+    await other.append(KEY, [user("u1"), assistant("a1", "c1")])
+    assert [e.id for e in await mine.read_context(KEY, recheck=False)] == ["u1", "a1"]
+    assert reads == [2]  # not cached: read all the same
+    reads.clear()
+    await other.append(KEY, [result("r1", "c1")])
+    assert (await mine.get(KEY, "a1", recheck=False)) is not None
+    assert [c.id for c in await mine.unanswered_tool_calls(KEY, recheck=False)] == ["c1"]
+    assert await mine.answer_unanswered(KEY, "run", "aborted", recheck=False) == []
+    assert reads == [1]  # the answer the other wrote first stands, read back with the append
+    assert await mine.get(KEY, "r1", recheck=False) is not None
+    assert [e.id for e in await mine.read_context(KEY, recheck=False)] == ["u1", "a1", "r1"]
+    assert reads == [1]
+
+
 async def test_run_workspace_is_recorded_per_run_and_chain(tmp_path: Path) -> None:
     store = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     assert await store.run_workspace("k", "session:k:run:1.abc") is None
