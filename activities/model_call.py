@@ -69,6 +69,7 @@ from activities.system_prompt import build_system_prompt
 from activities.tools.process_tool import owner_queue
 from activities.tools.specs import tool_specs
 from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
+from agentlane.config import AgentlaneConfig
 from agentlane.errors import (
     CONFIG_ERROR,
     MODEL_IDLE_TIMEOUT,
@@ -437,7 +438,7 @@ class ModelCallActivity:
             images=resolved.entry.capabilities.images,
         )
         # Before anything is published or sent: a request that cannot fit is not made.
-        checked = self._check_fits(inp, window, request, context)
+        checked = self._check_fits(inp, window, request, context, resolved.config)
         client = activity.client()
         prior_text = ""
         prior_unknown = False
@@ -693,10 +694,12 @@ class ModelCallActivity:
         window: int,
         request: ModelRequest,
         context: RequestContext,
+        config: AgentlaneConfig | None = None,
     ) -> ContextCheck:
         """The preemptive check (SPEC §10.3): a request estimated over the prompt budget is
-        reported as a context overflow, with the recovery route, instead of being sent."""
-        config = self.resolver.config()
+        reported as a context overflow, with the recovery route, instead of being sent.
+        `config`: the one the model was resolved in (read again when not given)."""
+        config = self.resolver.config() if config is None else config
         checked: ContextCheck = check_context(
             context,
             overhead_tokens=_overhead_tokens(request.system, tuple(t.name for t in request.tools)),

@@ -35,6 +35,8 @@ class ResolvedModel:
     model_id: str
     credentials: Credentials | None
     entry: ModelEntry
+    # The configuration the model was resolved in: the rest of the call reads the same one.
+    config: AgentlaneConfig | None = None
 
 
 class ProviderResolver:
@@ -61,21 +63,29 @@ class ProviderResolver:
 
     async def aresolve(self, ref: ModelRef, profile_id: str | None = None) -> ResolvedModel:
         """`resolve` with the auth profiles read from the store first (one query, off the
-        event loop's thread) when the model needs them."""
+        event loop's thread) when the model needs them. The config file is checked once a call."""
         try:
-            offline = self.config().model(ref.label()).api == ApiKind.OFFLINE
-        except (ConfigError, ModelUnavailable):
+            config = self.config()
+        except ModelUnavailable:
+            return self.resolve(ref, profile_id)  # which says what is wrong
+        try:
+            offline = config.model(ref.label()).api == ApiKind.OFFLINE
+        except ConfigError:
             offline = True  # resolve() says what is wrong
         if offline:
-            return self.resolve(ref, profile_id)
+            return self.resolve(ref, profile_id, config=config)
         auth = AuthStore(self.settings, self._env)
         await auth.load(self.store or await shared_store(self.settings))
-        return self.resolve(ref, profile_id, auth)
+        return self.resolve(ref, profile_id, auth, config)
 
     def resolve(
-        self, ref: ModelRef, profile_id: str | None = None, auth: AuthStore | None = None
+        self,
+        ref: ModelRef,
+        profile_id: str | None = None,
+        auth: AuthStore | None = None,
+        config: AgentlaneConfig | None = None,
     ) -> ResolvedModel:
-        config = self.config()
+        config = self.config() if config is None else config
         try:
             entry = config.model(ref.label())
         except ConfigError as err:
@@ -99,4 +109,4 @@ class ProviderResolver:
                 credentials = for_call(entry, credentials, self._env)
             except HeaderVariableError as err:
                 raise ModelUnavailable(str(err)) from err
-        return ResolvedModel(provider, entry.id, credentials, entry)
+        return ResolvedModel(provider, entry.id, credentials, entry, config)
