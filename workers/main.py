@@ -162,6 +162,12 @@ def build_workers(
                 mode, settings.max_concurrent_workflow_tasks
             ),
             max_cached_workflows=settings.max_cached_workflows,
+            # Payloads go to and come from external storage one at a time within a workflow
+            # task. With the SDK's default (3 at once) every payload of every activation is
+            # visited in a task of its own, gathered at the end, though almost none is offloaded
+            # (only those over the 128 KB threshold): six tasks a step spent on nothing. An
+            # activation holding several offloaded payloads reads them in turn instead.
+            max_workflow_task_external_storage_concurrency=1,
             activities=[
                 *tools.all(),
                 subagents.spawn_read,
