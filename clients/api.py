@@ -106,6 +106,7 @@ from clients import schedules
 from clients.api_errors import NoWorker as NoWorker
 from clients.api_errors import SessionNotFound as SessionNotFound
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
+from clients.stream_handover import HandOverAwareHandle
 from store.open import shared_store
 from store.sync import run_sync
 
@@ -1131,7 +1132,12 @@ class AgentlaneClient:
         if until_run is not None and await self._ended_before(session_key, until_run, offset):
             return  # e.g. the run a redelivered message's original took, long over
         while True:
-            stream = WorkflowStreamClient.create(self.client, events_workflow_id(session_key))
+            # Polls through a handle that moves to the stream's next segment at once when the
+            # hand-over refuses them (clients/stream_handover.py).
+            stream = WorkflowStreamClient(
+                HandOverAwareHandle(self.client, events_workflow_id(session_key)),
+                client=self.client,
+            )
             try:
                 end = await stream.get_offset() if offset else 0
                 if offset > end:
