@@ -51,7 +51,9 @@ class HandOverAwareHandle(WorkflowHandle[Any, Any]):
             raise
         # Handed over: the call still waits out the core's second. Sent again to the new run
         # (the abandoned one, should it still get through, is a poll nobody reads: the stream
-        # answers it once it has items, and it ends with the run).
+        # answers it once it has items, and it ends with the run). The SDK reports its
+        # cancellation as an error of its own, read here so that it is not logged as lost.
+        call.add_done_callback(_consume)
         call.cancel()
         self.handed_over += 1
         again = self._client.get_workflow_handle(self.id, run_id=latest)
@@ -67,3 +69,8 @@ class HandOverAwareHandle(WorkflowHandle[Any, Any]):
         except RPCError:
             return None  # not known now: keep waiting for the poll itself
         return described.run_id
+
+
+def _consume(call: asyncio.Future[Any]) -> None:
+    if not call.cancelled():
+        call.exception()

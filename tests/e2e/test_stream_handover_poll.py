@@ -23,10 +23,18 @@ class ClosesSlowly:
 
     def __init__(self) -> None:
         self.closing = False
+        self.stalls = 0
 
     @workflow.signal
     def close(self) -> None:
         self.closing = True
+
+    @workflow.signal
+    def stall(self) -> None:
+        # A busy worker: this task is held, the run goes on.
+        if not workflow.unsafe.is_replaying():
+            time.sleep(HOLD_SECONDS)  # noqa: ASYNC251
+        self.stalls += 1
 
     @workflow.update
     def poll(self) -> str:
@@ -84,3 +92,35 @@ async def _next_run_seen(client: Client, wid: str, first_run: str | None) -> flo
     while (await client.get_workflow_handle(wid).describe()).run_id == first_run:  # noqa: ASYNC110
         await asyncio.sleep(0.02)
     return time.monotonic()
+
+
+async def test_a_poll_only_slow_to_be_accepted_is_not_sent_again(server: object) -> None:
+    """A held task on a run that goes on (a busy worker): the poll waits for it, on the same
+    run, and nothing is sent twice."""
+    client = await Client.connect(str(server.address))  # type: ignore[attr-defined]
+    queue = f"handover-{uuid.uuid4().hex[:8]}"
+    wid = f"stalls-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[ClosesSlowly],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        first = await client.start_workflow(ClosesSlowly.run, 0, id=wid, task_queue=queue)
+        handle = HandOverAwareHandle(client, wid)
+        polled = await handle.start_update(
+            ClosesSlowly.poll, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+        )
+        await polled.result()
+        await first.signal(ClosesSlowly.stall)
+        await asyncio.sleep(0.1)  # the stalled task is being held now
+        sent = time.monotonic()
+        polled = await handle.start_update(
+            ClosesSlowly.poll, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+        )
+        took = time.monotonic() - sent
+        landed = await polled.result()
+        await first.signal(ClosesSlowly.close)
+    assert landed == first.first_execution_run_id
+    assert handle.handed_over == 0
+    assert took > 0.2, took  # it did wait past the first check (the stall held it)
