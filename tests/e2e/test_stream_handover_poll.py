@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from temporalio import workflow
-from temporalio.client import Client, WorkflowUpdateStage
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateHandle, WorkflowUpdateStage
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from clients.stream_handover import HandOverAwareHandle
@@ -49,31 +51,42 @@ class ClosesSlowly:
         workflow.continue_as_new(generation + 1)
 
 
-async def test_a_poll_refused_at_the_hand_over_moves_to_the_next_run_at_once(
-    server: object,
-) -> None:
-    client = await Client.connect(str(server.address))  # type: ignore[attr-defined]
+@asynccontextmanager
+async def polled_once(
+    client: Client,
+) -> AsyncIterator[tuple[WorkflowHandle[ClosesSlowly, None], HandOverAwareHandle]]:
+    """A `ClosesSlowly` run on a worker of its own, and a handle whose first poll it answered
+    (so the handle knows the run its polls reach)."""
     queue = f"handover-{uuid.uuid4().hex[:8]}"
-    wid = f"closes-{uuid.uuid4().hex[:8]}"
     async with Worker(
         client,
         task_queue=queue,
         workflows=[ClosesSlowly],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
-        first = await client.start_workflow(ClosesSlowly.run, 0, id=wid, task_queue=queue)
-        handle = HandOverAwareHandle(client, wid)
-        polled = await handle.start_update(
-            ClosesSlowly.poll, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+        first = await client.start_workflow(
+            ClosesSlowly.run, 0, id=f"closes-{uuid.uuid4().hex[:8]}", task_queue=queue
         )
-        assert await polled.result() == first.first_execution_run_id
+        handle = HandOverAwareHandle(client, first.id)
+        assert await (await poll(handle)).result() == first.first_execution_run_id
+        yield first, handle
+
+
+async def poll(handle: HandOverAwareHandle) -> WorkflowUpdateHandle[str]:
+    return await handle.start_update(ClosesSlowly.poll, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+
+
+async def test_a_poll_refused_at_the_hand_over_moves_to_the_next_run_at_once(
+    server: object,
+) -> None:
+    client = await Client.connect(str(server.address))  # type: ignore[attr-defined]
+    async with polled_once(client) as (first, handle):
+        wid = first.id
         await first.signal(ClosesSlowly.close)
         await asyncio.sleep(0.1)  # the closing task is being held now
         watch = asyncio.create_task(_next_run_seen(client, wid, first.first_execution_run_id))
         sent = time.monotonic()
-        polled = await handle.start_update(
-            ClosesSlowly.poll, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-        )
+        polled = await poll(handle)
         accepted = time.monotonic()
         landed = await polled.result()
         next_run_at = await watch
@@ -98,26 +111,11 @@ async def test_a_poll_only_slow_to_be_accepted_is_not_sent_again(server: object)
     """A held task on a run that goes on (a busy worker): the poll waits for it, on the same
     run, and nothing is sent twice."""
     client = await Client.connect(str(server.address))  # type: ignore[attr-defined]
-    queue = f"handover-{uuid.uuid4().hex[:8]}"
-    wid = f"stalls-{uuid.uuid4().hex[:8]}"
-    async with Worker(
-        client,
-        task_queue=queue,
-        workflows=[ClosesSlowly],
-        workflow_runner=UnsandboxedWorkflowRunner(),
-    ):
-        first = await client.start_workflow(ClosesSlowly.run, 0, id=wid, task_queue=queue)
-        handle = HandOverAwareHandle(client, wid)
-        polled = await handle.start_update(
-            ClosesSlowly.poll, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-        )
-        await polled.result()
+    async with polled_once(client) as (first, handle):
         await first.signal(ClosesSlowly.stall)
         await asyncio.sleep(0.1)  # the stalled task is being held now
         sent = time.monotonic()
-        polled = await handle.start_update(
-            ClosesSlowly.poll, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-        )
+        polled = await poll(handle)
         took = time.monotonic() - sent
         landed = await polled.result()
         await first.signal(ClosesSlowly.close)

@@ -148,6 +148,20 @@ async def test_incremental_read_sees_appends_from_another_instance(tmp_path: Pat
     assert [e.id for e in await writer.read_context(KEY)] == ["u1", "a1", "r1", "u2", "u3"]
 
 
+def count_reads(transcripts: TranscriptStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The entries each read of the store brought, one item per read, as they happen."""
+    reads: list[int] = []
+    entries_after = transcripts.store.entries_after
+
+    async def counted(key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:
+        found = await entries_after(key, seq)
+        reads.append(len(found))
+        return found
+
+    monkeypatch.setattr(transcripts.store, "entries_after", counted)
+    return reads
+
+
 async def test_an_append_right_after_what_the_cache_holds_is_not_read_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,15 +169,7 @@ async def test_an_append_right_after_what_the_cache_holds_is_not_read_back(
     append); an append after another instance's entries reads those back, and its own."""
     mine = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     other = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
-    reads: list[int] = []
-    entries_after = mine.store.entries_after
-
-    async def counted(key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:
-        found = await entries_after(key, seq)
-        reads.append(len(found))
-        return found
-
-    monkeypatch.setattr(mine.store, "entries_after", counted)
+    reads = count_reads(mine, monkeypatch)
     await mine.append(KEY, [user("u1")])  # cold: the session is read whole once
     reads.clear()
     written = await mine.append(KEY, [assistant("a1", "c1"), result("r1", "c1")])
@@ -189,15 +195,7 @@ async def test_a_steps_later_reads_take_the_cache_without_asking_again(
     instance wrote meanwhile."""
     mine = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
     other = TranscriptStore(await open_store(Settings(data_dir=tmp_path)))
-    reads: list[int] = []
-    entries_after = mine.store.entries_after
-
-    async def counted(key: str, seq: int = 0) -> list[tuple[int, TranscriptEntry]]:
-        found = await entries_after(key, seq)
-        reads.append(len(found))
-        return found
-
-    monkeypatch.setattr(mine.store, "entries_after", counted)
+    reads = count_reads(mine, monkeypatch)
     await other.append(KEY, [user("u1"), assistant("a1", "c1")])
     assert [e.id for e in await mine.read_context(KEY, recheck=False)] == ["u1", "a1"]
     assert reads == [2]  # not cached: read all the same
