@@ -36,6 +36,12 @@ async def heartbeat_forever(
             activity.heartbeat(details())
 
 
+def heartbeats_reach_temporal() -> bool:
+    """Whether this code runs in an activity whose heartbeats Temporal takes: a local activity
+    (a file tool) has none, and the SDK logs a warning for each one sent."""
+    return activity.in_activity() and not activity.info().is_local
+
+
 class IdleTimeout(Exception):
     pass
 

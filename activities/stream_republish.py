@@ -38,12 +38,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 
 from activities.event_publishing import OFFSET_QUERY, POLL_QUERY, decode_events
-from activities.liveness import heartbeat_forever
+from activities.liveness import heartbeat_forever, heartbeats_reach_temporal
 from activities.model_output.normalization import normalize_text
 from activities.stream_gaps import expected_event_ids, gap_ids
 from activities.stream_publishers import SessionPublishers
@@ -58,6 +57,9 @@ SETTLE_MARGIN_SECONDS = 1.5
 # For a step that is not a retry (its run's first step on this worker): the run's previous step
 # most likely ran on a live worker that is still sending, so only clearly old entries count.
 FIRST_HERE_SETTLE_MARGIN_SECONDS = 5.0
+# While young missing events settle, the stream is read again this often at least (half a batch
+# interval otherwise: a batch another worker holds lands within one).
+MIN_POLL_SECONDS = 0.05
 # Read back this many events at first; doubled until the run's start is found.
 TAIL_WINDOW = 2_000
 _TURN = re.compile(r":t(\d+)$")
@@ -303,6 +305,8 @@ class RunEvents:
     # workflow continued as new): the time of its oldest event kept. What was published
     # before then may be gone without having been lost.
     horizon: float | None = None
+    # The stream's offset after the last item read: where a read of what came later starts.
+    next_offset: int = 0
 
 
 async def run_events(client: Client, session_key: str, run_id: str) -> RunEvents:
@@ -328,17 +332,37 @@ async def run_events(client: Client, session_key: str, run_id: str) -> RunEvents
             if oldest is None and decoded:
                 oldest = (result.items[0].offset, decoded[0].ts)
             events.extend(e for e in decoded if e.run_id == run_id)
+            offset = max(offset, result.next_offset)
             if not result.items or not result.more_ready:
                 break
-            offset = result.next_offset
+        read_to = max(offset, end)
         if any(e.event_id == start_id for e in events):
-            return RunEvents(events)
+            return RunEvents(events, next_offset=read_to)
         if oldest is not None and oldest[0] > begin:
             # A query starts at the oldest item kept: the part before it is truncated.
-            return RunEvents(events, horizon=oldest[1])
+            return RunEvents(events, horizon=oldest[1], next_offset=read_to)
         if begin == 0:
-            return RunEvents(events)
+            return RunEvents(events, next_offset=read_to)
         window *= 2
+
+
+async def run_events_after(
+    client: Client, session_key: str, run_id: str, offset: int
+) -> tuple[list[AgentEvent], int]:
+    """The run's events the stream took at `offset` or later, and the offset after them."""
+    handle = client.get_workflow_handle(events_workflow_id(session_key))
+    converter = client.data_converter.payload_converter
+    events: list[AgentEvent] = []
+    while True:
+        result = await handle.query(
+            POLL_QUERY,
+            PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
+            result_type=PollResult,
+        )
+        events.extend(e for e in decode_events(result, converter) if e.run_id == run_id)
+        offset = max(offset, result.next_offset)
+        if not result.items or not result.more_ready:
+            return events, offset
 
 
 def published_after(
@@ -389,6 +413,7 @@ class Republisher:
         self.store = store
         self.publishers = publishers
         self.settle_seconds = publishers.batch_interval_seconds + settle_margin
+        self.poll_seconds = max(MIN_POLL_SECONDS, publishers.batch_interval_seconds / 2)
 
     @classmethod
     def for_step(
@@ -401,13 +426,17 @@ class Republisher:
         self, client: Client, session_key: str, run_id: str, *, wait_to_settle: bool = False
     ) -> Recovery:
         """The events to publish again, what is still missing after them, and what the stream
-        holds of the run. `wait_to_settle`: entries too young to tell are waited for once (the
-        run's end, the last chance) instead of left for later."""
+        holds of the run. `wait_to_settle` (the run's end, the last chance): entries too young to
+        tell are waited for, reading the stream again as they settle, instead of left for later."""
         entries = await self.store.read_run(session_key, run_id)
         expected = expected_event_ids(entries, run_id)
-        for _ in range(2):
-            read = await run_events(client, session_key, run_id)
-            stream = read.events
+        read = await run_events(client, session_key, run_id)
+        stream = read.events
+        offset = read.next_offset
+        # The longest wait, as before: one settle time (entries stamped by a host whose clock
+        # runs ahead look younger than they are).
+        give_up = time.monotonic() + self.settle_seconds
+        while True:
             seen = {eid for e in stream for eid in gap_ids(e)}
             missing = {eid: entry for eid, entry in expected.items() if eid not in seen}
             missing.update(lifecycle_missing(entries, run_id, seen))
@@ -415,11 +444,22 @@ class Republisher:
                 missing = published_after(missing, entries, read.horizon)
             now = time.time()
             lost = settled(missing, entries, self.settle_seconds, now)
-            if not wait_to_settle or len(lost) == len(missing):
+            if not wait_to_settle or len(lost) == len(missing) or time.monotonic() >= give_up:
                 break
+            # Too young to tell: most often another worker's last batch, one batch interval
+            # away. The stream is read again every poll interval (only what came since), so
+            # the wait ends when that batch lands, not a whole settle time later.
             young = set(missing.values()) - set(lost.values())
             youngest = max((e.ts for e in entries if e.id in young), default=now)
-            await asyncio.sleep(max(0.1, youngest + self.settle_seconds - now))
+            await asyncio.sleep(
+                min(
+                    self.poll_seconds,
+                    max(0.0, youngest + self.settle_seconds - now),
+                    max(0.0, give_up - time.monotonic()),
+                )
+            )
+            later, offset = await run_events_after(client, session_key, run_id, offset)
+            stream.extend(later)
         events = rebuild(session_key, run_id, entries, stream, lost)
         rebuilt = {e.event_id for e in events}
         still = {eid: entry for eid, entry in missing.items() if eid not in rebuilt}
@@ -431,7 +471,7 @@ class Republisher:
         retried step need not announce those again); best effort: a failed check never fails
         the step (and answers nothing)."""
         # The step's heartbeat timeout runs from its start: keep it alive meanwhile.
-        beats = asyncio.create_task(heartbeat_forever()) if activity.in_activity() else None
+        beats = asyncio.create_task(heartbeat_forever()) if heartbeats_reach_temporal() else None
         try:
             return await self._republish(client, session_key, run_id)
         finally:

@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from activities.cancellation import cancelled_for_good
 from activities.context.token_estimate import IMAGES_META_KEY
 from activities.known_secrets import KnownSecrets
-from activities.liveness import heartbeat_forever
+from activities.liveness import heartbeat_forever, heartbeats_reach_temporal
 from activities.progress_details import ToolProgress
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
@@ -206,7 +206,8 @@ class ToolActivities:
             in_stream = await Republisher.for_step(
                 self.store, self.publishers, activity.info().attempt
             ).republish(activity.client(), inp.session_key, inp.run_id)
-            activity.heartbeat()
+            if heartbeats_reach_temporal():
+                activity.heartbeat()
         existing = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         if existing is not None:
             # A previous attempt (or the run's clean-up) already answered this call.

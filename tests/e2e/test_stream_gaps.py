@@ -189,3 +189,66 @@ async def test_the_end_of_a_run_does_not_wait_for_events_this_worker_still_holds
     transcript = client.transcript("held")
     expected = expected_event_ids(transcript, receipt.run_id)
     assert expected and set(expected) <= {e.event_id for e in events}
+
+
+async def test_the_end_of_a_run_does_not_wait_out_another_workers_batch(dep: Deployment) -> None:
+    # Two worker processes on one task queue: a run's steps land on either, and each sends
+    # what its steps published one batch interval later. When the run's end runs on the other
+    # worker than its last step, those events are still on their way: the end reads the
+    # stream again until they land. Before, it waited out the whole settle time (1.7 s) before
+    # `agent_end` and before the session could start its next run.
+    dep.start_worker()
+    dep.start_worker()
+    ws = dep.data_dir / "ws"
+    ws.mkdir()
+    client = await AgentlaneClient.connect(settings_for(dep))
+    ends: list[float] = []  # finish_run, scheduled to completed
+    crossed = 0  # runs whose end ran elsewhere than their last model call
+    for burst in range(4):
+        keys = [f"two-{burst}-{n}" for n in range(4)]
+        for key in keys:
+            (ws / key).mkdir()
+        receipts = await asyncio.gather(
+            *(
+                client.send_and_start(
+                    k, "write a.txt with 1 then write b.txt with 2", workspace=str(ws / k)
+                )
+                for k in keys
+            )
+        )
+        results = await asyncio.gather(*(client.wait_for_run(r.run_id or "") for r in receipts))
+        assert all(r.status == ExecutionStatus.SUCCESS for r in results), results
+        for receipt in receipts:
+            history = await client.client.get_workflow_handle(receipt.run_id or "").fetch_history()
+            scheduled: dict[int, tuple[str, float]] = {}
+            started_by: dict[int, str] = {}
+            last_model_worker = finish_worker = ""
+            for e in history.events:
+                at = e.event_time.ToDatetime().timestamp()
+                if e.HasField("activity_task_scheduled_event_attributes"):
+                    name = e.activity_task_scheduled_event_attributes.activity_type.name
+                    scheduled[e.event_id] = (name, at)
+                elif e.HasField("activity_task_started_event_attributes"):
+                    a = e.activity_task_started_event_attributes
+                    started_by[a.scheduled_event_id] = a.identity
+                elif e.HasField("activity_task_completed_event_attributes"):
+                    sched = e.activity_task_completed_event_attributes.scheduled_event_id
+                    name, when = scheduled[sched]
+                    if name == "call_model":
+                        last_model_worker = started_by[sched]
+                    elif name == "finish_run":
+                        finish_worker = started_by[sched]
+                        ends.append(at - when)
+            crossed += finish_worker != last_model_worker
+        events = [
+            item.event async for item in client.watch(keys[0], 0, until_run=receipts[0].run_id)
+        ]
+        assert events[-1].kind == EventKind.AGENT_END
+        assert EventKind.STREAM_GAP not in [e.kind for e in events]
+    assert len(ends) == 16
+    assert crossed, "no run ended on the other worker: the case was not exercised"
+    assert max(ends) < 1.0, sorted(ends)
+    # A file tool's first step of a run on a worker checks the run's earlier events; being a
+    # local activity it sends no heartbeat (the SDK warned of each one, every such step).
+    for worker in dep.workers:
+        assert "Activity heartbeat failed" not in worker.log.read_text(errors="replace")
