@@ -38,8 +38,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.workflow_streams import PollInput, PollResult
+from temporalio.converter import PayloadConverter
 
 from activities.event_publishing import OFFSET_QUERY, POLL_QUERY, decode_events
 from activities.liveness import heartbeat_forever, heartbeats_reach_temporal
@@ -309,37 +310,60 @@ class RunEvents:
     next_offset: int = 0
 
 
-async def run_events(client: Client, session_key: str, run_id: str) -> RunEvents:
-    """The run's events in the stream, read from the tail back to its `agent_start` or the
-    oldest event the stream keeps (queries: no history cost)."""
+async def _read_range(
+    handle: WorkflowHandle[Any, Any],
+    converter: PayloadConverter,
+    run_id: str,
+    begin: int,
+    end: int,
+) -> tuple[list[AgentEvent], int, tuple[int, float] | None]:
+    """The run's events among the stream's items from `begin` to (at least) `end`, the offset
+    after the last item read, and the offset and time of the first item the stream answered
+    (later than `begin` when the stream no longer keeps what came before)."""
+    events: list[AgentEvent] = []
+    offset = begin
+    oldest: tuple[int, float] | None = None
+    while offset < end:
+        result = await handle.query(
+            POLL_QUERY,
+            PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
+            result_type=PollResult,
+        )
+        decoded = decode_events(result, converter)
+        if oldest is None and decoded:
+            oldest = (result.items[0].offset, decoded[0].ts)
+        events.extend(e for e in decoded if e.run_id == run_id)
+        offset = max(offset, result.next_offset)
+        if not result.items or not result.more_ready:
+            break
+    return events, max(offset, end), oldest
+
+
+async def run_events(
+    client: Client, session_key: str, run_id: str, start: int | None = None
+) -> RunEvents:
+    """The run's events in the stream (queries: no history cost): from `start`, the offset
+    recorded when the run began, or else read from the tail back to its `agent_start` or the
+    oldest event the stream keeps. From the start, a long session's older runs are not read
+    (the tail window alone is up to 2 000 events, each decoded)."""
     handle = client.get_workflow_handle(events_workflow_id(session_key))
     converter = client.data_converter.payload_converter
     end: int = await handle.query(OFFSET_QUERY, result_type=int)
+    if start is not None and start <= end:
+        events, read_to, oldest = await _read_range(handle, converter, run_id, start, end)
+        # A query starts at the oldest item kept: the part before it is truncated.
+        truncated = oldest is not None and oldest[0] > start
+        return RunEvents(
+            events, horizon=oldest[1] if truncated and oldest else None, next_offset=read_to
+        )
     start_id = lifecycle_event_id(run_id, EventKind.AGENT_START)
     window = TAIL_WINDOW
     while True:
         begin = max(0, end - window)
-        events: list[AgentEvent] = []
-        offset = begin
-        oldest: tuple[int, float] | None = None  # offset and time of the first item read
-        while offset < end:
-            result = await handle.query(
-                POLL_QUERY,
-                PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
-                result_type=PollResult,
-            )
-            decoded = decode_events(result, converter)
-            if oldest is None and decoded:
-                oldest = (result.items[0].offset, decoded[0].ts)
-            events.extend(e for e in decoded if e.run_id == run_id)
-            offset = max(offset, result.next_offset)
-            if not result.items or not result.more_ready:
-                break
-        read_to = max(offset, end)
+        events, read_to, oldest = await _read_range(handle, converter, run_id, begin, end)
         if any(e.event_id == start_id for e in events):
             return RunEvents(events, next_offset=read_to)
         if oldest is not None and oldest[0] > begin:
-            # A query starts at the oldest item kept: the part before it is truncated.
             return RunEvents(events, horizon=oldest[1], next_offset=read_to)
         if begin == 0:
             return RunEvents(events, next_offset=read_to)
@@ -430,7 +454,8 @@ class Republisher:
         tell are waited for, reading the stream again as they settle, instead of left for later."""
         entries = await self.store.read_run(session_key, run_id)
         expected = expected_event_ids(entries, run_id)
-        read = await run_events(client, session_key, run_id)
+        start = await self.store.stream_start(session_key, run_id)
+        read = await run_events(client, session_key, run_id, start)
         stream = read.events
         offset = read.next_offset
         # The longest wait, as before: one settle time (entries stamped by a host whose clock

@@ -9,18 +9,22 @@ import asyncio
 import time
 from typing import Any
 
-from activities.stream_republish import Republisher, rebuild
+from activities.stream_republish import TAIL_WINDOW, Republisher, rebuild
 from agentlane.transcript import TranscriptEntry
-from tests.unit.test_stream_gaps_reads import FakeClient, FakeStream
+from tests.unit.test_stream_gaps_reads import FakeClient, FakeStream, event
 from tests.unit.test_stream_republish import RUN, T1, everything_missing, transcript
 
 
 class FakeStore:
-    def __init__(self, entries: list[TranscriptEntry]) -> None:
+    def __init__(self, entries: list[TranscriptEntry], start: int | None = None) -> None:
         self.entries = entries
+        self.start = start
 
     async def read_run(self, session_key: str, run_id: str) -> list[TranscriptEntry]:
         return self.entries
+
+    async def stream_start(self, session_key: str, run_id: str) -> int | None:
+        return self.start
 
 
 class FakePublishers:
@@ -97,3 +101,18 @@ async def test_without_waiting_young_entries_are_left_for_later() -> None:
     found = await republisher.lost(FakeClient(stream), "s", RUN)  # type: ignore[arg-type]
     assert time.monotonic() - started < 0.2
     assert found.events == [] and set(found.missing) == late_ids
+
+
+async def test_the_check_reads_the_run_from_its_recorded_start() -> None:
+    # A long session: 3 000 events of earlier runs before this run's. With the run's start
+    # recorded, only the run is read; without, the tail window (2 000 events) is.
+    entries = recent_transcript()
+    present, late, _ = split_by_last_message(entries)
+    older = [event(i, f"old{i // 10}") for i in range(3_000)]
+    total = len(older) + len(present) + len(late)
+    for start, first_read in ((3_000, 3_000), (None, total - TAIL_WINDOW)):
+        stream = FakeStream([*older, *present, *late])
+        republisher = Republisher(FakeStore(entries, start), FakePublishers())  # type: ignore[arg-type]
+        found = await republisher.lost(FakeClient(stream), "s", RUN)  # type: ignore[arg-type]
+        assert found.events == [] and found.missing == {}
+        assert stream.polled[0] == first_read, stream.polled
