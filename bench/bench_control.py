@@ -5,7 +5,8 @@ measured in the same run.
     python bench/bench_control.py            (from the repository root, with the venv's Python)
     python bench/bench_control.py --quick    (about 10x fewer of everything: a smoke run)
 
-One dev server, one worker process, the offline model at zero latency. A fast loop is
+One dev server, one worker process (`--workers N`: N of them on the task queue), the offline
+model at zero latency. A fast loop is
 `write f0.txt with 0 then ... then write f149.txt with 149 then say done` (150 tool steps, each a
 model call and a local file tool); a streaming call is `count slowly to 400` (50 ms per number).
 """
@@ -502,18 +503,20 @@ async def baselines(client: AgentlaneClient, key: str, n: int) -> dict[str, list
 # -- main --------------------------------------------------------------------------------------
 
 
-async def main(counts: Counts, seed: int) -> int:
-    """Returns the number of problems seen (lost, duplicated, exceptions, missed aborts)."""
+async def main(counts: Counts, seed: int, workers: int = 1) -> int:
+    """Returns the number of problems seen (lost, duplicated, exceptions, missed aborts).
+    `workers`: worker processes on the task queue, sharing one data dir (one host's)."""
     rng = random.Random(seed)
     figures = Figures()
     problems: list[str] = []
     async with bench_stack("bench-control") as stack:
         dep = stack.deployment()
-        dep.start_worker()
+        for _ in range(workers):
+            dep.start_worker()
         client = await stack.client(dep)
         note(
-            f"dev server {stack.server.address}; one worker process; offline model, zero latency;"
-            f" seed {seed}; started {time.strftime('%H:%M:%S')}"
+            f"dev server {stack.server.address}; {workers} worker process(es); offline model, "
+            f"zero latency; seed {seed}; started {time.strftime('%H:%M:%S')}"
         )
 
         # Warm-up: a loop and a stream aborted, an interrupt, an idle session for baselines.
@@ -801,10 +804,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="about 10x fewer: a smoke run")
     parser.add_argument("--seed", type=int, default=None, help="random points (default: random)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="worker processes on the task queue (default 1)"
+    )
     args = parser.parse_args()
     quick = args.quick or os.environ.get("AGENTLANE_BENCH_QUICK") == "1"
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     try:
-        sys.exit(1 if asyncio.run(main(QUICK if quick else FULL, seed)) else 0)
+        sys.exit(1 if asyncio.run(main(QUICK if quick else FULL, seed, args.workers)) else 0)
     except KeyboardInterrupt:
         sys.exit(130)
