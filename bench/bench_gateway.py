@@ -385,8 +385,13 @@ class Receiver:
 
 async def webhooks(stack: Stack, dep: Deployment) -> dict[str, float]:
     client = await stack.client(dep)
-    # The receiver is on loopback: webhooks reach it only with the operator's leave.
-    (dep.data_dir / "config.toml").write_text("[webhooks]\nallow_private = true\n")
+    # The receiver is on loopback: webhooks reach it only with the operator's leave, given in
+    # the configuration each side reads: this client the data dir's, the worker the fake
+    # provider's file (AGENTLANE_CONFIG) when it has one.
+    for config in {dep.data_dir / "config.toml", Path(dep.extra_env.get("AGENTLANE_CONFIG", ""))}:
+        if config.name:
+            kept = config.read_text() if config.exists() else ""
+            config.write_text(f"{kept}\n[webhooks]\nallow_private = true\n")
     receiver = Receiver()
     runs = 4 if QUICK else WEBHOOK_RUNS
     try:
