@@ -149,6 +149,9 @@ NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
 BUSY_WAIT_SECONDS = 60.0
 # How long `wait_for_run` waits for the session to record a closed run's end.
 RUN_END_RECORDED_WAIT = 5.0
+# How long `wait_for_run` waits for a run its receipt named to exist: an abort that meets the
+# run while its session is still starting it names it a moment before Temporal has made it.
+RUN_CREATED_WAIT = 10.0
 # How long `read_events` keeps retrying an unreachable server.
 READ_RETRY_SECONDS = 60.0
 # A live worker renews its long poll at least this often (the server ends polls after a minute).
@@ -1074,17 +1077,11 @@ class AgentlaneClient:
 
     async def wait_for_run(self, run_id: str) -> ExecutionResult:
         """The run's result, once the session has also recorded its end (so a message sent next
-        starts a new run at once instead of queueing behind the finished one)."""
+        starts a new run at once instead of queueing behind the finished one). A run a receipt
+        named that Temporal has not made yet (its session is starting it) is waited for, up to
+        `RUN_CREATED_WAIT`; an id no run ever gets fails after that."""
         handle = self.client.get_workflow_handle(run_id, result_type=ExecutionResult)
-        try:
-            result: ExecutionResult = await handle.result()
-        except WorkflowFailureError as err:
-            # A run that ended in error or was aborted fails its workflow with its result
-            # (agentlane/run_outcome.py); any other failure (terminated, timed out) is raised.
-            failed = result_of_failure(err)
-            if failed is None:
-                raise
-            result = failed
+        result = await self._run_result(handle)
         session = self.client.get_workflow_handle(session_workflow_id(result.session_key))
         # The session records the end a task after the run closes: asked again at growing
         # intervals, so a loaded deployment is not asked more the slower it gets.
@@ -1101,6 +1098,27 @@ class AgentlaneClient:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.5)
         return result
+
+    async def _run_result(self, handle: WorkflowHandle[Any, ExecutionResult]) -> ExecutionResult:
+        created_by = time.monotonic() + RUN_CREATED_WAIT
+        pause = 0.02
+        while True:
+            try:
+                result: ExecutionResult = await handle.result()
+                return result
+            except WorkflowFailureError as err:
+                # A run that ended in error or was aborted fails its workflow with its result
+                # (agentlane/run_outcome.py); any other failure (terminated, timed out) is
+                # raised.
+                failed = result_of_failure(err)
+                if failed is None:
+                    raise
+                return failed
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND or time.monotonic() >= created_by:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
 
     async def events_offset(self, session_key: str) -> int:
         """The offset the session's next event will have: 0 for a session not started yet (its

@@ -102,3 +102,19 @@ async def test_an_abort_at_any_moment_after_send_reaches_the_run_or_finds_it_end
         # finished it first.
         assert result.status in (ExecutionStatus.ABORTED, ExecutionStatus.SUCCESS), result
     assert_transcript_valid(client.transcript(session_key))
+
+
+async def test_a_run_named_before_temporal_made_it_is_waited_for(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """An abort that meets a run while its session is still starting it names the run a moment
+    before Temporal has made it; waiting for that run by its id must not fail as "not found".
+    Here the wait even begins before the message is sent."""
+    run_id = run_workflow_id(session_key, 1)
+    waiting = asyncio.create_task(client.wait_for_run(run_id))
+    await asyncio.sleep(0.5)
+    assert not waiting.done(), waiting
+    receipt = await client.send_and_start(session_key, "say made", workspace=str(workspace))
+    assert receipt.run_id == run_id
+    result = await asyncio.wait_for(waiting, 60)
+    assert result.status == ExecutionStatus.SUCCESS and result.reply == "made", result
