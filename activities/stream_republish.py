@@ -315,15 +315,16 @@ async def _read_range(
     converter: PayloadConverter,
     run_id: str,
     begin: int,
-    end: int,
+    end: int | None,
 ) -> tuple[list[AgentEvent], int, tuple[int, float] | None]:
-    """The run's events among the stream's items from `begin` to (at least) `end`, the offset
-    after the last item read, and the offset and time of the first item the stream answered
-    (later than `begin` when the stream no longer keeps what came before)."""
+    """The run's events among the stream's items from `begin` to (at least) `end` (None: to
+    the stream's end now), the offset after the last item read, and the offset and time of the
+    first item the stream answered (later than `begin` when the stream no longer keeps what
+    came before)."""
     events: list[AgentEvent] = []
     offset = begin
     oldest: tuple[int, float] | None = None
-    while offset < end:
+    while end is None or offset < end:
         result = await handle.query(
             POLL_QUERY,
             PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
@@ -336,7 +337,7 @@ async def _read_range(
         offset = max(offset, result.next_offset)
         if not result.items or not result.more_ready:
             break
-    return events, max(offset, end), oldest
+    return events, offset if end is None else max(offset, end), oldest
 
 
 async def run_events(
@@ -375,18 +376,10 @@ async def run_events_after(
 ) -> tuple[list[AgentEvent], int]:
     """The run's events the stream took at `offset` or later, and the offset after them."""
     handle = client.get_workflow_handle(events_workflow_id(session_key))
-    converter = client.data_converter.payload_converter
-    events: list[AgentEvent] = []
-    while True:
-        result = await handle.query(
-            POLL_QUERY,
-            PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
-            result_type=PollResult,
-        )
-        events.extend(e for e in decode_events(result, converter) if e.run_id == run_id)
-        offset = max(offset, result.next_offset)
-        if not result.items or not result.more_ready:
-            return events, offset
+    events, after, _ = await _read_range(
+        handle, client.data_converter.payload_converter, run_id, offset, None
+    )
+    return events, after
 
 
 def published_after(

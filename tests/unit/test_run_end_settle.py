@@ -70,7 +70,8 @@ async def test_the_end_waits_for_another_workers_batch_only_until_it_lands() -> 
     found = await republisher.lost(FakeClient(stream), "s", RUN, wait_to_settle=True)  # type: ignore[arg-type]
     took = time.monotonic() - started
     await landing
-    assert 0.3 <= took < 0.8, took
+    # Well before the settle time (1.7 s) the code before waited out.
+    assert 0.3 <= took < 1.4, took
     assert found.events == [] and found.missing == {}
     # Read again from where the first read ended, not from the run's start each time.
     first_end = len(present)
@@ -87,7 +88,7 @@ async def test_what_never_lands_is_published_again_once_settled() -> None:
     found = await republisher.lost(FakeClient(stream), "s", RUN, wait_to_settle=True)  # type: ignore[arg-type]
     took = time.monotonic() - started
     # Until the youngest entry was settle_seconds (0.5 s) old, and not much longer.
-    assert 0.4 <= took < 1.0, took
+    assert 0.4 <= took < 1.5, took
     assert {e.event_id for e in found.events} >= late_ids
     assert found.missing == {}
 
