@@ -112,6 +112,10 @@ async def _send(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_REJECTED
+    except OSError as err:
+        # The message's file, not the server: the catch-all below would call it unreachable.
+        print(f"rejected: cannot read the message file: {err}", file=sys.stderr)
+        return EXIT_REJECTED
     client = await AgentlaneClient.connect_cli()
     offset = await _offset_before_send(client, args.session) if args.watch else 0
     try:

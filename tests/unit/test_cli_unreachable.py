@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.harness import REPO, devserver
 
@@ -37,6 +38,17 @@ def test_a_bad_schedule_timing_is_refused_before_connecting() -> None:
     got = cli("schedule", "create", "x", "--session", "s", "--message", "hi", "--every", "1wk")
     assert got.returncode == 2, got.stderr
     assert "invalid interval '1wk'" in got.stderr and "reach" not in got.stderr
+
+
+def test_a_message_file_that_cannot_be_read_is_rejected_input_not_an_unreachable_server(
+    tmp_path: Path,
+) -> None:
+    # Exit codes are what scripts branch on: 7 would send an operator looking for a dead server.
+    for path, why in ((tmp_path / "missing.md", "No such file"), (tmp_path, "Is a directory")):
+        got = cli("send", "alice", "--file", str(path))
+        assert got.returncode == 2, got.stderr
+        assert "cannot read the message file" in got.stderr and why in got.stderr
+        assert "reach" not in got.stderr and "Traceback" not in got.stderr
 
 
 def test_setup_namespace_names_the_address_it_was_given() -> None:
