@@ -42,6 +42,9 @@ class QueuedMessage(BaseModel):
     debounce_ms: int | None = None
     # What sent it (InboundMessage.source): the run that takes it as its first message says so.
     source: EntrySource = EntrySource.CHAT
+    # The follow-up half of a steer-backlog message: the transcript id of its steered half
+    # (workflows/policy/queue.py `backlog_copy`).
+    backlog_of: str | None = None
 
 
 class SessionSettings(BaseModel):

@@ -52,11 +52,16 @@ BOUNDED_FATES_PATCH = "session-bounded-fates"
 # waiting on a queued message no longer asks every 50 ms (an update, five history events, each).
 SETTLED_WAIT_PATCH = "session-wait-started-settles"
 
+# A steer-backlog message the run took as steering is queued again under a transcript id of its
+# own (workflows/policy/queue.py `backlog_copy`); before, its follow-up run had no prompt.
+STEER_BACKLOG_COPY_PATCH = "session-steer-backlog-copy"
+
 RUN_CODE: Sequence[CodeLevel] = (CodeLevel("run-code-2026-11"),)
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
     CodeLevel("session-code-2026-11-26-wait", frozenset({SETTLED_WAIT_PATCH})),
+    CodeLevel("session-code-2026-11-27", frozenset({STEER_BACKLOG_COPY_PATCH})),
 )
 # A stream segment younger than the server's minimal interval between runs of one workflow id
 # does not hand over (workflows/session_events.py).

@@ -132,6 +132,7 @@ with workflow.unsafe.imports_passed_through():
         RUN_CODE,
         SESSION_CODE,
         SETTLED_WAIT_PATCH,
+        STEER_BACKLOG_COPY_PATCH,
         Patches,
         newest,
     )
@@ -154,6 +155,7 @@ with workflow.unsafe.imports_passed_through():
         Batch,
         after_steer,
         apply_cap,
+        backlog_copy,
         check_duplicate,
         debounce_remaining_ms,
         decide,
@@ -165,6 +167,7 @@ with workflow.unsafe.imports_passed_through():
         remember,
         remove,
         resolve_settings,
+        unconsumed_to_requeue,
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
     from workflows.process_stop import stop_background_processes
@@ -225,6 +228,7 @@ class SessionWorkflow:
         self.patches.start(inp.code)
         self.bounded_fates = self.patches(BOUNDED_FATES_PATCH)
         self.settled_waits = self.patches(SETTLED_WAIT_PATCH)
+        self.backlog_copies = self.patches(STEER_BACKLOG_COPY_PATCH)
         # `wait_started` calls waiting for their message's fate to settle.
         self.start_waiters = 0
         self.s: SessionState = inp.state
@@ -398,6 +402,8 @@ class SessionWorkflow:
         if action in (Action.STEER, Action.STEER_AND_QUEUE):
             steered = await self._steer(turn)
             queue_it = after_steer(action, steered) is not None
+            if steered and queue_it and self.backlog_copies:
+                item = backlog_copy(item)
             queued = queue_it and self._enqueue(item.model_copy(update={"debounce": True}), qs)
             if queue_it and not queued and not steered:
                 return self._dropped_receipt(seq, mode, qs)
@@ -1361,7 +1367,7 @@ class SessionWorkflow:
         retry = list(redelivery.retry)
         for item in retry:
             self._set_fate(item.seq, FateState.PENDING, note=f"retrying: {why}")
-        for turn in held.steered:
+        for turn in unconsumed_to_requeue(held.steered, self.s.queue):
             retry.append(self._requeue_turn(turn).model_copy(update={"debounce": True}))
         self.s.queue = [*retry, *self.s.queue]
         # Re-debounce (SPEC §17.5): a failing run is not retried in a tight loop.
@@ -1376,7 +1382,10 @@ class SessionWorkflow:
             self.s.settings.workspace_host = result.workspace_host
         if result.profile_pin is not None and result.profile_pin.source == "auto":
             self.s.profile_pin = result.profile_pin
-        back = [self._requeue_turn(turn) for turn in result.unconsumed]
+        back = [
+            self._requeue_turn(turn)
+            for turn in unconsumed_to_requeue(result.unconsumed, self.s.queue)
+        ]
         self.s.queue = [*back, *self.s.queue]
         if batch.used_overflow:
             self.s.overflow = OverflowState()

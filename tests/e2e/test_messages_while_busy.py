@@ -53,6 +53,32 @@ async def test_steer_reaches_the_running_run(
     assert not (await client.status(session_key)).queue_length
 
 
+async def test_steer_backlog_steers_the_run_and_then_runs_again_with_the_message_as_prompt(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(
+        session_key,
+        "count slowly to 60 then run `sleep 1` then say not steered",
+        workspace=str(workspace),
+    )
+    assert first.run_id
+    await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
+    steer = await client.send(session_key, "say backlog ok", mode="steer-backlog")
+    assert steer.disposition == SendDisposition.STEERED
+    assert (await client.wait_for_run(first.run_id)).reply == "backlog ok"
+    await wait_idle(client, session_key, runs=2)
+    second = f"session:{session_key}:run:2"
+    assert (await client.wait_for_run(second)).reply == "backlog ok"
+    entries = client.transcript(session_key)
+    assert_transcript_valid(entries)
+    # The follow-up run starts from the message (a prompt of its own), not from the model's
+    # last answer, which a provider would continue as a prefill or refuse.
+    ran = [e for e in entries if e.run_id == second]
+    assert ran[0].role == Role.USER and ran[0].text == "say backlog ok"
+    users = [e for e in entries if e.role == Role.USER]
+    assert [u.run_id for u in users] == [first.run_id, first.run_id, second]
+
+
 async def test_interrupt_stops_the_run_and_starts_a_new_one(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:

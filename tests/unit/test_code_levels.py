@@ -11,6 +11,7 @@ from workflows.patches import (
     RUN_CODE,
     SESSION_CODE,
     SETTLED_WAIT_PATCH,
+    STEER_BACKLOG_COPY_PATCH,
     CodeLevel,
     Patches,
     UnknownCodeLevel,
@@ -38,11 +39,12 @@ def test_a_level_named_by_the_input_needs_no_marker() -> None:
     assert patches.own_marker("stop-processes-on-reset-and-close")
     older = Patches(SESSION_CODE)
     older.start(SESSION_CODE[0].marker)
-    assert older.uncovered == {BOUNDED_FATES_PATCH, SETTLED_WAIT_PATCH}
+    assert older.uncovered == {BOUNDED_FATES_PATCH, SETTLED_WAIT_PATCH, STEER_BACKLOG_COPY_PATCH}
     assert older("any-older-patch")
     fates_level = Patches(SESSION_CODE)
     fates_level.start("session-code-2026-11-26")
-    assert fates_level.uncovered == {SETTLED_WAIT_PATCH} and fates_level(BOUNDED_FATES_PATCH)
+    assert fates_level.uncovered == {SETTLED_WAIT_PATCH, STEER_BACKLOG_COPY_PATCH}
+    assert fates_level(BOUNDED_FATES_PATCH)
 
 
 def test_a_level_this_code_does_not_know_fails_the_task_not_the_workflow() -> None:

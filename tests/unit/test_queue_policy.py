@@ -40,6 +40,7 @@ from workflows.policy.queue import (
     Action,
     after_steer,
     apply_cap,
+    backlog_copy,
     check_duplicate,
     debounce_remaining_ms,
     decide,
@@ -55,6 +56,7 @@ from workflows.policy.queue import (
     remove,
     resolve_settings,
     summary_line,
+    unconsumed_to_requeue,
 )
 
 SLACK_A = Routing(channel="slack", to="channel:A")
@@ -960,3 +962,24 @@ def test_session_key_from_foreign_workflow_id_is_an_error() -> None:
 def test_file_safe_maps_colons() -> None:
     assert file_safe("slack:C1:t") == "slack_C1_t"
     assert file_safe("main") == "main"
+
+
+# --- steer-backlog's follow-up half ------------------------------------------------------------
+
+
+def test_the_follow_up_half_of_a_steer_backlog_message_is_its_own_transcript_entry() -> None:
+    steered = queued(4, "say SB", mode=QueueMode.STEER_BACKLOG, message_id="m-4")
+    copy = backlog_copy(steered)
+    assert copy.turn.entry_id != steered.turn.entry_id and copy.backlog_of == "u4"
+    assert copy.turn.text == "say SB" and copy.seq == 4 and copy.message_id == "m-4"
+    assert steered.backlog_of is None and steered.turn.entry_id == "u4"  # input untouched
+
+
+def test_steering_a_run_left_is_queued_again_unless_its_follow_up_half_waits() -> None:
+    backlog = queued(4, "say SB", mode=QueueMode.STEER_BACKLOG)
+    plain = queued(5, "say S", mode=QueueMode.STEER)
+    waiting = [backlog_copy(backlog), queued(6, "later")]
+    left = [backlog.turn, plain.turn]
+    assert unconsumed_to_requeue(left, waiting) == [plain.turn]
+    # Its follow-up half dropped (queue cap): the steering left is all there is of it.
+    assert unconsumed_to_requeue(left, [queued(6, "later")]) == left

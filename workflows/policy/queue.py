@@ -116,6 +116,30 @@ def decide(mode: QueueMode, busy: bool) -> Action:
     return Action.QUEUE
 
 
+def backlog_copy(item: QueuedMessage) -> QueuedMessage:
+    """The follow-up half of a steer-backlog message the run took as steering: the same text
+    again, as a later run's prompt, under a transcript id of its own. With the steered half's
+    id it would be that entry again (an append of an id already there adds nothing), and the
+    follow-up run would start with no prompt: its request would end on the model's own last
+    answer, which a provider continues (a prefill) or refuses."""
+    return item.model_copy(
+        update={
+            "turn": item.turn.model_copy(update={"entry_id": f"{item.turn.entry_id}:backlog"}),
+            "backlog_of": item.turn.entry_id,
+        }
+    )
+
+
+def unconsumed_to_requeue(
+    unconsumed: Iterable[UserTurn], queue: Iterable[QueuedMessage]
+) -> list[UserTurn]:
+    """Steering a run ended without taking, to be queued again as follow-ups: all of it but
+    the steer-backlog messages whose follow-up half still waits in the queue (it runs them;
+    queued again they would run twice)."""
+    waiting = {item.backlog_of for item in queue if item.backlog_of is not None}
+    return [turn for turn in unconsumed if turn.entry_id not in waiting]
+
+
 def after_steer(action: Action, accepted: bool) -> Action | None:
     """After a steer attempt: QUEUE the message, or None when the run took it and nothing
     else is due. Pure steer stops when accepted; steer-backlog queues either way (§17.3 step 3).
