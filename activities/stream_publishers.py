@@ -8,11 +8,12 @@ are coalesced per lease: whatever arrives within one batch becomes one `text_del
 stream (and the events workflow's history) grows with batches, not tokens.
 
 What an activity waits for when it ends (`EventLease.__aexit__`):
-- a normal exit waits for nothing: its events are handed to the flush loop and sent a signal
-  round trip later. Within this process nothing published later can overtake them. Across
-  worker processes the next activity's first events may reach the stream a few ms before this
-  one's last; and a worker killed (kill -9) within those few ms loses them from the stream (the
-  transcript is the record).
+- a normal exit waits for nothing while this process is the only worker on its task queue: its
+  events are handed to the flush loop and go out with the next batch. Within this process
+  nothing published later can overtake them; a worker killed (kill -9) before that batch loses
+  them from the stream (the transcript is the record). While other worker processes poll the
+  queue (activities/queue_peers.py), a normal exit waits for the flush too: the run's next
+  activity may run in another process, and its events must not reach the stream before these.
 - an exit by exception (failure, cancellation) waits for the flush: a retried model attempt reads
   back from the stream what the failed one showed (`published_message_text`) and must find all
   of it, or the user would see text twice. If that flush fails, what it could not deliver is
@@ -50,6 +51,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.contrib.workflow_streams import TopicHandle, WorkflowStreamClient
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.queue_peers import QueuePeers
 from activities.stream_delivered import DeliveredEvents
 from agentlane.events import EVENTS_TOPIC, AgentEvent
 from agentlane.ids import events_workflow_id
@@ -137,7 +139,7 @@ class EventLease:
     ) -> None:
         session = self.session
         session.close_lease(self)
-        if et is None and not self._wait_for_flush:
+        if et is None and not self._wait_for_flush and not self._pool.shared():
             # No wake: the batch goes out with the session's next tick, together with what the
             # next steps publish meanwhile. A signal per activity would double the server's work
             # per step (each one is a history event and a workflow task of the events workflow).
@@ -463,12 +465,22 @@ class SessionPublishers:
     """
 
     def __init__(
-        self, batch_interval: timedelta, idle_after: timedelta = timedelta(seconds=30)
+        self,
+        batch_interval: timedelta,
+        idle_after: timedelta = timedelta(seconds=30),
+        peers: QueuePeers | None = None,
     ) -> None:
+        """`peers`: whether other worker processes serve this one's task queue (None: alone)."""
         self._interval = batch_interval.total_seconds()
         self._idle_after = idle_after.total_seconds()
+        self._peers = peers
         self._sessions: dict[str, _SessionStream] = {}
         self.delivered = DeliveredEvents()
+
+    def shared(self) -> bool:
+        """Other worker processes may run this process's sessions' next activities: every
+        activity's events reach the stream before it reports."""
+        return self._peers is not None and self._peers.shared
 
     @property
     def batch_interval_seconds(self) -> float:

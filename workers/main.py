@@ -32,6 +32,7 @@ from activities.process_stop import ProcessStop
 from activities.profile_listing import ProfileListing, SharedCooldowns
 from activities.providers.resolve import ProviderResolver
 from activities.queue_drops import QueueDropActivities
+from activities.queue_peers import QueuePeers
 from activities.run_finish import AnnouncementPublisher, RunFinishActivity
 from activities.scheduled_delivery import ScheduledDelivery
 from activities.session_records import SessionRecords
@@ -277,7 +278,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
         runtime=telemetry.runtime,
         interceptors=telemetry.client_interceptors,
     )
-    publishers = SessionPublishers(settings.stream_batch_interval)
+    peers = QueuePeers(client, settings.workflow_task_queue)
+    publishers = SessionPublishers(settings.stream_batch_interval, peers=peers)
     state = await shared_store(settings)
     await warn_unimported(settings, state)
     in_flight = InFlight()
@@ -289,6 +291,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     _on_stop_signals(stop, hurry, in_flight)
     tasks = [asyncio.create_task(w.run()) for w in workers]
     gc = start_payload_gc(client, settings, state)
+    watching = asyncio.create_task(peers.watch(), name="queue peers")
     log.info(
         "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s, sandbox %s)",
         os.getpid(),
@@ -321,7 +324,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    for background in (gc, memory_trace, trimming):
+    for background in (gc, memory_trace, trimming, watching):
         if background is not None:
             background.cancel()
     started = time.monotonic()

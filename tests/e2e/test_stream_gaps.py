@@ -10,7 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
+from activities.queue_peers import CHECK_SECONDS
 from activities.stream_gaps import expected_event_ids, gap_ids
 from agentlane.events import AgentEvent, EventKind
 from agentlane.run import ExecutionStatus
@@ -252,3 +256,71 @@ async def test_the_end_of_a_run_does_not_wait_out_another_workers_batch(dep: Dep
     # local activity it sends no heartbeat (the SDK warned of each one, every such step).
     for worker in dep.workers:
         assert "Activity heartbeat failed" not in worker.log.read_text(errors="replace")
+
+
+async def pollers(client: AgentlaneClient, queue: str) -> set[str]:
+    request = DescribeTaskQueueRequest(
+        namespace=client.client.namespace,
+        task_queue=TaskQueue(name=queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    described = await client.client.workflow_service.describe_task_queue(request)
+    return {p.identity for p in described.pollers}
+
+
+def out_of_order(events: list[AgentEvent], run_id: str) -> list[str]:
+    """What a consumer reading the stream in order would see out of order in one run: the run
+    opens with `agent_start`, its turns follow one another, and it closes with `agent_end`."""
+    mine = [e for e in events if e.run_id == run_id]
+    wrong = []
+    if mine[0].kind != EventKind.AGENT_START:
+        wrong.append(f"opens with {mine[0].kind.value}")
+    if mine[-1].kind != EventKind.AGENT_END:
+        wrong.append(f"closes with {mine[-1].kind.value}")
+    turn = 0
+    for event in mine:
+        if event.turn_index is not None:
+            if event.turn_index < turn:
+                wrong.append(f"{event.event_id} after turn {turn}")
+            turn = max(turn, event.turn_index)
+    return wrong
+
+
+async def test_with_several_workers_a_run_streams_in_the_order_it_ran(dep: Deployment) -> None:
+    # Each worker process sends what its activities published with its next batch. A run's
+    # steps land on either worker: with a batch held back, the next step's events (from the
+    # other process) reached the stream first; the answer came before the tool calls that
+    # led to it, before `agent_start` even. With another worker on the queue, an activity's
+    # events are in before it reports. A long batch interval makes the old race certain.
+    dep.extra_env["AGENTLANE_STREAM_BATCH_MS"] = "1000"
+    dep.start_worker()
+    dep.start_worker()
+    client = await AgentlaneClient.connect(settings_for(dep))
+    deadline = time.monotonic() + 30
+    while len(await pollers(client, dep.task_queue)) < 2:
+        assert time.monotonic() < deadline, "the two workers do not both poll the queue"
+        await asyncio.sleep(0.2)
+    # Both polling now: each sees the other at its next check.
+    await asyncio.sleep(CHECK_SECONDS + 1)
+    ws = dep.data_dir / "ws"
+    keys = [f"order-{n}" for n in range(4)]
+    for key in keys:
+        (ws / key).mkdir(parents=True)
+    instruction = "write a.txt with 1 then read a.txt then write b.txt with 2 then say done"
+    receipts = await asyncio.gather(
+        *(client.send_and_start(k, instruction, workspace=str(ws / k)) for k in keys)
+    )
+    results = await asyncio.gather(*(client.wait_for_run(r.run_id or "") for r in receipts))
+    assert all(r.status == ExecutionStatus.SUCCESS for r in results), results
+    ran_on: set[str] = set()
+    for key, receipt in zip(keys, receipts, strict=True):
+        run_id = receipt.run_id or ""
+        history = await client.client.get_workflow_handle(run_id).fetch_history()
+        ran_on |= {
+            e.activity_task_started_event_attributes.identity
+            for e in history.events
+            if e.HasField("activity_task_started_event_attributes")
+        }
+        events = [item.event async for item in client.watch(key, 0, until_run=run_id)]
+        assert not out_of_order(events, run_id), (key, out_of_order(events, run_id))
+    assert len(ran_on) == 2, "one worker ran everything: the case was not exercised"
