@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -51,9 +52,12 @@ from agentlane.errors import TRANSCRIPT_CORRUPT, WORKSPACE_MISSING
 from agentlane.events import AgentEvent, EventKind
 from agentlane.redaction import redact
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
+from agentlane.tool_catalog import RUN_ONCE_TOOLS
 from agentlane.tool_preview import tool_preview
 from agentlane.tool_signatures import outcome_hash
 from agentlane.transcript import ToolCall, TranscriptEntry
+
+log = logging.getLogger(__name__)
 
 INTERRUPTED_EXEC = (
     "The command was interrupted (the worker running it stopped) and was not run again, because "
@@ -64,6 +68,10 @@ INTERRUPTED_EXEC = (
 
 # What the event stream (and so the events workflow's history) holds of a tool call: previews.
 STREAM_OUTPUT_CHARS = 16_000
+# How long the result of a command that ran is held for a store that cannot be reached, asked
+# again every RECORD_RETRY_SECONDS (each ask may itself wait for a connection).
+RECORD_WAIT_SECONDS = 600.0
+RECORD_RETRY_SECONDS = 1.0
 PREVIEW_ARG_CHARS = 2_000
 
 
@@ -245,30 +253,35 @@ class ToolActivities:
                 else asyncio.create_task(_heartbeat_forever(progress))
             )
             try:
-                result = await execute(call, publisher)
-            except (InvalidToolArguments, PathOutsideWorkspace, WorkspaceMissing) as err:
-                result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
-            except asyncio.CancelledError:
-                if not cancelled_for_good():
-                    raise  # a retry follows and answers the call
-                result = ToolResult(
-                    "Tool call was cancelled: the run was aborted.", True, "aborted"
-                )
-                await asyncio.shield(self._record(inp, result, started))
-                publisher.publish(
-                    self._event(
-                        inp, EventKind.TOOL_EXECUTION_END, success=False, summary="aborted"
-                    ),
-                    urgent=True,
-                )
-                raise
-            except (OSError, UnicodeError, ValueError) as err:
-                result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
+                try:
+                    result = await execute(call, publisher)
+                except (InvalidToolArguments, PathOutsideWorkspace, WorkspaceMissing) as err:
+                    result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
+                except asyncio.CancelledError:
+                    if not cancelled_for_good():
+                        raise  # a retry follows and answers the call
+                    result = ToolResult(
+                        "Tool call was cancelled: the run was aborted.", True, "aborted"
+                    )
+                    await asyncio.shield(self._record(inp, result, started))
+                    publisher.publish(
+                        self._event(
+                            inp, EventKind.TOOL_EXECUTION_END, success=False, summary="aborted"
+                        ),
+                        urgent=True,
+                    )
+                    raise
+                except (OSError, UnicodeError, ValueError) as err:
+                    result = ToolResult(f"Error: {err}", is_error=True, summary=str(err)[:120])
+                duration_ms = int((time.monotonic() - started) * 1000)
+                # Still heartbeating: a store that is down for a while (PostgreSQL restarting)
+                # holds the record up, and an attempt timed out meanwhile would throw away the
+                # result of a command that did finish. Shielded: a cancel that arrives now
+                # still lets the result land, for the retry to find.
+                written = await asyncio.shield(self._record_for_good(inp, result, started))
             finally:
                 if beats is not None:
                     beats.cancel()
-            duration_ms = int((time.monotonic() - started) * 1000)
-            written = await self._record(inp, result, started)
             publisher.publish(
                 self._event(
                     inp,
@@ -330,6 +343,28 @@ class ToolActivities:
         # Something else answered first: that answer stands.
         stored = await self.store.tool_result(inp.session_key, inp.tool_call_id)
         return stored or entry
+
+    async def _record_for_good(
+        self, inp: ToolCallInput, result: ToolResult, started: float
+    ) -> TranscriptEntry:
+        """`_record`, asked again while the store cannot be reached, for a tool that is never
+        run again: failing now would turn a command that finished into "interrupted" and lose
+        its output (the heartbeats go on meanwhile). Other tools' retries run them again."""
+        waited = 0.0
+        while True:
+            try:
+                return await self._record(inp, result, started)
+            except self.store.store.transient_errors as err:
+                if inp.tool_name not in RUN_ONCE_TOOLS or waited >= RECORD_WAIT_SECONDS:
+                    raise
+                log.warning(
+                    "recording the result of %s %s waits for the store: %r",
+                    inp.tool_name,
+                    inp.tool_call_id,
+                    err,
+                )
+            await asyncio.sleep(RECORD_RETRY_SECONDS)
+            waited += RECORD_RETRY_SECONDS
 
     @staticmethod
     def _check_arguments(call: ToolCall) -> None:

@@ -22,6 +22,9 @@ class ToolInfo:
     local: bool = False
     # Offered to a run when its request does not name its tools.
     default: bool = True
+    # Never run again by a retried attempt (what it did cannot be known, nor safely repeated):
+    # the retry answers "interrupted", so an attempt must not be given up while it still runs.
+    run_once: bool = False
 
 
 TOOLS: tuple[ToolInfo, ...] = (
@@ -29,11 +32,13 @@ TOOLS: tuple[ToolInfo, ...] = (
     ToolInfo("write", "fs", mutating=True, local=True),
     ToolInfo("edit", "fs", mutating=True, local=True),
     ToolInfo("apply_patch", "fs", aliases=("apply-patch",), mutating=True, local=True),
-    ToolInfo("exec", "runtime", aliases=("bash",), mutating=True),
-    ToolInfo("process", "runtime", mutating=True),
+    ToolInfo("exec", "runtime", aliases=("bash",), mutating=True, run_once=True),
+    ToolInfo("process", "runtime", mutating=True, run_once=True),
     # Runs as a child workflow of the run (workflows/subagents.py), not as a tool activity.
     ToolInfo("sessions_spawn", "sessions", mutating=True),
 )
+
+RUN_ONCE_TOOLS = frozenset(t.name for t in TOOLS if t.run_once)
 
 _BY_NAME = {t.name: t for t in TOOLS}
 _ALIASES = {alias: t.name for t in TOOLS for alias in t.aliases}

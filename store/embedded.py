@@ -89,6 +89,7 @@ def drive(coro: Coroutine[Any, Any, T]) -> T:
 class EmbeddedStore(SqlStore):
     backend = "sqlite"
     dialect = "sqlite"
+    transient_errors = (sqlite3.OperationalError,)
     has_table_sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
     insertion_order = "rowid"
 

@@ -35,6 +35,9 @@ class Store(abc.ABC):
     """The interface. `backend` names it in `agentlane db status` and logs."""
 
     backend: str = "abstract"
+    # What a call raises while the database cannot be reached for a while (restarting, a
+    # network cut, a lock held too long): worth asking again, unlike any other failure.
+    transient_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, sealer: Sealer | None = None) -> None:
         self.sealer = sealer or Sealer(None)

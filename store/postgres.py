@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from store.interface import StoreError
 from store.sealing import Sealer
@@ -168,6 +168,7 @@ class PgTx(Tx):
 class PostgresStore(SqlStore):
     backend = "postgresql"
     dialect = "postgres"
+    transient_errors = (psycopg.OperationalError, PoolTimeout)
     has_table_sql = "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
     insertion_order = "position"
     lock_rows = " FOR UPDATE"

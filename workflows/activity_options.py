@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from agentlane.tool_catalog import TOOLS
+from agentlane.tool_catalog import RUN_ONCE_TOOLS, TOOLS
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=3)
 
@@ -72,3 +72,14 @@ OWNER_SCHEDULE_TO_START = timedelta(seconds=10)
 
 def tool_start_to_close(tool: str) -> timedelta:
     return EXEC_START_TO_CLOSE if tool == "exec" else FILE_TOOL_START_TO_CLOSE
+
+
+# A tool that is never run again (exec, process) loses its work when an attempt times out: the
+# retry can only say it was interrupted. Heartbeats that cannot reach a restarting server (a few
+# seconds) are not a dead worker; 15 s rides them out, and a dead worker's command, which died
+# with it, is reported 12 s later than with the 3 s of the others.
+RUN_ONCE_HEARTBEAT_TIMEOUT = timedelta(seconds=15)
+
+
+def tool_heartbeat_timeout(tool: str) -> timedelta:
+    return RUN_ONCE_HEARTBEAT_TIMEOUT if tool in RUN_ONCE_TOOLS else HEARTBEAT_TIMEOUT

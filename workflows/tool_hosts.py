@@ -131,7 +131,7 @@ class ToolHosts:
                 timedelta(seconds=schedule_to_start) if schedule_to_start is not None else None
             ),
             start_to_close_timeout=opts.tool_start_to_close(name),
-            heartbeat_timeout=opts.HEARTBEAT_TIMEOUT,
+            heartbeat_timeout=opts.tool_heartbeat_timeout(name),
             retry_policy=opts.TOOL_RETRY,
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=summary,

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from activities.auth_store import AuthStore
+from agentlane.events import EventKind
 from agentlane.ids import session_workflow_id
 from agentlane.messages import Routing
 from agentlane.run import ExecutionStatus
@@ -178,6 +179,34 @@ async def test_thirty_sessions_on_three_hosts_survive_kills_and_a_database_resta
     assert "backend: postgresql" in status.stdout
     assert f"schema version: {latest} (latest {latest})" in status.stdout
     assert "location: postgresql://127.0.0.1:" in status.stdout  # never the user or password
+
+
+async def test_a_command_that_finished_while_the_database_was_down_keeps_its_result(
+    hosts: list[Deployment], postgres: PostgresCluster
+) -> None:
+    # The command ends while PostgreSQL is down: recording its result waits for the database
+    # longer than exec's heartbeat timeout. The activity heartbeats while it waits, so its
+    # attempt is not timed out and the result is not thrown away for "interrupted".
+    client = await AgentlaneClient.connect(settings_for(hosts[0]))
+    key = f"pgdown-{uuid.uuid4().hex[:6]}"
+    ws = hosts[0].data_dir.parent / "workspaces" / key
+    ws.mkdir(parents=True)
+    receipt = await client.send_and_start(
+        key, "run `sleep 1; echo finished-anyway` then say done", workspace=str(ws)
+    )
+    assert receipt.run_id
+
+    async def exec_started() -> None:
+        async for item in client.watch(key, 0):
+            if item.event.kind == EventKind.TOOL_EXECUTION_START:
+                return
+
+    await asyncio.wait_for(exec_started(), 60)
+    await asyncio.to_thread(postgres.restart, 18.0, "immediate")
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    (answer,) = [e for e in client.transcript(key) if e.role == Role.TOOL]
+    assert not answer.is_error and "finished-anyway" in answer.text, answer.text
 
 
 class FailingOnce:
