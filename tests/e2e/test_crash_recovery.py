@@ -232,3 +232,44 @@ async def test_second_sigterm_cuts_the_stop_short_and_names_what_it_cut(
     assert result.status == ExecutionStatus.SUCCESS, result.error
     assert result.reply == expected
     assert_transcript_valid(client.transcript(key))
+
+
+async def test_a_command_running_through_a_server_restart_keeps_its_result(
+    tmp_path: Path,
+) -> None:
+    # exec is never run again: a server restart's seconds without heartbeats timed its attempt
+    # out (3 s), its live worker killed the command on the next heartbeat's answer, and the
+    # model heard "interrupted (the worker running it stopped)". Its 15 s ride a restart out.
+    own = devserver.DevServer(
+        data_dir=tmp_path / "temporal", port=devserver.free_port(), ui_port=None
+    )
+    own.start()
+    dep = make_deployment(own, tmp_path / "data")
+    dep.data_dir.mkdir()
+    try:
+        dep.start_worker()
+        client = await AgentlaneClient.connect(settings_for(dep))
+        workspace = dep.data_dir / "ws"
+        workspace.mkdir()
+        receipt = await client.send_and_start(
+            "cmd", "run `sleep 5; echo kept-running` then say done", workspace=str(workspace)
+        )
+        assert receipt.run_id
+
+        async def exec_started() -> None:
+            async for item in client.watch("cmd", 0):
+                if item.event.kind == EventKind.TOOL_EXECUTION_START:
+                    return
+
+        await asyncio.wait_for(exec_started(), 30)
+        own.stop()
+        await asyncio.sleep(3)
+        own.start()
+        fresh_client = await AgentlaneClient.connect(settings_for(dep))
+        result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        (answer,) = [e for e in client.transcript("cmd") if e.role == Role.TOOL]
+        assert not answer.is_error and "kept-running" in answer.text, answer.text
+    finally:
+        dep.stop_workers()
+        own.stop()
