@@ -343,7 +343,12 @@ class TranscriptStore:
             key,
             [
                 tool_result_entry(
-                    call.id, call.name, unanswered_text(reason), run_id, is_error=True, ts=now
+                    call.id,
+                    call.name,
+                    unanswered_text(reason, call.name),
+                    run_id,
+                    is_error=True,
+                    ts=now,
                 )
                 for call in await self.unanswered_tool_calls(key, recheck=recheck)
             ],

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agentlane.tool_catalog import RUN_ONCE_TOOLS, canonical_tool_name
 from agentlane.usage import Usage
 
 
@@ -31,7 +32,19 @@ UNANSWERED_TEXT = {
 }
 
 
-def unanswered_text(reason: str) -> str:
+# A call left without a result by a run that ended without saying why (terminated, or its
+# worker lost with its end): a tool that is never run again may have run, or be half done.
+MAY_HAVE_RUN_TEXT = (
+    "The run ended while this tool call may have been running: it may have partly or fully "
+    "completed. Check its effects before running it again."
+)
+
+
+def unanswered_text(reason: str, tool: str | None = None) -> str:
+    """The words for `reason`; `tool` names the call, where the words depend on it."""
+    if reason == Unanswered.NOT_EXECUTED and tool is not None:
+        if canonical_tool_name(tool) in RUN_ONCE_TOOLS:
+            return MAY_HAVE_RUN_TEXT
     try:
         return UNANSWERED_TEXT[Unanswered(reason)]
     except ValueError:

@@ -11,7 +11,7 @@ import pytest
 
 from activities.transcript_store import TranscriptStore
 from agentlane.settings import Settings
-from agentlane.transcript import Role, ToolCall, TranscriptEntry
+from agentlane.transcript import MAY_HAVE_RUN_TEXT, Role, ToolCall, TranscriptEntry, Unanswered
 from store.open import open_store
 
 KEY = "slack:C1"
@@ -113,6 +113,24 @@ async def test_unanswered_tool_calls(store: TranscriptStore) -> None:
     calls = await store.unanswered_tool_calls(KEY)
     assert [c.id for c in calls] == ["c4"]
     assert calls[0].arguments == {"path": "c4.txt"}
+
+
+async def test_a_command_left_unanswered_is_said_to_maybe_have_run(store: TranscriptStore) -> None:
+    # A run terminated (or lost) mid-command leaves the call for the next run to answer: a
+    # command may well have run, and "not executed" would have the model run it again.
+    calls = [
+        ToolCall(id="c1", name="read", arguments={"path": "a"}),
+        ToolCall(id="c2", name="exec", arguments={"command": "deploy"}),
+        ToolCall(id="c3", name="bash", arguments={"command": "git push"}),
+    ]
+    await store.append(
+        KEY, [user("u1"), TranscriptEntry(id="a1", role=Role.ASSISTANT, ts=2.0, tool_calls=calls)]
+    )
+    answers = await store.answer_unanswered(KEY, "run", Unanswered.NOT_EXECUTED)
+    texts = {a.tool_call_id: a.text for a in answers}
+    assert texts["c1"] == "Tool call was not executed."
+    assert texts["c2"] == texts["c3"] == MAY_HAVE_RUN_TEXT
+    assert all(a.is_error for a in answers)
 
 
 async def test_get_returns_the_entry(store: TranscriptStore) -> None:
