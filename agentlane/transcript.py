@@ -42,9 +42,9 @@ MAY_HAVE_RUN_TEXT = (
 
 def unanswered_text(reason: str, tool: str | None = None) -> str:
     """The words for `reason`; `tool` names the call, where the words depend on it."""
-    if reason == Unanswered.NOT_EXECUTED and tool is not None:
-        if canonical_tool_name(tool) in RUN_ONCE_TOOLS:
-            return MAY_HAVE_RUN_TEXT
+    run_once = tool is not None and canonical_tool_name(tool) in RUN_ONCE_TOOLS
+    if reason == Unanswered.NOT_EXECUTED and run_once:
+        return MAY_HAVE_RUN_TEXT
     try:
         return UNANSWERED_TEXT[Unanswered(reason)]
     except ValueError:
