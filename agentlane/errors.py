@@ -27,6 +27,9 @@ class ExecutionErrorKind(StrEnum):
     # connection broke (reset, a stream cut short). Told apart from a slow model (`timeout`).
     CONNECTION_REFUSED = "connection_refused"
     CONNECTION = "connection"
+    # The provider answered with an error of its own (HTTP 5xx) past the retries: not a slow
+    # model (`timeout`), though SPEC §5.2's failover reason for it is `timeout`.
+    SERVER_ERROR = "server_error"
     UNKNOWN = "unknown"
 
 

@@ -53,3 +53,8 @@ class RunFailover(BaseModel):
     overload_retries: int = 0
     transient_waited: float = 0.0
     chain_retried: bool = False
+    # The same call's attempts and waits up to its last give-up, and the wait before the chain
+    # was made again (SPEC §8.4): the next give-up counts them too ("on 6 attempts, after
+    # waiting 20 s in all").
+    attempts_before_chain: int = 0
+    waited_before_chain: float = 0.0

@@ -60,10 +60,17 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approval_wait import ApprovalWait
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
-    from workflows.patches import RUN_CODE, RUN_FAILS_PATCH, Patches, newest
+    from workflows.patches import (
+        PRECISE_FAILURE_PATCH,
+        RUN_CODE,
+        RUN_FAILS_PATCH,
+        Patches,
+        newest,
+    )
     from workflows.policy import run_details
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
+    from workflows.policy.failure_kind import failure_label
     from workflows.policy.loop_detection import (
         NOT_STUCK,
         LoopLevel,
@@ -603,7 +610,9 @@ class AgentRunWorkflow(LegacyFailover):
             failure = model_failure(err, self.req.model.label())
             if failure is None:
                 return _failure(err)
-            self.failure_reason = failure.reason
+            self.failure_reason = (
+                failure_label(failure) if self.patches(PRECISE_FAILURE_PATCH) else failure.reason
+            )
             handled, ended = await self._recover_context(failure)
             if handled:
                 if ended is None:

@@ -56,7 +56,15 @@ SETTLED_WAIT_PATCH = "session-wait-started-settles"
 # own (workflows/policy/queue.py `backlog_copy`); before, its follow-up run had no prompt.
 STEER_BACKLOG_COPY_PATCH = "session-steer-backlog-copy"
 
-RUN_CODE: Sequence[CodeLevel] = (CodeLevel("run-code-2026-11"),)
+# A failed model call is named precisely while the run goes on (AgentLastError, waiting_reason:
+# `connection_refused`, `connection`, `server_error` where the failover reason says `timeout`;
+# workflows/policy/failure_kind.py).
+PRECISE_FAILURE_PATCH = "run-precise-failure-labels"
+
+RUN_CODE: Sequence[CodeLevel] = (
+    CodeLevel("run-code-2026-11"),
+    CodeLevel("run-code-2026-11-27", frozenset({PRECISE_FAILURE_PATCH})),
+)
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),

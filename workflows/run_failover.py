@@ -30,7 +30,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
-    from agentlane.errors import ExecutionErrorKind, FailoverReason, ModelFailure, TransportKind
+    from agentlane.errors import ExecutionErrorKind, FailoverReason, ModelFailure
     from agentlane.events import Announcement, EventKind
     from agentlane.failover_state import FallbackAttemptRecord, FallbackState, RunFailover
     from agentlane.profile_listing import (
@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.session import RunPhase
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
-    from workflows.patches import Patches
+    from workflows.patches import PRECISE_FAILURE_PATCH, Patches
     from workflows.policy.auth_profiles import (
         advance,
         in_cooldown,
@@ -82,6 +82,7 @@ with workflow.unsafe.imports_passed_through():
         failure_stage,
         profile_mark,
     )
+    from workflows.policy.failure_kind import failure_label, precise_kind
     from workflows.policy.failure_text import (
         chain_exhausted_text,
         cooling_down_text,
@@ -245,9 +246,14 @@ class Failover:
     def note_success(self) -> None:
         self.last_success_at = workflow.time()
         failover = self.h.c.failover
-        if failover is not None and (failover.transient_retries or failover.overload_retries):
+        if failover is not None and (
+            failover.transient_retries
+            or failover.overload_retries
+            or failover.attempts_before_chain
+        ):
             failover.transient_retries, failover.transient_waited = 0, 0.0
             failover.overload_retries = 0
+            failover.attempts_before_chain, failover.waited_before_chain = 0, 0.0
 
     # -- the shared profile state ------------------------------------------------------------
 
@@ -411,12 +417,15 @@ class Failover:
             if overload:
                 return failure  # its cooldown and the table's rotation decide
             told = failure.retry_after_seconds
+            # Counted on: the chain may be made again once (SPEC §8.4), and its end says all.
+            f.attempts_before_chain += f.transient_retries + 1
+            f.waited_before_chain += f.transient_waited
             text = gave_up_text(
                 status=status,
                 provider=failure.provider,
                 model=self.model().label(),
-                attempts=f.transient_retries + 1,
-                waited_seconds=f.transient_waited,
+                attempts=f.attempts_before_chain,
+                waited_seconds=f.waited_before_chain,
                 budget_seconds=budget,
                 last_error=failure.message,
                 retry_after=told if told is not None and told >= 0 else None,
@@ -446,6 +455,7 @@ class Failover:
                 "delay": plan.delay,
             },
             f"retry {failure.provider} after {what or f'HTTP {status}'}",
+            label=failure_label(failure) if self.h.patches(PRECISE_FAILURE_PATCH) else None,
         )
         if waited is Waited.ABORTED:
             return LoopEnd(TerminationReason.ABORT_SIGNAL)
@@ -481,6 +491,7 @@ class Failover:
         )
         if waited is Waited.ABORTED:
             return LoopEnd(TerminationReason.ABORT_SIGNAL)
+        f.waited_before_chain += delay
         f.transient_retries, f.transient_waited, f.overload_retries = 0, 0.0, 0
         self.listings = {}  # everything may have changed while waiting
         if chain is None:
@@ -797,6 +808,7 @@ class Failover:
             self.f.same_model_idle_retries = 0
             self.f.transient_retries, self.f.transient_waited = 0, 0.0
             self.f.overload_retries = 0
+            self.f.attempts_before_chain, self.f.waited_before_chain = 0, 0.0
             # Why the previous model is left: its last failure in the chain.
             last = next(
                 (
@@ -972,15 +984,18 @@ class Failover:
         text: str,
         data: dict[str, object],
         timer_summary: str,
+        label: str | None = None,
     ) -> str:
         """A durable timer of `seconds`, counted against the run's wait budget, announced once
-        as a warning, shown in status as `waiting`, ended at once by an abort."""
+        as a warning, shown in status as `waiting` (why: `label`, else `reason`), ended at
+        once by an abort."""
         now = workflow.time()
         until = now + seconds
         self.f.waits += 1
         self.f.waited_seconds += seconds
         h = self.h
-        h.phase, h.waiting_until, h.waiting_reason = RunPhase.WAITING, until, reason.value
+        h.phase, h.waiting_until = RunPhase.WAITING, until
+        h.waiting_reason = label or reason.value
         h.show(text)
         code = data.get("code")
         extra = {k: v for k, v in data.items() if k != "code"}
@@ -1084,13 +1099,9 @@ class Failover:
     def _error(
         self, kind: ExecutionErrorKind, message: str, failure: ModelFailure | None = None
     ) -> LoopEnd:
-        if kind is ExecutionErrorKind.TIMEOUT and failure is not None and failure.transport_kind:
-            # Not a slow model: the provider could not be reached (issue 24, 25).
-            kind = (
-                ExecutionErrorKind.CONNECTION_REFUSED
-                if failure.transport_kind is TransportKind.CONNECTION_REFUSED
-                else ExecutionErrorKind.CONNECTION
-            )
+        # Not a slow model: the provider could not be reached (issue 24, 25), or answered with
+        # an error of its own.
+        kind = precise_kind(kind, failure)
         return LoopEnd(
             TerminationReason.ERROR,
             ExecutionError(

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from activities.auth_store import AuthStore
+from agentlane.errors import ExecutionErrorKind
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus, TerminationReason
 from clients.api import AgentlaneClient
@@ -238,6 +239,8 @@ async def test_a_server_error_past_the_budget_ends_the_run_saying_what_was_tried
         "0 s in all; the next wait would pass the 1-second bound on waiting (the session's "
         "`max_wait_seconds`). Last error: "
     ), error.message
+    # The server's own error, not a slow model (SPEC §5.2's failover reason says `timeout`).
+    assert error.kind == ExecutionErrorKind.SERVER_ERROR
 
 
 async def test_a_retry_after_past_what_is_left_of_the_budget_is_said(
@@ -322,6 +325,28 @@ async def test_the_whole_chain_is_tried_once_more_when_budget_is_left(
     assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
     assert [code for code, _ in warnings(done)] == ["transient_retry", "chain_retry"]
     assert gaps(fake.requests("anthropic"))[1] >= 2.5
+
+
+async def test_the_end_counts_the_attempts_before_the_chain_was_tried_again(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A 500 waited out (1 s), a second whose backoff does not fit, the chain tried once more
+    after 2.5 s, a third 500: three attempts and 3.5 s of waiting, not the last chain's own
+    one attempt and nothing waited."""
+    fake.script(
+        Reply.error(Fault.http(500, retry_after=1), api="anthropic"),
+        *[Reply.error(Fault.http(500), api="anthropic") for _ in range(4)],
+    )
+    done = await run(deployment, ws, MODELS["anthropic"], max_wait_seconds=4)
+    error = done.result.error
+    assert done.result.status == ExecutionStatus.ERROR and error is not None
+    assert len(fake.requests("anthropic")) == 3
+    assert [code for code, _ in warnings(done)] == ["transient_retry", "chain_retry"]
+    assert error.message.startswith(
+        "anthropic/fake-claude kept failing: HTTP 500 from anthropic on 3 attempts, after "
+        "waiting 3.5 s in all;"
+    ), error.message
+    assert error.kind == ExecutionErrorKind.SERVER_ERROR
 
 
 async def test_an_abort_during_the_backoff_ends_the_run_within_a_second(

@@ -48,7 +48,14 @@ def run_phase(phase: RunPhase) -> str:
     return RUNNING
 
 
-UNREACHABLE = frozenset({ExecutionErrorKind.CONNECTION_REFUSED, ExecutionErrorKind.CONNECTION})
+# Kinds more precise than their failure's reason (`timeout`: workflows/policy/failure_kind.py).
+UNREACHABLE = frozenset(
+    {
+        ExecutionErrorKind.CONNECTION_REFUSED,
+        ExecutionErrorKind.CONNECTION,
+        ExecutionErrorKind.SERVER_ERROR,
+    }
+)
 
 
 def error_label(error: ExecutionError | None) -> str | None:
