@@ -60,10 +60,12 @@ STEER_BACKLOG_COPY_PATCH = "session-steer-backlog-copy"
 # `connection_refused`, `connection`, `server_error` where the failover reason says `timeout`;
 # workflows/policy/failure_kind.py).
 PRECISE_FAILURE_PATCH = "run-precise-failure-labels"
+# A stream of unreadable events is made again twice, not for the whole wait budget.
+MALFORMED_RETRY_PATCH = "run-few-malformed-retries"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
-    CodeLevel("run-code-2026-11-27", frozenset({PRECISE_FAILURE_PATCH})),
+    CodeLevel("run-code-2026-11-27", frozenset({PRECISE_FAILURE_PATCH, MALFORMED_RETRY_PATCH})),
 )
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),

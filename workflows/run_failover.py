@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.session import RunPhase
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
-    from workflows.patches import PRECISE_FAILURE_PATCH, Patches
+    from workflows.patches import MALFORMED_RETRY_PATCH, PRECISE_FAILURE_PATCH, Patches
     from workflows.policy.auth_profiles import (
         advance,
         in_cooldown,
@@ -401,6 +401,7 @@ class Failover:
             draw=workflow.random().random(),
             kind=TRANSPORT if transport else SERVER,
             code=failure.code,
+            few_for_malformed=self.h.patches(MALFORMED_RETRY_PATCH),
         )
         what = (
             transport_what(

@@ -284,6 +284,23 @@ async def test_past_the_budget_the_run_ends_naming_what_failed(
     assert error.failure.reason == "timeout", "the failover reason stays SPEC §5.2's"
 
 
+@pytest.mark.parametrize("api", APIS)
+async def test_a_stream_of_unreadable_events_is_made_again_twice_then_said(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, api: Api
+) -> None:
+    """A server (or proxy) that sends events the SDK cannot parse sends them every time: the
+    call is made again twice, not for the whole ten-minute wait budget, and the run says why."""
+    fake.script(*[Reply(text=TEXT, fault=Fault.garbage(), api=api) for _ in range(6)])
+    started = time.monotonic()
+    done = await run(deployment, ws, MODELS[api])
+    error = done.result.error
+    assert done.result.status == ExecutionStatus.ERROR and error is not None
+    assert time.monotonic() - started < 30
+    assert len(fake.requests(api)) == 3
+    assert "malformed_response" in error.message, error.message
+    assert "does not speak this provider's streaming API" in error.message, error.message
+
+
 async def send_through_the_door(
     deployment: Deployment, door: Door, ws: Path, model: str, opened_after: int, **overrides: object
 ) -> Finished:

@@ -176,6 +176,23 @@ def test_a_transport_fault_is_made_again_at_the_sdks_pace_within_the_budget() ->
     assert plan(3, waited=597) is None, "the shared budget bounds it like a server error"
     assert plan(0, code="ENOTFOUND") is not None
     assert plan(1, code="ENOTFOUND") is None, "a host that does not resolve: once more only"
+    # Unreadable events: twice more, then the run says why it stopped.
+    assert plan(1, code="malformed_response") is not None
+    assert plan(2, code="malformed_response") is None
+    assert "does not speak this provider's streaming API" in (
+        unresolved_text("malformed_response") or ""
+    )
+    old_run = plan_transient_retry(
+        retries_so_far=5,
+        retry_after=None,
+        waited_seconds=0,
+        budget_seconds=600,
+        draw=0.5,
+        kind=TRANSPORT,
+        code="malformed_response",
+        few_for_malformed=False,
+    )
+    assert old_run is not None, "runs recorded before the limit replay as they ran"
 
 
 def test_what_failed_in_words() -> None:

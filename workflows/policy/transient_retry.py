@@ -71,6 +71,10 @@ TRANSPORT_MAX_DELAY_SECONDS = 10.0
 # A host name that does not resolve is a typo more often than an outage.
 UNRESOLVED_HOST_CODE = "ENOTFOUND"
 MAX_UNRESOLVED_RETRIES = 1
+# An event the SDK could not parse: a byte garbled on the way is worth another try or two, a
+# server or proxy that sends malformed events sends them every time (not ten minutes of them).
+MALFORMED_CODE = "malformed_response"
+MAX_MALFORMED_RETRIES = 2
 # No answer in the SDK client's own time (with the idle limit off, say).
 TIMED_OUT_CODE = "ETIMEDOUT"
 # The provider SDKs' default: two more tries before the error reaches the caller.
@@ -139,13 +143,22 @@ def plan_transient_retry(
     draw: float,
     kind: str = SERVER,
     code: str | None = None,
+    few_for_malformed: bool = True,
 ) -> TransientRetry | None:
     """The next wait, or None when it does not fit in what is left of the wait budget (or,
-    for a host that does not resolve, when it was tried again already)."""
+    for a host that does not resolve or a malformed stream, when it was tried again enough;
+    `few_for_malformed` False: runs recorded before that limit)."""
     if (
         kind == TRANSPORT
         and code == UNRESOLVED_HOST_CODE
         and retries_so_far >= MAX_UNRESOLVED_RETRIES
+    ):
+        return None
+    if (
+        kind == TRANSPORT
+        and few_for_malformed
+        and code == MALFORMED_CODE
+        and retries_so_far >= MAX_MALFORMED_RETRIES
     ):
         return None
     if retry_after is not None and retry_after >= 0:
@@ -166,10 +179,16 @@ def plan_transient_retry(
 
 
 def unresolved_text(code: str | None) -> str | None:
-    """Why a host that does not resolve is not tried again (None: any other fault)."""
-    if code != UNRESOLVED_HOST_CODE:
-        return None
-    return "a host name that does not resolve is tried once more only: check the base URL."
+    """Why a host that does not resolve, or a stream of malformed events, is not tried again
+    (None: any other fault)."""
+    if code == UNRESOLVED_HOST_CODE:
+        return "a host name that does not resolve is tried once more only: check the base URL."
+    if code == MALFORMED_CODE:
+        return (
+            f"a stream of unreadable events is tried {MAX_MALFORMED_RETRIES} more times only: "
+            "the server (or a proxy before it) does not speak this provider's streaming API."
+        )
+    return None
 
 
 def transport_what(
