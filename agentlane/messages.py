@@ -50,6 +50,16 @@ class Routing(BaseModel):
         return None if ref is None else check_secret_ref(ref)
 
 
+class ModelSwitch(BaseModel):
+    """The model a message names, as the client resolved it from the configuration (which the
+    session's workflow cannot read): the session's model from that message on."""
+
+    provider: str
+    model: str
+    context_window: int
+    context_window_source: str = "model"
+
+
 class InboundMessage(BaseModel):
     """A user message for a session. Unknown fields are rejected, not ignored."""
 
@@ -76,6 +86,8 @@ class InboundMessage(BaseModel):
     # Who sent it through Temporal (the client's identity: "agentlane-cli ann@box", "gateway
     # token ops"): an interrupt it causes says so. Filled in by the client.
     by: str | None = Field(default=None, max_length=200)
+    # The model it names (`send(model=...)`), resolved by the client; None keeps the session's.
+    switch_model: ModelSwitch | None = None
 
 
 def _fields(msg: InboundMessage) -> list[tuple[str, str | None]]:

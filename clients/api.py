@@ -68,6 +68,7 @@ from agentlane.messages import (
     FateState,
     InboundMessage,
     MessageFate,
+    ModelSwitch,
     Routing,
     SendDisposition,
     SendReceipt,
@@ -305,20 +306,33 @@ class AgentlaneClient:
             return self.settings.default_model
         return self._config().default_model
 
+    def _model_switch(self, ref: str) -> ModelSwitch:
+        """`ref` (provider/model) checked against the configuration, with its context window."""
+        config = self._config()
+        try:
+            known = config.model(ref)
+        except ConfigError as err:
+            raise SendRejected(str(err)) from err
+        provider, _, name = ref.partition("/")
+        window = config.context_window(ref, "main")
+        return ModelSwitch(
+            provider=provider,
+            model=name or "default",
+            context_window=window,
+            context_window_source="agentContextTokens"
+            if window < known.context_window
+            else "model",
+        )
+
     def _new_session_state(
         self, key: str, workspace: str | None, model: str | None, overrides: dict[str, object]
     ) -> SessionState:
         create = workspace is None
         ws = workspace or str(self.settings.workspaces_dir / storage_name(key))
-        ref = model or self._default_model()
-        try:
-            self._config().model(ref)
-        except ConfigError as err:
-            raise SendRejected(str(err)) from err
-        provider, _, name = ref.partition("/")
+        chosen = self._model_switch(model or self._default_model())
         config = self._config()
-        window = config.context_window(ref, "main")
-        source = "agentContextTokens" if window < config.model(ref).context_window else "model"
+        window, source = chosen.context_window, chosen.context_window_source
+        provider, name = chosen.provider, chosen.model
         base: dict[str, object] = {
             "queue": config.queue,
             "loop_detection": config.loop_detection,
@@ -337,7 +351,7 @@ class AgentlaneClient:
                 **base,
                 "workspace": str(Path(ws).resolve()) if not create else ws,
                 "create_workspace": create,
-                "model": ModelRef(provider=provider, model=name or "default"),
+                "model": ModelRef(provider=provider, model=name),
                 **overrides,
             }
         )
@@ -390,6 +404,7 @@ class AgentlaneClient:
                 source=source,
                 thinking=thinking,
                 by=self.client.identity,
+                switch_model=self._model_switch(model) if model is not None else None,
             )
             check_inbound(message)
             if message.routing.callback_url is not None:

@@ -868,7 +868,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", help="read the message from this file (UTF-8)")
     p.add_argument("--mode", help="steer, followup, collect, queue, steer-backlog, interrupt")
     p.add_argument("--workspace", help="workspace folder (used when the session is created)")
-    p.add_argument("--model", help="provider/model, e.g. offline/planner")
+    p.add_argument(
+        "--model",
+        help="provider/model, e.g. offline/planner: the session's model from this message on",
+    )
     p.add_argument(
         "--profile",
         help="pin the new session to this auth profile id: its runs never rotate away from it",

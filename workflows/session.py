@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         FateState,
         InboundMessage,
         MessageFate,
+        ModelSwitch,
         QueueMode,
         Routing,
         SendDisposition,
@@ -97,6 +98,7 @@ with workflow.unsafe.imports_passed_through():
         ExecutionRequest,
         ExecutionResult,
         ExecutionStatus,
+        ModelRef,
         RunInput,
         TerminationReason,
         UserTurn,
@@ -319,6 +321,17 @@ class SessionWorkflow:
         self.metrics.m.message(receipt.mode.value, receipt.disposition.value)
         return receipt
 
+    def _take_model(self, switch: ModelSwitch | None) -> None:
+        """A message that names a model sets the session's model for the runs that start from
+        now on (a run in progress keeps its own), with the window the client found for it.
+        State only, no command."""
+        if switch is None:
+            return
+        settings = self.s.settings
+        settings.model = ModelRef(provider=switch.provider, model=switch.model)
+        settings.context_window = switch.context_window
+        settings.context_window_source = switch.context_window_source
+
     def _take_thinking(self, word: str | None) -> None:
         """A message that names a thinking level sets the session's level for the runs that
         start from now on (a run in progress keeps its own). State only, no command."""
@@ -339,6 +352,7 @@ class SessionWorkflow:
                 raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
         self._take_callback(msg.routing)
         self._take_thinking(msg.thinking)
+        self._take_model(msg.switch_model)
         qs = self._queue_settings(msg)
         mode = qs.mode
         self.s.message_seq += 1

@@ -148,10 +148,14 @@ class MessageBody(InboundMessage):
         },
     )
     model: str | None = Field(
-        default=None, description="provider/model; only honoured when the session is created"
+        default=None,
+        description="provider/model: the session's model from this message on (a run in "
+        "progress keeps its own)",
     )
     # Who sent it is the token (the gateway's client identity), never the body's say.
     by: SkipJsonSchema[None] = None
+    # Resolved by the client from `model`, never given in the body.
+    switch_model: SkipJsonSchema[None] = None
 
 
 def _no_nul(value: str | None) -> str | None:
