@@ -68,6 +68,7 @@ from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.system_prompt import build_system_prompt
 from activities.tools.process_tool import owner_queue
 from activities.tools.specs import tool_specs
+from activities.tools.workspace import local_workspace
 from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
 from agentlane.config import AgentlaneConfig
 from agentlane.errors import (
@@ -328,8 +329,8 @@ class ModelCallActivity:
                     type=WORKSPACE_MISSING,
                     non_retryable=True,
                 )
-            return recorded
-        path = Path(inp.workspace)
+            return local_workspace(recorded, self.settings.data_dir)
+        path = Path(local_workspace(inp.workspace, self.settings.data_dir))
         host = inp.workspace_host
         if (
             host is not None
@@ -347,7 +348,7 @@ class ModelCallActivity:
                 non_retryable=True,
             )
         await self.store.record_run_workspace(inp.session_key, run_chain, inp.workspace)
-        return inp.workspace
+        return str(path)
 
     @staticmethod
     def _result_from_entry(

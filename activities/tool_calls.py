@@ -46,7 +46,7 @@ from activities.tools.specs import (
     WriteArgs,
     parse_args,
 )
-from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing
+from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing, local_workspace
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT, WORKSPACE_MISSING
 from agentlane.events import AgentEvent, EventKind
@@ -114,15 +114,23 @@ class ToolActivities:
         publishers: SessionPublishers,
         host: str | None = None,
         secrets: KnownSecrets | None = None,
+        data_dir: Path | None = None,
     ) -> None:
         """`host`: this worker's host id when workspaces are per host (reported with every
         outcome, so the session pins its tools here); None: shared workspaces. `secrets`: the
         values redacted from what a call shows (its preview, its heartbeats) besides the shapes
-        `agentlane/redaction.py` knows."""
+        `agentlane/redaction.py` knows. `data_dir`: this worker's, where default workspaces
+        are."""
         self.store = store
         self.publishers = publishers
         self.host = host
         self.secrets = secrets
+        self.data_dir = data_dir
+
+    def _here(self, inp: ToolCallInput) -> ToolCallInput:
+        """`inp` with its workspace as a path on this worker's disk (`local_workspace`)."""
+        local = local_workspace(inp.workspace, self.data_dir)
+        return inp if local == inp.workspace else inp.model_copy(update={"workspace": local})
 
     async def _secrets(self) -> list[str]:
         return await self.secrets.values() if self.secrets is not None else []
@@ -373,6 +381,8 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("read"))
     async def tool_read(self, inp: ToolCallInput) -> ToolCallOutcome:
+        inp = self._here(inp)
+
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ReadArgs, call.arguments)
@@ -382,6 +392,8 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("write"))
     async def tool_write(self, inp: ToolCallInput) -> ToolCallOutcome:
+        inp = self._here(inp)
+
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(WriteArgs, call.arguments)
@@ -391,6 +403,8 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("edit"))
     async def tool_edit(self, inp: ToolCallInput) -> ToolCallOutcome:
+        inp = self._here(inp)
+
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(EditArgs, call.arguments)
@@ -409,6 +423,8 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("exec"))
     async def tool_exec(self, inp: ToolCallInput) -> ToolCallOutcome:
+        inp = self._here(inp)
+
         async def execute(call: ToolCall, publisher: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ExecArgs, call.arguments)
@@ -435,6 +451,8 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("apply_patch"))
     async def tool_apply_patch(self, inp: ToolCallInput) -> ToolCallOutcome:
+        inp = self._here(inp)
+
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ApplyPatchArgs, call.arguments)
@@ -455,6 +473,8 @@ class ToolActivities:
 
     @activity.defn(name=tool_activity_name("process"))
     async def tool_process(self, inp: ToolCallInput) -> ToolCallOutcome:
+        inp = self._here(inp)
+
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ProcessArgs, call.arguments)

@@ -57,6 +57,10 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"AGENTLANE_{name}", default)
 
 
+# Sessions' default workspaces, under a data dir.
+WORKSPACES_FOLDER = "workspaces"
+
+
 class Settings(BaseModel):
     data_dir: Path
     temporal_address: str = "localhost:7233"
@@ -160,7 +164,7 @@ class Settings(BaseModel):
 
     @property
     def workspaces_dir(self) -> Path:
-        return self.data_dir / "workspaces"
+        return self.data_dir / WORKSPACES_FOLDER
 
     @property
     def payloads_dir(self) -> Path:

@@ -94,7 +94,7 @@ from agentlane.session import (
     SessionStatus,
 )
 from agentlane.session_query import SessionFilter
-from agentlane.settings import Settings
+from agentlane.settings import WORKSPACES_FOLDER, Settings
 from agentlane.static_details import branch_details, session_details
 from agentlane.subagents import SUBAGENT_SEGMENT
 from agentlane.task_priority import SESSION_PRIORITY
@@ -328,7 +328,16 @@ class AgentlaneClient:
         self, key: str, workspace: str | None, model: str | None, overrides: dict[str, object]
     ) -> SessionState:
         create = workspace is None
-        ws = workspace or str(self.settings.workspaces_dir / storage_name(key))
+        # A default workspace is named relative to a data dir: with workspaces per host, the
+        # data dir of the host its tools run on (activities/tools/workspace.py
+        # `local_workspace`), not this client's, which that host may not have. A shared one
+        # is this client's path, on the filesystem every host mounts.
+        default = (
+            f"{WORKSPACES_FOLDER}/{storage_name(key)}"
+            if self.settings.workspaces == "host"
+            else str(self.settings.workspaces_dir / storage_name(key))
+        )
+        ws = workspace or default
         chosen = self._model_switch(model or self._default_model())
         config = self._config()
         window, source = chosen.context_window, chosen.context_window_source

@@ -124,6 +124,7 @@ def build_workers(
         settings.host_id if settings.workspaces == "host" else None,
         # Kept out of tool previews and heartbeats: profile keys, secret-named env variables.
         KnownSecrets(settings, state),
+        data_dir=settings.data_dir,
     )
     subagents = SubagentActivities(store, publishers)
     stopping = ProcessStop(store)

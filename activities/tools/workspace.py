@@ -14,6 +14,16 @@ class PathOutsideWorkspace(Exception):
     pass
 
 
+def local_workspace(workspace: str, data_dir: Path | None) -> str:
+    """Where `workspace` is on this worker's disk. A session's default workspace is named
+    relative to a data dir (`workspaces/<name>`, clients/api.py): that of the host that runs its
+    tools, this worker's, not the data dir of the client that made the session. An absolute
+    path (a folder the session was given) and "" (the run's recorded one) stay as they are."""
+    if not workspace or data_dir is None or Path(workspace).is_absolute():
+        return workspace
+    return str(data_dir / workspace)
+
+
 class WorkspaceMissing(Exception):
     pass
 

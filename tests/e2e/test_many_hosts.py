@@ -209,6 +209,42 @@ async def test_a_command_that_finished_while_the_database_was_down_keeps_its_res
     assert not answer.is_error and "finished-anyway" in answer.text, answer.text
 
 
+async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs_its_tools(
+    server: object, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    # Workspaces per host, each host its own data dir, the client (a laptop's CLI, a gateway)
+    # a third: a session given no workspace gets one under the data dir of the host its tools
+    # pinned to, not a copy of the client's path made on that host's disk.
+    url = postgres.create_database(f"wsdef_{uuid.uuid4().hex[:8]}")
+    queue = f"tq-{uuid.uuid4().hex[:8]}"
+    deps = []
+    for host in ("p", "q", "laptop"):
+        data = tmp_path / f"data-{host}"
+        data.mkdir()
+        env = {"AGENTLANE_DATABASE_URL": url, "AGENTLANE_HOST_ID": host}
+        deps.append(Deployment(data_dir=data, server=server, task_queue=queue, extra_env=env))
+    worker_p, worker_q, laptop = deps
+    assert cli(worker_p, "db", "migrate").returncode == 0
+    try:
+        worker_p.start_worker()
+        worker_q.start_worker()
+        client = await AgentlaneClient.connect(settings_for(laptop))
+        key = f"wsdef-{uuid.uuid4().hex[:6]}"
+        receipt = await client.send_and_start(key, "write x.txt with hi then read x.txt")
+        assert receipt.run_id
+        result = await client.wait_for_run(receipt.run_id)
+        assert result.status == ExecutionStatus.SUCCESS, result.error
+        status = await client.status(key)
+        assert status.workspace == f"workspaces/{key}"
+        owner = {"p": worker_p, "q": worker_q}[status.workspace_host or ""]
+        assert (owner.data_dir / "workspaces" / key / "x.txt").read_text() == "hi"
+        assert not (laptop.data_dir / "workspaces").exists()
+        assert [e.text for e in client.transcript(key) if e.role == Role.TOOL][-1] == "hi"
+    finally:
+        worker_p.stop_workers()
+        worker_q.stop_workers()
+
+
 class FailingOnce:
     """A webhook receiver on 127.0.0.1: 200 to every POST except the second distinct one,
     which gets a 500 the first time (then 200)."""
