@@ -399,6 +399,8 @@ class AgentlaneClient:
         key = check_session_key(session_key)
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
+        if workspace is not None and self.settings.workspaces == "host":
+            await self._check_host_served(workspace)
         try:
             options = _queue_options(queue)
             message = InboundMessage(
@@ -577,13 +579,18 @@ class AgentlaneClient:
             pass  # the cancelled call's own error says nothing more
         raise _NoAnswer(presence)
 
-    async def worker_presence(self) -> WorkerPresence:
-        """Whether a worker polls the workflow task queue (see `WorkerPresence`)."""
-        queue = self.settings.workflow_task_queue
+    async def worker_presence(
+        self,
+        queue: str | None = None,
+        kind: TaskQueueType.ValueType = TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    ) -> WorkerPresence:
+        """Whether a worker polls the workflow task queue, or `queue` for tasks of `kind` (see
+        `WorkerPresence`)."""
+        queue = queue or self.settings.workflow_task_queue
         request = DescribeTaskQueueRequest(
             namespace=self.client.namespace,
             task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            task_queue_type=kind,
         )
         try:
             response = await self.client.workflow_service.describe_task_queue(request)
@@ -592,6 +599,25 @@ class AgentlaneClient:
         now = time.time()
         ages = [now - p.last_access_time.ToSeconds() for p in response.pollers]
         return WorkerPresence(queue, max(0.0, min(ages)) if ages else None)
+
+    async def _check_host_served(self, workspace: str) -> None:
+        """A workspace a client names is taken to be on the client's host's disk: its session's
+        tools go to that host's queue. With workers running but none of that host, they would
+        wait for one (`host_wait_seconds`), then fail: refused now, saying what to set."""
+        host = self.settings.host_id
+        served = await self.worker_presence(
+            self.settings.host_task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+        )
+        if served.polling or not (await self.worker_presence()).polling:
+            return  # a worker of this host, or none at all (the send says so)
+        raise SendRejected(
+            f"no worker runs on host {host!r}, this client's host id (AGENTLANE_HOST_ID, else "
+            f"the hostname): a workspace it names ({workspace}) is taken to be on this host's "
+            "disk, so the session's tools would wait for a worker of this host. Set "
+            "AGENTLANE_HOST_ID to the id of the worker host whose disk holds the folder, or "
+            "run a worker here (or, with a filesystem every host mounts, "
+            "AGENTLANE_WORKSPACES=shared)."
+        )
 
     async def workers_polling(self) -> bool:
         """Whether a worker polled the workflow task queue recently (a live worker always has a
