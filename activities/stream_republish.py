@@ -483,6 +483,18 @@ class Republisher:
         still = {eid: entry for eid, entry in missing.items() if eid not in rebuilt}
         return Recovery(events, still, seen | rebuilt)
 
+    @staticmethod
+    async def _in_stream(client: Client, session_key: str, run_id: str) -> set[str]:
+        """What the stream holds of the run, read from the stream alone: with the store out of
+        reach (the check above reads the transcript), a retried step still does not announce
+        twice what its first attempt did (the same event id twice in the stream)."""
+        try:
+            read = await run_events(client, session_key, run_id)
+        except Exception as err:
+            log.warning("could not read run %s's events in the stream: %s", run_id, err)
+            return set()
+        return {eid for e in read.events for eid in gap_ids(e)}
+
     async def republish(self, client: Client, session_key: str, run_id: str) -> set[str]:
         """Publish the run's lost events now, ahead of anything this process publishes for the
         session after this call. Answers the ids of the run's events the stream now holds (a
@@ -501,7 +513,7 @@ class Republisher:
             found = await self.lost(client, session_key, run_id)
         except Exception as err:  # events are best effort; the transcript is the record
             log.warning("could not check run %s's events in the stream: %s", run_id, err)
-            return set()
+            return await self._in_stream(client, session_key, run_id)
         if found.events:
             log.warning(
                 "run %s: publishing again %d events a stopped worker never sent",

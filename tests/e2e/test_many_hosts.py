@@ -207,6 +207,9 @@ async def test_a_command_that_finished_while_the_database_was_down_keeps_its_res
     assert result.status == ExecutionStatus.SUCCESS, result.error
     (answer,) = [e for e in client.transcript(key) if e.role == Role.TOOL]
     assert not answer.is_error and "finished-anyway" in answer.text, answer.text
+    # Each event once in the stream: nothing announced again by a retried attempt.
+    ids = [item.event.event_id async for item in client.watch(key, 0, until_run=receipt.run_id)]
+    assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
 
 
 async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs_its_tools(
