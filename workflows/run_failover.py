@@ -87,6 +87,7 @@ with workflow.unsafe.imports_passed_through():
         chain_exhausted_text,
         cooling_down_text,
         fallback_notice,
+        idle_end_text,
         in_this_engine,
     )
     from workflows.policy.model_fallback import (
@@ -1047,10 +1048,8 @@ class Failover:
                 TerminationReason.IDLE_TIMEOUT_120S,
                 ExecutionError(
                     kind=ExecutionErrorKind.TIMEOUT,
-                    message=(
-                        f"The model ({model.label()}) did not produce a response before the "
-                        f"LLM idle timeout ({self.h.req.idle_timeout_seconds} s without output). "
-                        "Please try again, or raise the session's `idle_timeout_seconds`."
+                    message=idle_end_text(
+                        model.label(), self.h.req.idle_timeout_seconds, failure.produced_output
                     ),
                     detail=failure.raw_message,
                     failure=failure,

@@ -320,6 +320,8 @@ async def test_model_silence_hits_the_idle_limit(
     ).result
     assert result.termination_reason == TerminationReason.IDLE_TIMEOUT_120S
     assert result.error is not None and "idle timeout" in result.error.message.lower()
+    # It had begun (the user saw "Thinking about it"): not "did not produce a response".
+    assert "began to answer, then went silent: no output for 2 s" in result.error.message
 
 
 async def test_silent_reply_delivers_nothing(

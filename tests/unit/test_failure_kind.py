@@ -37,3 +37,13 @@ def test_other_reasons_and_kinds_are_left_as_they_are() -> None:
     assert failure_label(failure("overloaded", status=529)) == "overloaded"
     assert precise_kind(K.QUOTA_EXCEEDED, failure(status=500)) is K.QUOTA_EXCEEDED
     assert precise_kind(K.TIMEOUT, None) is K.TIMEOUT
+
+
+def test_an_idle_end_says_whether_the_model_had_begun() -> None:
+    from workflows.policy.failure_text import idle_end_text
+
+    silent = idle_end_text("a/b", 10, produced_output=False)
+    assert silent.startswith("The model (a/b) did not produce a response before the LLM idle ")
+    assert "(10 s without output)" in silent and "`idle_timeout_seconds`" in silent
+    stopped = idle_end_text("a/b", 10, produced_output=True)
+    assert stopped.startswith("The model (a/b) began to answer, then went silent: no output")

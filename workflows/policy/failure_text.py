@@ -117,3 +117,19 @@ def fallback_notice(
         words = words[: _NOTICE_ERROR_CHARS - 1].rstrip() + "…"
     why = "; ".join(p for p in (head, words) if p)
     return f"{previous} is unavailable ({why or 'no reason given'}); falling back to {to}"
+
+
+def idle_end_text(model: str, idle_seconds: int, produced_output: bool) -> str:
+    """How a run that met the idle limit ends: a model that never answered, or one that began
+    and then went silent (the user saw part of an answer)."""
+    if produced_output:
+        what = (
+            f"The model ({model}) began to answer, then went silent: no output for "
+            f"{idle_seconds} s (the LLM idle timeout)."
+        )
+    else:
+        what = (
+            f"The model ({model}) did not produce a response before the LLM idle timeout "
+            f"({idle_seconds} s without output)."
+        )
+    return f"{what} Please try again, or raise the session's `idle_timeout_seconds`."
