@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.failover import (
+        ESCALATION_TEXTS,
         Decision,
         DecisionKind,
         FailoverCounters,
@@ -86,6 +87,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.failure_text import (
         chain_exhausted_text,
         cooling_down_text,
+        escalation_text,
         fallback_notice,
         idle_end_text,
         in_this_engine,
@@ -1079,6 +1081,19 @@ class Failover:
             )
             return self._error(_error_kind(reason), text, failure)
         message = decision.message if decision.error_kind else failure.message
+        if message in ESCALATION_TEXTS:
+            # The original's words name nothing: which model, what it said, how long the run
+            # waited for it.
+            message = escalation_text(
+                message,
+                model.label(),
+                f"HTTP {failure.status} from {failure.provider}"
+                if failure.status
+                else failure.provider,
+                failure.raw_message or failure.message,
+                waited=self.f.waited_seconds,
+                wait_bound=float(self.h.req.max_wait_seconds),
+            )
         return self._error(_error_kind(reason), message or failure.message, failure)
 
     def _told(self, failure: ModelFailure) -> dict[str, float | None]:

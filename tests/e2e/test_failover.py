@@ -313,6 +313,12 @@ async def test_a_user_pinned_profile_is_never_rotated_away_from(
         overrides={"agent_id": "solo", "auth_profile": "anthropic:work", "max_wait_seconds": 0},
     )
     assert done.result.status == ExecutionStatus.ERROR
+    error = done.result.error
+    assert error is not None and error.message.startswith(
+        "The AI service is temporarily rate-limited. Please try again in a moment. "
+        "anthropic/fake-claude kept refusing (HTTP 429 from anthropic); the run waited 0 s of "
+        "the 0-second bound on waiting"
+    ), error.message
     assert [key_of(r) for r in fake.requests("anthropic")] == [WORK_KEY]
     bad = await run(
         deployment, ws, "hello", overrides={"agent_id": "solo", "auth_profile": "anthropic:nope"}

@@ -30,6 +30,7 @@ from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 R = FailoverReason
 
 __all__ = [
+    "ESCALATION_TEXTS",
     "CONTEXT_OVERFLOW_TEXT",
     "IDLE_TIMEOUT_TEXT",
     "MAX_OVERFLOW_COMPACTION_ATTEMPTS",
@@ -78,6 +79,8 @@ RATE_LIMIT_ESCALATION_TEXT = (
 OVERLOADED_ESCALATION_TEXT = (
     "The AI service is temporarily overloaded. Please try again in a moment."
 )
+# Said with what they leave out (workflows/policy/failure_text.py `escalation_text`).
+ESCALATION_TEXTS = frozenset({RATE_LIMIT_ESCALATION_TEXT, OVERLOADED_ESCALATION_TEXT})
 RETRY_LIMIT_TEXT = (
     "Request failed after repeated internal retries. Please try again, or use /new to start a "
     "fresh session."

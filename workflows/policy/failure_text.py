@@ -17,7 +17,7 @@ from workflows.policy.model_fallback import (
     rate_limit_cooldown_reply,
     reply_failure_text,
 )
-from workflows.policy.transient_retry import too_long_text
+from workflows.policy.transient_retry import seconds_text, too_long_text, wait_bound_text
 
 R = FailoverReason
 _TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
@@ -133,3 +133,22 @@ def idle_end_text(model: str, idle_seconds: int, produced_output: bool) -> str:
             f"({idle_seconds} s without output)."
         )
     return f"{what} Please try again, or raise the session's `idle_timeout_seconds`."
+
+
+def escalation_text(
+    said: str,
+    model: str,
+    answered: str,
+    last_error: str,
+    *,
+    waited: float,
+    wait_bound: float,
+) -> str:
+    """The original's "temporarily rate-limited/overloaded" end, with what it leaves out: the
+    model, what it answered (`HTTP 429 from anthropic`), how long the run waited against its
+    bound, and the provider's own words when they say more than `said`."""
+    text = (
+        f"{said} {model} kept refusing ({answered}); the run waited {seconds_text(waited)} of "
+        f"{wait_bound_text(wait_bound)} on waiting (the session's `max_wait_seconds`)."
+    )
+    return text if not last_error or last_error == said else f"{text} Last error: {last_error}"
