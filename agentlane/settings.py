@@ -59,6 +59,7 @@ def _env(name: str, default: str) -> str:
 
 # Sessions' default workspaces, under a data dir.
 WORKSPACES_FOLDER = "workspaces"
+GATEWAY_MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
 class Settings(BaseModel):
@@ -107,8 +108,10 @@ class Settings(BaseModel):
     # A comment line this often on an idle event stream, so proxies keep it open.
     gateway_keepalive: timedelta = timedelta(seconds=15)
     # Request bodies above this are refused (413). A message's text is capped at 100 000
-    # characters (agentlane/messages.py); JSON-escaped that can take ~600 KB.
-    gateway_max_body_bytes: int = 1024 * 1024
+    # characters (agentlane/messages.py); JSON-escaped as ASCII (Python's `json.dumps`) a
+    # character outside the BMP takes 12 bytes (`\ud83d\ude00`): 1.2 MB, under 2 MiB with room
+    # for the other fields.
+    gateway_max_body_bytes: int = GATEWAY_MAX_BODY_BYTES
     # Per-token token bucket: sustained requests per second, and the burst it allows.
     gateway_rate_per_second: float = 5.0
     gateway_rate_burst: int = 30
@@ -210,7 +213,7 @@ class Settings(BaseModel):
             gateway_host=_env("GATEWAY_HOST", "127.0.0.1"),
             gateway_port=int(_env("GATEWAY_PORT", "8787")),
             gateway_keepalive=timedelta(seconds=float(_env("GATEWAY_KEEPALIVE_S", "15"))),
-            gateway_max_body_bytes=int(_env("GATEWAY_MAX_BODY_BYTES", str(1024 * 1024))),
+            gateway_max_body_bytes=int(_env("GATEWAY_MAX_BODY_BYTES", str(GATEWAY_MAX_BODY_BYTES))),
             gateway_rate_per_second=float(_env("GATEWAY_RATE_PER_S", "5")),
             gateway_rate_burst=int(_env("GATEWAY_RATE_BURST", "30")),
             gateway_fanout=_env("GATEWAY_FANOUT", "1").lower() not in ("0", "false", "no", "off"),

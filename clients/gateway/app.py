@@ -477,11 +477,24 @@ def _problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 def _validation_detail(err: RequestValidationError) -> str:
     parts = []
     for item in err.errors():
+        if item.get("type") == "json_invalid":
+            # FastAPI says "14: JSON decode error": where, and what the parser found.
+            at = next((p for p in item.get("loc", ()) if isinstance(p, int)), None)
+            why = str((item.get("ctx") or {}).get("error", "")).strip()
+            parts.append(
+                "the body is not valid JSON"
+                + (f" (at character {at}" + (f": {why})" if why else ")") if at is not None else "")
+            )
+            continue
         loc = [str(p) for p in item.get("loc", ()) if p != "body"]
         where = ".".join(loc)
         msg = str(item.get("msg", "invalid"))
         parts.append(f"{where}: {msg}" if where else msg)
     return "; ".join(parts) or "invalid request"
+
+
+# What Starlette says of a body it could not read (bytes that are not UTF-8, among others).
+_UNREADABLE_BODY = "There was an error parsing the body"
 
 
 def _workspace_inside(settings: Settings, workspace: str) -> str:
@@ -552,6 +565,14 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _UNREADABLE_BODY:
+            return Problem(
+                400,
+                "invalid-request",
+                "Invalid request",
+                "the body could not be read: send JSON encoded as UTF-8 (Content-Type: "
+                "application/json)",
+            ).response()
         return Problem(
             exc.status_code,
             "http",

@@ -5,6 +5,7 @@ reaching a workflow, tokens (401, 403, read-only, prefixes, rate limit), transcr
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -176,7 +177,14 @@ async def test_every_validation_error_is_a_problem_and_reaches_no_workflow(
         bad_json = await http.post(
             url, content=b"{not json", headers={"content-type": "application/json"}
         )
-        problem(bad_json, 422)
+        assert "the body is not valid JSON (at character 1" in problem(bad_json, 422)["detail"]
+        not_utf8 = await http.post(
+            url, content=b'{"text": "\xff\xfe"}', headers={"content-type": "application/json"}
+        )
+        assert "encoded as UTF-8" in problem(not_utf8, 400)["detail"]
+        # The longest message allowed, in characters that escape longest, fits the body limit.
+        widest = json.dumps({"text": "\U0001f600" * MAX_MESSAGE_CHARS}).encode()
+        assert len(widest) <= gateway.settings.gateway_max_body_bytes
         too_big = await http.post(url, content=b"x" * (gateway.settings.gateway_max_body_bytes + 1))
         assert "larger than" in problem(too_big, 413)["detail"]
         for bad in ("bad%20key", "a..b", "x:events", "-lead", "k" * 129):
