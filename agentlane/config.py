@@ -638,6 +638,14 @@ class ConfigWatcher:
         found = _config_in_data_dir(self.data_dir, env)
         return (found[0], found[1].st_mtime_ns) if found else ("", 0)
 
+    def where(self) -> str:
+        """The file this configuration is read from, or that none is (built-in defaults)."""
+        try:
+            path = self._current_stamp()[0]
+        except ConfigError:
+            path = ""
+        return path or f"no config file (none in {self.data_dir})"
+
     def current(self) -> AgentlaneConfig:
         stamp = self._current_stamp()
         if self._config is None or stamp != self._stamp:

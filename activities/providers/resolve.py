@@ -16,7 +16,14 @@ from activities.auth_store import AuthStore, AuthStoreError, MissingCredentialsE
 from activities.providers.base import Credentials, ModelProvider
 from activities.providers.call_credentials import HeaderVariableError, for_call
 from activities.providers.catalog import build_provider
-from agentlane.config import AgentlaneConfig, ApiKind, ConfigError, ConfigWatcher, ModelEntry
+from agentlane.config import (
+    AgentlaneConfig,
+    ApiKind,
+    ConfigError,
+    ConfigWatcher,
+    ModelEntry,
+    UnknownModelError,
+)
 from agentlane.run import ModelRef
 from agentlane.settings import Settings
 from store.interface import Store
@@ -88,6 +95,12 @@ class ProviderResolver:
         config = self.config() if config is None else config
         try:
             entry = config.model(ref.label())
+        except UnknownModelError as err:
+            # Every worker host reads its own file: say which host and which file lacks it.
+            raise ModelUnavailable(
+                f"{err} (worker host {self.settings.host_id} reads {self._watcher.where()}; "
+                "every host needs the model in its own config file)"
+            ) from err
         except ConfigError as err:
             raise ModelUnavailable(str(err)) from err
         provider = self._providers.get(entry.ref)
