@@ -12,7 +12,7 @@ from agentlane.session_query import PHASES, BadFilter, SessionFilter
 if TYPE_CHECKING:  # the parser is built for every command: no Temporal client import for it
     from clients.api import AgentlaneClient
 
-HEADER = "key\tstatus\tphase\tmodel\tturns\ttokens\tcost\tlast error\tstarted"
+HEADER = "key\tworkflow\tphase\tmodel\tturns\ttokens\tcost\tlast error\tstarted"
 
 
 def add_filter_arguments(p: argparse.ArgumentParser) -> None:
