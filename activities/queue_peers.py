@@ -11,7 +11,9 @@ activity's events reach the stream before the activity reports (`SessionPublishe
 
 The server lists the pollers of a task queue with the time each last polled; a live worker
 renews its long poll at least every minute. Asked every CHECK_SECONDS: a worker that joins is
-seen by the others within that time (and sees them at its own start).
+seen by the others within that time (and sees them at its own start) on a one-partition queue
+(the dev server's); on a cluster's partitioned queue, once a poll of it has landed on the
+partition described.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ from temporalio.client import Client
 log = logging.getLogger(__name__)
 
 CHECK_SECONDS = 5.0
-# A poller not seen for this long has stopped (a live one polls again within a minute).
-FRESH_SECONDS = 90.0
+# A poller not seen for this long has stopped. A live one polls again within a minute, but on a
+# cluster a task queue has several partitions and the one described sees another worker only
+# when that worker's poll lands there: counted for as long as the server lists it (its poller
+# memory is minutes), so the answer does not flap; a worker gone keeps the awaited exits for
+# those minutes, which costs a signal round trip per activity, nothing else.
+FRESH_SECONDS = 300.0
 
 
 def others_polling(

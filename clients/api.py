@@ -399,8 +399,11 @@ class AgentlaneClient:
         key = check_session_key(session_key)
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
-        if workspace is not None and self.settings.workspaces == "host":
-            await self._check_host_served(workspace)
+        unserved = (
+            await self._host_unserved(workspace)
+            if workspace is not None and self.settings.workspaces == "host"
+            else None
+        )
         try:
             options = _queue_options(queue)
             message = InboundMessage(
@@ -449,6 +452,9 @@ class AgentlaneClient:
             receipt: SendReceipt = await self._answer_or_no_worker(call, worker_wait, on_wait)
             if attempts > 1:
                 receipt = _own_duplicate(receipt)
+            if unserved is not None:
+                note = f"{receipt.note}; {unserved}" if receipt.note else unserved
+                receipt = receipt.model_copy(update={"note": note})
             return receipt
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
@@ -600,23 +606,27 @@ class AgentlaneClient:
         ages = [now - p.last_access_time.ToSeconds() for p in response.pollers]
         return WorkerPresence(queue, max(0.0, min(ages)) if ages else None)
 
-    async def _check_host_served(self, workspace: str) -> None:
+    async def _host_unserved(self, workspace: str) -> str | None:
         """A workspace a client names is taken to be on the client's host's disk: its session's
-        tools go to that host's queue. With workers running but none of that host, they would
-        wait for one (`host_wait_seconds`), then fail: refused now, saying what to set."""
-        host = self.settings.host_id
+        tools go to that host's queue. With workers running but none of that host seen (the
+        server lists a queue's pollers for minutes after their last poll), the run would wait
+        for one (`host_wait_seconds`), then fail: a warning for the receipt, saying what to
+        set. Not a refusal: on a cluster a task queue has several partitions, and the one
+        described may not have seen a worker that polls another yet."""
         served = await self.worker_presence(
             self.settings.host_task_queue, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
         )
-        if served.polling or not (await self.worker_presence()).polling:
-            return  # a worker of this host, or none at all (the send says so)
-        raise SendRejected(
-            f"no worker runs on host {host!r}, this client's host id (AGENTLANE_HOST_ID, else "
-            f"the hostname): a workspace it names ({workspace}) is taken to be on this host's "
-            "disk, so the session's tools would wait for a worker of this host. Set "
-            "AGENTLANE_HOST_ID to the id of the worker host whose disk holds the folder, or "
-            "run a worker here (or, with a filesystem every host mounts, "
-            "AGENTLANE_WORKSPACES=shared)."
+        if served.unknown or served.last_poll_age is not None:
+            return None  # a worker of this host, now or lately
+        if not (await self.worker_presence()).polling:
+            return None  # no worker at all: the send says so
+        return (
+            f"warning: no worker of host {self.settings.host_id!r} (this client's host id: "
+            "AGENTLANE_HOST_ID, else the hostname) is seen; a workspace named here "
+            f"({workspace}) is taken to be on this host's disk, so the session's tools wait for "
+            "a worker of this host. Set AGENTLANE_HOST_ID to the id of the host whose disk "
+            "holds the folder, or run a worker here (or, with a filesystem every host mounts, "
+            "AGENTLANE_WORKSPACES=shared)"
         )
 
     async def workers_polling(self) -> bool:

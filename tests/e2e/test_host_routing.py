@@ -85,7 +85,9 @@ async def test_tools_stay_on_their_host_which_a_run_waits_for(hosts: Hosts) -> N
     assert first.run_id
     assert (await client.wait_for_run(first.run_id)).status == ExecutionStatus.SUCCESS
     assert (await client.status(key)).workspace_host == "a"
-    workspace = Path((await client.status(key)).workspace)
+    # A default workspace is named under the data dir of the host its tools run on (both hosts
+    # share one data dir here).
+    workspace = hosts.a.data_dir / (await client.status(key)).workspace
     hosts.b.start_worker()
 
     # Host b holds workflows and model calls as much as a does; the tools still run on a.

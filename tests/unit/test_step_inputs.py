@@ -140,7 +140,8 @@ async def test_later_calls_use_the_workspace_the_first_call_recorded(tmp_path: P
     from agentlane.settings import Settings
     from store.open import open_store
 
-    holder = SimpleNamespace(store=TranscriptStore(await open_store(Settings(data_dir=tmp_path))))
+    settings = Settings(data_dir=tmp_path)
+    holder = SimpleNamespace(store=TranscriptStore(await open_store(settings)), settings=settings)
     ws = tmp_path / "ws"
     ws.mkdir()
     later = model_input(turn_index=1, assistant_entry_id="session:slack:C1:t9:run:4.abc:t1")
@@ -151,3 +152,13 @@ async def test_later_calls_use_the_workspace_the_first_call_recorded(tmp_path: P
     )
     assert await ModelCallActivity._workspace(holder, first) == str(ws)  # type: ignore[arg-type]
     assert await ModelCallActivity._workspace(holder, later) == str(ws)  # type: ignore[arg-type]
+    # A default workspace is named relative to the data dir: this worker's.
+    default = model_input(
+        turn_index=0, workspace="workspaces/k", assistant_entry_id="session:k:run:1.abc:t0"
+    )
+    (tmp_path / "workspaces" / "k").mkdir(parents=True)
+    made = await ModelCallActivity._workspace(holder, default)  # type: ignore[arg-type]
+    assert made == str(tmp_path / "workspaces" / "k")
+    later_default = model_input(turn_index=1, assistant_entry_id="session:k:run:1.abc:t1")
+    again = await ModelCallActivity._workspace(holder, later_default)  # type: ignore[arg-type]
+    assert again == str(tmp_path / "workspaces" / "k")
