@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable as a plain script
 
+from activities.queue_peers import CHECK_SECONDS as PEER_CHECK_SECONDS  # noqa: E402
 from agentlane.run import ExecutionStatus  # noqa: E402
 from agentlane.settings import Settings  # noqa: E402
 from agentlane.transcript import Role, TranscriptEntry  # noqa: E402
@@ -132,6 +133,10 @@ async def throughput(
         client = await AgentlaneClient.connect(settings_for(group[0]))
         ws = stack.root / f"ws-{uuid.uuid4().hex[:6]}"
         await burst(client, ws, 1, 2)  # warm-up
+        if workers > 1:
+            # Long-running workers know of each other (activities/queue_peers.py asks every
+            # CHECK_SECONDS); the timed burst is of that steady state.
+            await asyncio.sleep(PEER_CHECK_SECONDS + 1)
         elapsed = await burst(client, ws, sessions, steps)
     finally:
         for dep in group:
