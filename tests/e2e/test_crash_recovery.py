@@ -120,58 +120,77 @@ async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
     assert EventKind.STREAM_GAP not in {e.kind for e in events}
 
 
-async def test_dev_server_restart_mid_run(tmp_path: Path) -> None:
-    own = devserver.DevServer(
-        data_dir=tmp_path / "temporal", port=devserver.free_port(), ui_port=None
-    )
-    own.start()
-    dep = make_deployment(own, tmp_path / "data")
-    dep.data_dir.mkdir()
-    try:
-        dep.start_worker()
-        client = await AgentlaneClient.connect(settings_for(dep))
-        workspace = dep.data_dir / "ws"
-        workspace.mkdir()
-        receipt = await client.send_and_start(
-            "restart",
-            "count slowly to 80 then run `echo hi` then say survived",
-            workspace=str(workspace),
+class OwnServer:
+    """A dev server of the test's own (a restart must not touch the shared one) and one worker
+    on it, with a workspace."""
+
+    def __init__(self, root: Path) -> None:
+        self.server = devserver.DevServer(
+            data_dir=root / "temporal", port=devserver.free_port(), ui_port=None
         )
-        assert receipt.run_id
+        self.server.start()
+        self.dep = make_deployment(self.server, root / "data")
+        self.dep.data_dir.mkdir()
+        self.workspace = self.dep.data_dir / "ws"
+        self.workspace.mkdir()
 
-        # One watcher stays subscribed through the restart and resumes from its offset.
-        view = MessageView()
-        seen: list[str] = []
-        offsets: list[int] = []
-        first = asyncio.Event()
+    def restart(self, down_for: float) -> None:
+        self.server.stop()
+        time.sleep(down_for)
+        self.server.start()
 
-        async def watch_through() -> None:
-            async for item in client.watch("restart", 0, until_run=receipt.run_id):
-                offsets.append(item.offset)
-                fresh = view.apply(item.event)
-                if fresh:
-                    seen.append(fresh)
-                    first.set()
+    def stop(self) -> None:
+        self.dep.stop_workers()
+        self.server.stop()
 
-        watcher = asyncio.create_task(watch_through())
-        await asyncio.wait_for(first.wait(), 30)
-        own.stop()
-        await asyncio.sleep(2)
-        own.start()
-        fresh_client = await AgentlaneClient.connect(settings_for(dep))
-        result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
-        await asyncio.wait_for(watcher, 60)
-        assert result.status == ExecutionStatus.SUCCESS, result.error
-        assert result.reply.startswith("survived")
-        assert offsets == sorted(set(offsets)), "the watcher skipped back or repeated items"
-        counted = " ".join(str(i) for i in range(1, 81))
-        assert "".join(seen).startswith(counted + "survived")  # two messages
-        entries = client.transcript("restart")
-        assert_transcript_valid(entries)
-        assert sum(1 for e in entries if e.role == Role.TOOL) == 1
+
+@pytest.fixture
+def own(tmp_path: Path) -> Iterator[OwnServer]:
+    made = OwnServer(tmp_path)
+    try:
+        made.dep.start_worker()
+        yield made
     finally:
-        dep.stop_workers()
-        own.stop()
+        made.stop()
+
+
+async def test_dev_server_restart_mid_run(own: OwnServer) -> None:
+    client = await AgentlaneClient.connect(settings_for(own.dep))
+    receipt = await client.send_and_start(
+        "restart",
+        "count slowly to 80 then run `echo hi` then say survived",
+        workspace=str(own.workspace),
+    )
+    assert receipt.run_id
+
+    # One watcher stays subscribed through the restart and resumes from its offset.
+    view = MessageView()
+    seen: list[str] = []
+    offsets: list[int] = []
+    first = asyncio.Event()
+
+    async def watch_through() -> None:
+        async for item in client.watch("restart", 0, until_run=receipt.run_id):
+            offsets.append(item.offset)
+            fresh = view.apply(item.event)
+            if fresh:
+                seen.append(fresh)
+                first.set()
+
+    watcher = asyncio.create_task(watch_through())
+    await asyncio.wait_for(first.wait(), 30)
+    await asyncio.to_thread(own.restart, 2)
+    fresh_client = await AgentlaneClient.connect(settings_for(own.dep))
+    result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
+    await asyncio.wait_for(watcher, 60)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply.startswith("survived")
+    assert offsets == sorted(set(offsets)), "the watcher skipped back or repeated items"
+    counted = " ".join(str(i) for i in range(1, 81))
+    assert "".join(seen).startswith(counted + "survived")  # two messages
+    entries = client.transcript("restart")
+    assert_transcript_valid(entries)
+    assert sum(1 for e in entries if e.role == Role.TOOL) == 1
 
 
 async def _stop_with_sigterm(worker: WorkerProcess, signals: int = 1) -> tuple[float, int]:
@@ -235,41 +254,26 @@ async def test_second_sigterm_cuts_the_stop_short_and_names_what_it_cut(
 
 
 async def test_a_command_running_through_a_server_restart_keeps_its_result(
-    tmp_path: Path,
+    own: OwnServer,
 ) -> None:
     # exec is never run again: a server restart's seconds without heartbeats timed its attempt
     # out (3 s), its live worker killed the command on the next heartbeat's answer, and the
     # model heard "interrupted (the worker running it stopped)". Its 15 s ride a restart out.
-    own = devserver.DevServer(
-        data_dir=tmp_path / "temporal", port=devserver.free_port(), ui_port=None
+    client = await AgentlaneClient.connect(settings_for(own.dep))
+    receipt = await client.send_and_start(
+        "cmd", "run `sleep 5; echo kept-running` then say done", workspace=str(own.workspace)
     )
-    own.start()
-    dep = make_deployment(own, tmp_path / "data")
-    dep.data_dir.mkdir()
-    try:
-        dep.start_worker()
-        client = await AgentlaneClient.connect(settings_for(dep))
-        workspace = dep.data_dir / "ws"
-        workspace.mkdir()
-        receipt = await client.send_and_start(
-            "cmd", "run `sleep 5; echo kept-running` then say done", workspace=str(workspace)
-        )
-        assert receipt.run_id
+    assert receipt.run_id
 
-        async def exec_started() -> None:
-            async for item in client.watch("cmd", 0):
-                if item.event.kind == EventKind.TOOL_EXECUTION_START:
-                    return
+    async def exec_started() -> None:
+        async for item in client.watch("cmd", 0):
+            if item.event.kind == EventKind.TOOL_EXECUTION_START:
+                return
 
-        await asyncio.wait_for(exec_started(), 30)
-        own.stop()
-        await asyncio.sleep(3)
-        own.start()
-        fresh_client = await AgentlaneClient.connect(settings_for(dep))
-        result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
-        assert result.status == ExecutionStatus.SUCCESS, result.error
-        (answer,) = [e for e in client.transcript("cmd") if e.role == Role.TOOL]
-        assert not answer.is_error and "kept-running" in answer.text, answer.text
-    finally:
-        dep.stop_workers()
-        own.stop()
+    await asyncio.wait_for(exec_started(), 30)
+    await asyncio.to_thread(own.restart, 3)
+    fresh_client = await AgentlaneClient.connect(settings_for(own.dep))
+    result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    (answer,) = [e for e in client.transcript("cmd") if e.role == Role.TOOL]
+    assert not answer.is_error and "kept-running" in answer.text, answer.text

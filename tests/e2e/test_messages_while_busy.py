@@ -10,7 +10,12 @@ from temporalio.client import WorkflowHistory
 
 from agentlane.events import EventKind
 from agentlane.ids import session_workflow_id
-from agentlane.messages import FateState, InboundMessage, QueueMode, SendDisposition
+from agentlane.messages import (
+    FateState,
+    InboundMessage,
+    QueueMode,
+    SendDisposition,
+)
 from agentlane.queue_settings import QueueOptions
 from agentlane.run import ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
@@ -28,26 +33,33 @@ async def wait_for_event(client: AgentlaneClient, key: str, run_id: str, kind: E
     await asyncio.wait_for(go(), 30)
 
 
-async def test_steer_reaches_the_running_run(
-    client: AgentlaneClient, session_key: str, workspace: Path
-) -> None:
+async def busy_run(client: AgentlaneClient, key: str, workspace: Path) -> str:
+    """A run that counts for a while, then runs a command: streaming when this returns (its
+    id)."""
     first = await client.send_and_start(
-        session_key,
+        key,
         "count slowly to 60 then run `sleep 1` then say not steered",
         workspace=str(workspace),
     )
     assert first.run_id
-    await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
+    await wait_for_event(client, key, first.run_id, EventKind.TEXT_DELTA)
+    return first.run_id
+
+
+async def test_steer_reaches_the_running_run(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await busy_run(client, session_key, workspace)
     steer = await client.send_and_start(session_key, "say steered ok", mode="steer")
     assert steer.disposition == SendDisposition.STEERED
-    assert steer.run_id == first.run_id
-    result = await client.wait_for_run(first.run_id)
+    assert steer.run_id == first
+    result = await client.wait_for_run(first)
     assert result.status == ExecutionStatus.SUCCESS
     assert result.reply == "steered ok"
     entries = client.transcript(session_key)
     assert_transcript_valid(entries)
     users = [e for e in entries if e.role == Role.USER]
-    assert [u.run_id for u in users] == [first.run_id, first.run_id]
+    assert [u.run_id for u in users] == [first, first]
     skipped = [e for e in entries if e.role == Role.TOOL]
     assert len(skipped) == 1 and skipped[0].is_error and "Skipped" in skipped[0].text
     assert not (await client.status(session_key)).queue_length
@@ -56,16 +68,10 @@ async def test_steer_reaches_the_running_run(
 async def test_steer_backlog_steers_the_run_and_then_runs_again_with_the_message_as_prompt(
     client: AgentlaneClient, session_key: str, workspace: Path
 ) -> None:
-    first = await client.send_and_start(
-        session_key,
-        "count slowly to 60 then run `sleep 1` then say not steered",
-        workspace=str(workspace),
-    )
-    assert first.run_id
-    await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
+    first = await busy_run(client, session_key, workspace)
     steer = await client.send(session_key, "say backlog ok", mode="steer-backlog")
     assert steer.disposition == SendDisposition.STEERED
-    assert (await client.wait_for_run(first.run_id)).reply == "backlog ok"
+    assert (await client.wait_for_run(first)).reply == "backlog ok"
     await wait_idle(client, session_key, runs=2)
     second = f"session:{session_key}:run:2"
     assert (await client.wait_for_run(second)).reply == "backlog ok"
@@ -76,7 +82,7 @@ async def test_steer_backlog_steers_the_run_and_then_runs_again_with_the_message
     ran = [e for e in entries if e.run_id == second]
     assert ran[0].role == Role.USER and ran[0].text == "say backlog ok"
     users = [e for e in entries if e.role == Role.USER]
-    assert [u.run_id for u in users] == [first.run_id, first.run_id, second]
+    assert [u.run_id for u in users] == [first, first, second]
 
 
 async def test_interrupt_stops_the_run_and_starts_a_new_one(

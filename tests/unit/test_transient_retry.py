@@ -153,7 +153,11 @@ def test_a_transport_fault_is_made_again_at_the_sdks_pace_within_the_budget() ->
     ), "the idle watchdog keeps its own retry"
 
     def plan(
-        retries: int, waited: float = 0.0, draw: float = 0.5, code: str | None = None
+        retries: int,
+        waited: float = 0.0,
+        draw: float = 0.5,
+        code: str | None = None,
+        few_for_malformed: bool = True,
     ) -> TransientRetry | None:
         return plan_transient_retry(
             retries_so_far=retries,
@@ -163,6 +167,7 @@ def test_a_transport_fault_is_made_again_at_the_sdks_pace_within_the_budget() ->
             draw=draw,
             kind=TRANSPORT,
             code=code,
+            few_for_malformed=few_for_malformed,
         )
 
     def delay(retries: int, draw: float = 0.5) -> float:
@@ -182,16 +187,7 @@ def test_a_transport_fault_is_made_again_at_the_sdks_pace_within_the_budget() ->
     assert "does not speak this provider's streaming API" in (
         unresolved_text("malformed_response") or ""
     )
-    old_run = plan_transient_retry(
-        retries_so_far=5,
-        retry_after=None,
-        waited_seconds=0,
-        budget_seconds=600,
-        draw=0.5,
-        kind=TRANSPORT,
-        code="malformed_response",
-        few_for_malformed=False,
-    )
+    old_run = plan(5, code="malformed_response", few_for_malformed=False)
     assert old_run is not None, "runs recorded before the limit replay as they ran"
 
 
