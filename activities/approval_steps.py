@@ -11,6 +11,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.stream_publishers import SessionPublishers
+from activities.tool_calls import preview_args
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.approvals import APPROVAL_STEP, ApprovalStepInput
 from agentlane.events import AgentEvent, EventKind
@@ -48,6 +49,10 @@ class ApprovalSteps:
             for announcement in inp.announce:
                 publisher.publish(announcement.to_event(inp.session_key, inp.run_id))
             if answered:
+                # The call never started; its card still opens before it closes, with its
+                # arguments, as every other call's does (the run's end would otherwise publish
+                # the start it finds missing, after the end and the run's answer).
+                publisher.publish(await self._start_event(inp))
                 publisher.publish(
                     AgentEvent(
                         kind=EventKind.TOOL_EXECUTION_END,
@@ -63,3 +68,20 @@ class ApprovalSteps:
                         text=inp.answer,
                     )
                 )
+
+    async def _start_event(self, inp: ApprovalStepInput) -> AgentEvent:
+        entry = await self.store.get(inp.session_key, inp.assistant_entry_id)
+        call = next(
+            (c for c in (entry.tool_calls if entry else []) if c.id == inp.tool_call_id), None
+        )
+        return AgentEvent(
+            kind=EventKind.TOOL_EXECUTION_START,
+            event_id=f"{inp.tool_call_id}/{EventKind.TOOL_EXECUTION_START.value}",
+            session_key=inp.session_key,
+            run_id=inp.run_id,
+            turn_index=inp.turn_index,
+            message_id=inp.assistant_entry_id,
+            tool_call_id=inp.tool_call_id,
+            tool_name=inp.tool_name,
+            data={"input": preview_args(call.arguments)} if call is not None else {},
+        )

@@ -168,12 +168,19 @@ async def test_denied_call_tells_the_model_and_the_run_goes_on(
     (answer,) = tool_results(aclient, k)
     assert answer.startswith("Denied by ops") and "not on prod" in answer
     assert_transcript_valid(aclient.transcript(k))
-    decided = [
-        e
-        for e in await events_of(aclient, k, receipt.run_id)
-        if e.kind == EventKind.APPROVAL_DECIDED
-    ]
+    events = await events_of(aclient, k, receipt.run_id)
+    decided = [e for e in events if e.kind == EventKind.APPROVAL_DECIDED]
     assert [e.data["outcome"] for e in decided] == ["denied"]
+    # The denied call's card opens (with its command) before it closes, and both come before
+    # the run's next turn: not a start published at the run's end, after its answer.
+    kinds = [(e.kind, e.turn_index) for e in events]
+    start = kinds.index((EventKind.TOOL_EXECUTION_START, 0))
+    assert (
+        start
+        < kinds.index((EventKind.TOOL_EXECUTION_END, 0))
+        < kinds.index((EventKind.TURN_START, 1))
+    ), kinds
+    assert "echo no" in str(events[start].data.get("input")), events[start].data
 
 
 async def test_expiry_is_reported_as_expired_and_denies_the_call(
