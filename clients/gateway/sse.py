@@ -92,8 +92,15 @@ async def session_events(
                     data=payload, event=item.event.kind.value, id=str(item.offset)
                 )
                 continue
-            for message in translate(item.offset, item.event):
-                yield ServerSentEvent(data=json.dumps(message), id=str(item.offset))
+            # One stream item may become several events (AG-UI's start and first content): only
+            # the last carries the item's id, so a client cut off between them resumes from the
+            # item before and gets the whole group again, not the rest of it lost.
+            messages = translate(item.offset, item.event)
+            for n, message in enumerate(messages, start=1):
+                last = n == len(messages)
+                yield ServerSentEvent(
+                    data=json.dumps(message), id=str(item.offset) if last else None
+                )
     except Lagging:
         # Too far behind the others (clients/gateway/fanout.py): the queue was dropped.
         yield lagging_event(key, expected)
