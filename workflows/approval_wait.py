@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.tool_calls import ToolCallOutcome
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
+    from workflows.patches import SUBAGENT_CANCEL_TOLD_PATCH
     from workflows.policy.approvals import (
         args_preview,
         denied_text,
@@ -118,12 +119,17 @@ class ApprovalWait:
         except asyncio.CancelledError:
             # Aborted (or out of budget): the session closes the run's approvals when it ends;
             # the event goes out with finish_run.
-            r.announce.append(self._decided(turn, approval, ApprovalOutcome.CANCELLED, ""))
+            decided = self._decided(turn, approval, ApprovalOutcome.CANCELLED, "")
+            r.announce.append(decided)
             if self._subagent:
                 # The top-level session's run may go on (this sub-agent alone was cancelled):
                 # it is told the approval no longer waits.
                 closed = ApprovalClosed(id=approval.id, outcome=ApprovalOutcome.CANCELLED)
                 await self._tell_session(APPROVAL_CLOSED_SIGNAL, closed)
+                if r.patches(SUBAGENT_CANCEL_TOLD_PATCH):
+                    # Where people watch (the top-level session's stream and webhook), the
+                    # card closes: this run's end publishes only to the sub-agent's own.
+                    await self._step(turn, entry_id, call, [decided])
             raise
         finally:
             self.waiting = None

@@ -62,10 +62,15 @@ STEER_BACKLOG_COPY_PATCH = "session-steer-backlog-copy"
 PRECISE_FAILURE_PATCH = "run-precise-failure-labels"
 # A stream of unreadable events is made again twice, not for the whole wait budget.
 MALFORMED_RETRY_PATCH = "run-few-malformed-retries"
+# A sub-agent's approval cancelled with it is announced decided on the top-level session's stream.
+SUBAGENT_CANCEL_TOLD_PATCH = "run-subagent-approval-cancel-told"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
-    CodeLevel("run-code-2026-11-27", frozenset({PRECISE_FAILURE_PATCH, MALFORMED_RETRY_PATCH})),
+    CodeLevel(
+        "run-code-2026-11-27",
+        frozenset({PRECISE_FAILURE_PATCH, MALFORMED_RETRY_PATCH, SUBAGENT_CANCEL_TOLD_PATCH}),
+    ),
 )
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),

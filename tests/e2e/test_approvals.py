@@ -537,6 +537,19 @@ async def test_aborting_the_parent_ends_its_sub_agents_wait(
     approving: Deployment, aclient: AgentlaneClient, ws: Path
 ) -> None:
     text = 'spawn a sub-agent to "run `echo x > sub-never.txt`" then say never'
-    _, approval = await aborted_while_waiting(approving, aclient, ws, text, "sub-never.txt")
+    k, approval = await aborted_while_waiting(approving, aclient, ws, text, "sub-never.txt")
     assert approval.session_key
     assert_transcript_valid(aclient.transcript(approval.session_key))
+    # Where people watch, the top-level session's stream, the card that opened there closes
+    # (cancelled), as a top-level approval's does.
+    seen: list[tuple[EventKind, str]] = []
+
+    async def until_closed() -> None:
+        async for item in aclient.watch(k, 0):
+            if item.event.data.get("id") == approval.id:
+                seen.append((item.event.kind, str(item.event.data.get("outcome"))))
+                if item.event.kind == EventKind.APPROVAL_DECIDED:
+                    return
+
+    await asyncio.wait_for(until_closed(), 30)
+    assert seen[-1] == (EventKind.APPROVAL_DECIDED, "cancelled"), seen
