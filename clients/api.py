@@ -397,6 +397,14 @@ class AgentlaneClient:
         from workflows.session import SessionWorkflow
 
         key = check_session_key(session_key)
+        if SUBAGENT_SEGMENT in key:
+            # Its run is a child of the run that spawned it, which reads its reply: a message
+            # here would start a second run on the same transcript, beside it.
+            raise SendRejected(
+                f"{key} is a sub-agent's session: the run that spawned it drives it and reads "
+                "its reply, so it takes no messages; send to the session that spawned it (watch "
+                "this one, read its transcript, decide its approvals)"
+            )
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
         unserved = (

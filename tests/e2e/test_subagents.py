@@ -17,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from agentlane.events import EventKind
 from agentlane.run import ExecutionResult, ExecutionStatus
 from agentlane.transcript import Role, TranscriptEntry
-from clients.api import AgentlaneClient
+from clients.api import AgentlaneClient, SendRejected
 from clients.session_text import tree_lines
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.gateway_support import GatewayServer
@@ -179,6 +179,11 @@ async def test_six_children_at_once_all_aborted_with_their_parent(
     for child in children:
         desc = await client.client.get_workflow_handle(child).describe()
         assert desc.close_time is None
+    # A sub-agent's session takes no messages: its run is its parent's child, and a message
+    # would start a second run on its transcript beside it.
+    child_key = children[0].removeprefix("session:").rsplit(":run:", 1)[0]
+    with pytest.raises(SendRejected, match="is a sub-agent's session"):
+        await client.send(child_key, "say hijack")
     await asyncio.sleep(1.0)
     started = time.monotonic()
     await client.abort(key, "stop the fan-out")
