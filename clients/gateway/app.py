@@ -61,7 +61,7 @@ from clients.gateway.agui_transport import (
 )
 from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
-from clients.gateway.sse import session_events
+from clients.gateway.sse import revoked_event, session_events, while_token_lives
 from clients.gateway.tracing import traced_request
 from clients.identities import ClientsByIdentity
 from clients.session_text import subagents_of
@@ -779,6 +779,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
     )
     async def events(
         key: SessionKey,
+        token: Principal,
         from_offset: Annotated[int | None, Query(alias="from", ge=0)] = None,
         vocabulary: Literal["agentlane", "agui"] = "agentlane",
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -825,7 +826,11 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             translate = translator.translate
         fanout = await gw.fanout()
         items = fanout.follow(key, start) if fanout is not None else client.watch(key, start)
-        stream = session_events(key, items, start, translate)
+        stream = while_token_lives(
+            session_events(key, items, start, translate),
+            lambda: gw.tokens.alive(token),
+            lambda: revoked_event(token.id),
+        )
         return EventSourceResponse(
             newline_separated(stream) if translator is not None else stream,
             ping=gw.settings.gateway_keepalive.total_seconds(),
@@ -899,7 +904,10 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         fanout = await gw.fanout()
         items = fanout.follow(key, start) if fanout is not None else client.watch(key, start)
         return EventSourceResponse(
-            run_events(key, items, run_of_message, body.run_id),
+            while_token_lives(
+                run_events(key, items, run_of_message, body.run_id),
+                lambda: gw.tokens.alive(token),
+            ),
             ping=gw.settings.gateway_keepalive.total_seconds(),
             sep=SSE_SEPARATOR,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

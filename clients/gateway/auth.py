@@ -160,6 +160,12 @@ class TokenStore:
             await self._note_use(record.id)
         return record
 
+    async def alive(self, record: TokenRecord) -> bool:
+        """Whether the token `record` was verified as still is (not revoked since)."""
+        store = await shared_store(self.settings)
+        row = await store.token(record.id)
+        return row is not None and hmac.compare_digest(row.sha256, record.sha256)
+
     def verify(self, token: str) -> TokenRecord | None:
         """`averify` for synchronous callers (tests, tools)."""
         match = _TOKEN_SHAPE.fullmatch(token)

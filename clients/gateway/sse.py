@@ -18,8 +18,9 @@ events as plain `data:` messages, each with the offset of the event it came from
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from sse_starlette import ServerSentEvent
 
@@ -29,6 +30,44 @@ from clients.gateway.fanout import Lagging
 
 # One agentlane event in, zero or more SSE payloads (JSON-able dicts) out.
 Translate = Callable[[int, AgentEvent], list[dict[str, Any]]]
+# How often an open stream asks whether its token still lives (while events flow).
+TOKEN_RECHECK_SECONDS = 2.0
+
+T = TypeVar("T")
+
+
+async def while_token_lives(
+    items: AsyncIterator[T],
+    alive: Callable[[], Awaitable[bool]],
+    farewell: Callable[[], T] | None = None,
+    every: float = TOKEN_RECHECK_SECONDS,
+) -> AsyncIterator[T]:
+    """`items` for as long as the token that opened the stream is not revoked: asked again
+    before an event goes out, at most every `every` seconds, so a revoked token's stream sends
+    nothing more than that (a token is checked once, when the request comes; a stream may stay
+    open for days). `farewell`: the last thing sent when it ends so."""
+    checked = time.monotonic()
+    try:
+        async for item in items:
+            if time.monotonic() - checked >= every:
+                if not await alive():
+                    if farewell is not None:
+                        yield farewell()
+                    return
+                checked = time.monotonic()
+            yield item
+    finally:
+        close = getattr(items, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def revoked_event(token_id: str) -> ServerSentEvent:
+    return ServerSentEvent(
+        data=json.dumps({"detail": f"token {token_id} was revoked: this stream ends"}),
+        event="revoked",
+    )
+
 
 GAP_ADVICE = (
     "the stream no longer holds these events (it keeps only recent ones); read the transcript "

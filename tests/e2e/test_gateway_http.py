@@ -17,8 +17,9 @@ from agentlane.messages import MAX_MESSAGE_CHARS
 from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient
 from clients.gateway.app import create_app
+from clients.gateway.sse import TOKEN_RECHECK_SECONDS
 from tests.conftest import settings_for
-from tests.e2e.gateway_support import GatewayServer
+from tests.e2e.gateway_support import GatewayServer, read_sse
 from tests.e2e.support import update_identities
 from tests.harness import Deployment
 
@@ -280,6 +281,44 @@ async def test_tokens_scopes_and_read_only(gateway: GatewayServer, token: str) -
     stored = b"".join(p.read_bytes() for p in db.parent.glob("agentlane.db*"))
     assert scoped.encode() not in stored and reader.encode() not in stored
     assert db.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_revoked_tokens_open_stream_ends(
+    gateway: GatewayServer, token: str, client: AgentlaneClient
+) -> None:
+    # A token is checked when a request comes; an event stream may stay open for days. Revoked,
+    # its open stream sends nothing of what comes after (a run sent with another token): it
+    # ends, saying why.
+    k = key()
+    first = await client.send_and_start(k, "say hi")
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    second = f"session:{k}:run:2"
+    watcher = gateway.token(name="watcher")
+    async with gateway.http(watcher) as http:
+        reading = asyncio.create_task(
+            read_sse(
+                http,
+                f"/v1/sessions/{k}/events?from=0",
+                lambda ev: (
+                    ev.event == "revoked"
+                    or (ev.event == "agent_end" and ev.json().get("run_id") == second)
+                ),
+            )
+        )
+        await asyncio.sleep(1.0)  # the first run's events are read
+        record = next(t for t in gateway.tokens.list() if t.name == "watcher")
+        assert gateway.tokens.revoke(record.id)
+        await asyncio.sleep(TOKEN_RECHECK_SECONDS + 0.5)
+        async with gateway.http(token) as sender:
+            sent = await sender.post(
+                f"/v1/sessions/{k}/messages", json={"text": "say secret after revoke"}
+            )
+            assert sent.is_success
+        got = await asyncio.wait_for(reading, 60)
+    kinds = [ev.event for ev in got.events]
+    assert kinds[-1] == "revoked", kinds
+    assert second not in "".join(ev.data for ev in got.events), "run 2 reached a revoked token"
 
 
 async def test_rate_limit_answers_429_with_retry_after(shared: Deployment) -> None:
