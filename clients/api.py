@@ -106,6 +106,7 @@ from agentlane.webhooks import DELIVER_WEBHOOKS, WebhookStatus
 from clients import schedules
 from clients.api_errors import NoWorker as NoWorker
 from clients.api_errors import SessionNotFound as SessionNotFound
+from clients.api_errors import rejection_text
 from clients.schedules import ScheduleRejected, ScheduleSummary, ScheduleView
 from clients.stream_handover import HandOverAwareHandle
 from store.open import shared_store
@@ -433,7 +434,7 @@ class AgentlaneClient:
                 # A literal address inside the network is refused here; names when connecting.
                 check_callback_target(message.routing.callback_url, self._config().webhooks)
         except ValueError as err:
-            raise SendRejected(str(err)) from err
+            raise SendRejected(rejection_text(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})
         # What this message names wins over what a closed session with this key had.
         explicit = [

@@ -116,13 +116,18 @@ async def _send(args: argparse.Namespace) -> int:
         # The message's file, not the server: the catch-all below would call it unreachable.
         print(f"rejected: cannot read the message file: {err}", file=sys.stderr)
         return EXIT_REJECTED
+    try:
+        routing = _callback_routing(args)  # before connecting: a bad URL is the input's fault
+    except ValueError as err:
+        print(f"rejected: {err}", file=sys.stderr)
+        return EXIT_REJECTED
     client = await AgentlaneClient.connect_cli()
     offset = await _offset_before_send(client, args.session) if args.watch else 0
     try:
         receipt = await client.send(
             args.session,
             text,
-            routing=_callback_routing(args),
+            routing=routing,
             mode=args.mode,
             workspace=args.workspace,
             model=args.model,
@@ -715,8 +720,12 @@ def _callback_routing(args: argparse.Namespace) -> Routing | None:
             raise ValueError("--callback-secret-ref needs --callback-url")
         return None
     from agentlane.messages import Routing
+    from clients.api_errors import rejection_text
 
-    return Routing(callback_url=url, callback_secret_ref=args.callback_secret_ref)
+    try:
+        return Routing(callback_url=url, callback_secret_ref=args.callback_secret_ref)
+    except ValueError as err:
+        raise ValueError(rejection_text(err)) from None
 
 
 def _webhook(args: argparse.Namespace) -> int:

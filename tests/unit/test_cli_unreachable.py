@@ -51,6 +51,15 @@ def test_a_message_file_that_cannot_be_read_is_rejected_input_not_an_unreachable
         assert "reach" not in got.stderr and "Traceback" not in got.stderr
 
 
+def test_a_bad_callback_url_is_one_line_of_rejected_input_before_connecting() -> None:
+    got = cli("send", "alice", "hi", "--callback-url", "http://x:99999/")
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.strip() == (
+        "rejected: callback_url: Value error, callback URL 'http://x:99999/' is not a valid URL: "
+        "Port out of range 0-65535"
+    ), got.stderr
+
+
 def test_setup_namespace_names_the_address_it_was_given() -> None:
     given = f"127.0.0.1:{devserver.free_port()}"
     got = cli("setup-namespace", "--address", given)
