@@ -226,7 +226,7 @@ class CompactionActivity:
                 tokens_before=tokens_before,
                 tokens_after=tokens_before,
                 kept=len(split.kept),
-                message="nothing before the most recent turns to summarise",
+                message=nothing_to_compact_text(split.kept, budget),
             )
         turn_start = split.turn_prefix[0] if split.turn_prefix else None
         kept_tokens = estimate_tokens(split.kept) + (
@@ -492,4 +492,22 @@ def _recorded(marker: TranscriptEntry) -> CompactionResult:
         kept=int(meta.get("kept") or 0),
         summariser=marker.model or "",
         usage=Usage.model_validate(meta.get("usage") or {}),
+    )
+
+
+def nothing_to_compact_text(kept: Sequence[TranscriptEntry], budget: int) -> str:
+    """Why compaction cannot help, and what can: the most recent turns alone are too large, most
+    often for one entry (a pasted document) that stays in every later request until a reset."""
+    tokens = estimate_tokens(kept)
+    sized = [(estimate_tokens([entry]), entry) for entry in kept]
+    text = (
+        f"nothing before the most recent turns to summarise: they alone take about {tokens} "
+        f"tokens of a {budget}-token budget"
+    )
+    if sized:
+        largest, entry = max(sized, key=lambda pair: pair[0])
+        text += f", the largest a {entry.role.value} entry of about {largest} ({entry.id})"
+    return (
+        f"{text}. It stays in every later request: reset the session (`agentlane reset`) or "
+        "use a model with a larger context window"
     )

@@ -1,4 +1,5 @@
-"""What a failed model call is called where people read it (workflows/policy/failure_kind.py)."""
+"""What a failure is called and said in where people read it: kinds and labels
+(workflows/policy/failure_kind.py), the idle end, a compaction that cannot help."""
 
 from __future__ import annotations
 
@@ -47,3 +48,15 @@ def test_an_idle_end_says_whether_the_model_had_begun() -> None:
     assert "(10 s without output)" in silent and "`idle_timeout_seconds`" in silent
     stopped = idle_end_text("a/b", 10, produced_output=True)
     assert stopped.startswith("The model (a/b) began to answer, then went silent: no output")
+
+
+def test_compaction_that_cannot_help_names_the_entry_in_the_way() -> None:
+    from activities.context.compaction import nothing_to_compact_text
+    from agentlane.transcript import Role, TranscriptEntry
+
+    pasted = TranscriptEntry(id="k.m2", role=Role.USER, ts=1.0, text="word " * 40_000)
+    short = TranscriptEntry(id="k.m3", role=Role.USER, ts=2.0, text="say hi")
+    text = nothing_to_compact_text([pasted, short], 8_000)
+    assert text.startswith("nothing before the most recent turns to summarise: they alone take")
+    assert "of a 8000-token budget, the largest a user entry of about" in text
+    assert "(k.m2)" in text and "`agentlane reset`" in text
