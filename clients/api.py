@@ -1015,6 +1015,14 @@ class AgentlaneClient:
         try:
             desc = await handle.describe()
         except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND and SUBAGENT_SEGMENT in key:
+                # Its run is a child of the run that spawned it; there is no session workflow.
+                raise SessionNotFound(
+                    f"{key} is a sub-agent's session: its run is a child of the run that "
+                    f"spawned it, not a session of its own; follow it with `agentlane watch "
+                    f"{key}`, read it with `agentlane transcript {key}`, or see the session "
+                    "that spawned it (`agentlane sessions tree`)"
+                ) from err
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise SessionNotFound(f"session {key} does not exist") from err
             raise

@@ -17,7 +17,7 @@ from temporalio.client import WorkflowExecutionStatus
 from agentlane.events import EventKind
 from agentlane.run import ExecutionResult, ExecutionStatus
 from agentlane.transcript import Role, TranscriptEntry
-from clients.api import AgentlaneClient, SendRejected
+from clients.api import AgentlaneClient, SendRejected, SessionNotFound
 from clients.session_text import tree_lines
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.gateway_support import GatewayServer
@@ -184,6 +184,8 @@ async def test_six_children_at_once_all_aborted_with_their_parent(
     child_key = children[0].removeprefix("session:").rsplit(":run:", 1)[0]
     with pytest.raises(SendRejected, match="is a sub-agent's session"):
         await client.send(child_key, "say hijack")
+    with pytest.raises(SessionNotFound, match="is a sub-agent's session: its run is a child"):
+        await client.status(child_key)
     await asyncio.sleep(1.0)
     started = time.monotonic()
     await client.abort(key, "stop the fan-out")
