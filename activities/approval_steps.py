@@ -8,6 +8,8 @@ the events carry stable ids.
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import activity
 
 from activities.stream_publishers import SessionPublishers
@@ -52,36 +54,38 @@ class ApprovalSteps:
                 # The call never started; its card still opens before it closes, with its
                 # arguments, as every other call's does (the run's end would otherwise publish
                 # the start it finds missing, after the end and the run's answer).
-                publisher.publish(await self._start_event(inp))
+                asked = await self.store.get(inp.session_key, inp.assistant_entry_id)
+                call = next(
+                    (c for c in (asked.tool_calls if asked else []) if c.id == inp.tool_call_id),
+                    None,
+                )
                 publisher.publish(
-                    AgentEvent(
-                        kind=EventKind.TOOL_EXECUTION_END,
-                        event_id=f"{inp.tool_call_id}/{EventKind.TOOL_EXECUTION_END.value}",
-                        session_key=inp.session_key,
-                        run_id=inp.run_id,
-                        turn_index=inp.turn_index,
-                        message_id=inp.assistant_entry_id,
-                        tool_call_id=inp.tool_call_id,
-                        tool_name=inp.tool_name,
+                    _call_event(
+                        inp,
+                        EventKind.TOOL_EXECUTION_START,
+                        data={"input": preview_args(call.arguments)} if call is not None else {},
+                    )
+                )
+                publisher.publish(
+                    _call_event(
+                        inp,
+                        EventKind.TOOL_EXECUTION_END,
                         success=False,
                         summary=inp.summary,
                         text=inp.answer,
                     )
                 )
 
-    async def _start_event(self, inp: ApprovalStepInput) -> AgentEvent:
-        entry = await self.store.get(inp.session_key, inp.assistant_entry_id)
-        call = next(
-            (c for c in (entry.tool_calls if entry else []) if c.id == inp.tool_call_id), None
-        )
-        return AgentEvent(
-            kind=EventKind.TOOL_EXECUTION_START,
-            event_id=f"{inp.tool_call_id}/{EventKind.TOOL_EXECUTION_START.value}",
-            session_key=inp.session_key,
-            run_id=inp.run_id,
-            turn_index=inp.turn_index,
-            message_id=inp.assistant_entry_id,
-            tool_call_id=inp.tool_call_id,
-            tool_name=inp.tool_name,
-            data={"input": preview_args(call.arguments)} if call is not None else {},
-        )
+
+def _call_event(inp: ApprovalStepInput, kind: EventKind, **fields: Any) -> AgentEvent:
+    return AgentEvent(
+        kind=kind,
+        event_id=f"{inp.tool_call_id}/{kind.value}",
+        session_key=inp.session_key,
+        run_id=inp.run_id,
+        turn_index=inp.turn_index,
+        message_id=inp.assistant_entry_id,
+        tool_call_id=inp.tool_call_id,
+        tool_name=inp.tool_name,
+        **fields,
+    )
