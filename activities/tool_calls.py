@@ -358,12 +358,13 @@ class ToolActivities:
         """`_record`, asked again while the store cannot be reached, for a tool that is never
         run again: failing now would turn a command that finished into "interrupted" and lose
         its output (the heartbeats go on meanwhile). Other tools' retries run them again."""
-        waited = 0.0
+        # Each ask may itself wait (a pool's connection timeout): the bound is on the clock.
+        give_up = time.monotonic() + RECORD_WAIT_SECONDS
         while True:
             try:
                 return await self._record(inp, result, started)
             except self.store.store.transient_errors as err:
-                if inp.tool_name not in RUN_ONCE_TOOLS or waited >= RECORD_WAIT_SECONDS:
+                if inp.tool_name not in RUN_ONCE_TOOLS or time.monotonic() >= give_up:
                     raise
                 log.warning(
                     "recording the result of %s %s waits for the store: %r",
@@ -372,7 +373,6 @@ class ToolActivities:
                     err,
                 )
             await asyncio.sleep(RECORD_RETRY_SECONDS)
-            waited += RECORD_RETRY_SECONDS
 
     @staticmethod
     def _check_arguments(call: ToolCall) -> None:

@@ -506,7 +506,7 @@ def nothing_to_compact_text(kept: Sequence[TranscriptEntry], budget: int) -> str
     )
     if sized:
         largest, entry = max(sized, key=lambda pair: pair[0])
-        text += f", the largest a {entry.role.value} entry of about {largest} ({entry.id})"
+        text += f", the largest a {entry.role.value} entry of about {largest} tokens ({entry.id})"
     return (
         f"{text}. It stays in every later request: reset the session (`agentlane reset`) or "
         "use a model with a larger context window"

@@ -59,4 +59,5 @@ def test_compaction_that_cannot_help_names_the_entry_in_the_way() -> None:
     text = nothing_to_compact_text([pasted, short], 8_000)
     assert text.startswith("nothing before the most recent turns to summarise: they alone take")
     assert "of a 8000-token budget, the largest a user entry of about" in text
+    assert " tokens (k.m2)" in text
     assert "(k.m2)" in text and "`agentlane reset`" in text
