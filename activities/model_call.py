@@ -62,6 +62,7 @@ from activities.providers.error_classification import (
 from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
 from activities.providers.transport_faults import endpoint_host, transport_kind
+from activities.rejected_call_events import rejected_call_events
 from activities.stream_gaps import record_run_start
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
@@ -513,6 +514,14 @@ class ModelCallActivity:
             # except for text: what the user was shown must survive a crash right after this
             # returns, and a reply that ends the run must be in the stream before `agent_end`.
             publisher.publish(end)
+            for event in rejected_call_events(
+                entry,
+                rejected_results,
+                session_key=inp.session_key,
+                turn_index=inp.turn_index,
+                attempt=info.attempt,
+            ):
+                publisher.publish(event)
             if acc.text or not refs:
                 publisher.wait_on_exit()
         return ModelCallResult(

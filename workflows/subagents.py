@@ -61,7 +61,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_options as opts
     from workflows.patches import EVENTS_CODE, RUN_CODE, newest
     from workflows.policy.run_details import step
-    from workflows.policy.spawn_gate import child_tools, depth_of, spawn_refusal
+    from workflows.policy.spawn_gate import (
+        child_tools,
+        denied_tool_refusals,
+        depth_of,
+        spawn_refusal,
+    )
+    from workflows.policy.tool_policy import ToolSelection
     from workflows.process_stop import stop_background_processes
     from workflows.session_events import SessionEventsWorkflow
 
@@ -90,6 +96,20 @@ class Subagents:
     @property
     def depth(self) -> int:
         return depth_of(self.run.req.session_key, self.run.req.spawn_depth)
+
+    def with_depth_refusals(self, selection: ToolSelection) -> ToolSelection:
+        """A sub-agent calling a tool its depth took away is told so (SPEC §13.4), in the
+        spawn gate's words for `sessions_spawn`."""
+        if self.depth <= 0:
+            return selection
+        added = {
+            name: text
+            for name, text in denied_tool_refusals(self.depth, self.settings).items()
+            if name not in selection.offered and name not in selection.refusals
+        }
+        if not added:
+            return selection
+        return selection.model_copy(update={"refusals": {**selection.refusals, **added}})
 
     def model_queue(self) -> str:
         """The task queue of this run's model calls: the sub-agent lane's for a sub-agent."""

@@ -29,10 +29,6 @@ CONFIG = """
 [subagents]
 max_spawn_depth = 2
 max_children_per_agent = 6
-
-[subagents.tools]
-# Leaves keep sessions_spawn, so that the gate (not the missing tool) refuses depth 3.
-also_allow = ["sessions_spawn"]
 """
 
 

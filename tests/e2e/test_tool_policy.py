@@ -221,6 +221,26 @@ async def test_a_call_to_a_removed_tool_is_refused_and_the_run_goes_on(
     for request in fake.requests("anthropic"):
         names = [t["name"] for t in request.body.get("tools", [])]
         assert "exec" not in names and "write" not in names
+    # A client watching sees each refused call open and fail, before the next model call.
+    events = [item.event async for item in client.read_events(key, 0)]
+    cards = [
+        (e.kind, e.tool_name, e.success)
+        for e in events
+        if e.kind in (EventKind.TOOL_EXECUTION_START, EventKind.TOOL_EXECUTION_END)
+    ]
+    start, end = EventKind.TOOL_EXECUTION_START, EventKind.TOOL_EXECUTION_END
+    assert cards == [
+        (start, "exec", None),
+        (end, "exec", False),
+        (start, "write", None),
+        (end, "write", False),
+        (start, "read", None),
+        (end, "read", False),  # x was never written
+    ]
+    refused = next(e for e in events if e.kind == end and e.tool_name == "exec")
+    assert refused.text and "the tool policy removed it" in refused.text
+    started = next(e for e in events if e.kind == start and e.tool_name == "exec")
+    assert started.data["input"] == {"command": "touch pwned"}
 
 
 async def test_an_allow_entry_naming_no_tool_is_a_warning_event(

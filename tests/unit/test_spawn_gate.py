@@ -8,6 +8,7 @@ from workflows.policy.spawn_gate import (
     SUBAGENT_DENY,
     Role,
     child_tools,
+    denied_tool_refusals,
     depth_of,
     role_of,
     spawn_refusal,
@@ -94,6 +95,22 @@ def test_gate_depth() -> None:
     assert refusal(caller_depth=2, settings=nested) == (
         "sessions_spawn is not allowed at this depth (current depth: 2, max: 2)"
     )
+
+
+def test_a_tool_the_depth_took_away_is_refused_saying_why() -> None:
+    leaf = denied_tool_refusals(1, DEFAULTS)
+    assert set(leaf) == {*SUBAGENT_DENY, *LEAF_DENY}
+    # The spawn tool in the gate's own words, so a leaf hears what an allowed spawn would.
+    assert leaf["sessions_spawn"] == refusal(caller_depth=1)
+    assert leaf["cron"] == (
+        "Tool 'cron' is not available: the tool policy removed it (denied to sub-agents at "
+        "depth 1, subagents.max_spawn_depth 1)."
+    )
+    nested = SubagentSettings(max_spawn_depth=2, tools=SubagentTools(deny=["exec"]))
+    middle = denied_tool_refusals(1, nested)
+    assert "sessions_spawn" not in middle
+    assert middle["exec"].endswith("(subagents.tools.deny).")
+    assert denied_tool_refusals(0, DEFAULTS) == {}
 
 
 def test_gate_children() -> None:

@@ -75,6 +75,37 @@ def child_tools(parent_tools: list[str], child_depth: int, settings: SubagentSet
     return [t for t in parent_tools if t not in deny and (allow is None or t in allow)]
 
 
+def depth_refusal(depth: int, settings: SubagentSettings) -> str:
+    return (
+        f"sessions_spawn is not allowed at this depth (current depth: {depth}, "
+        f"max: {settings.max_spawn_depth})"
+    )
+
+
+def denied_tool_refusals(depth: int | None, settings: SubagentSettings) -> dict[str, str]:
+    """The tool result a sub-agent gets for calling a tool its depth took away, which it is
+    not offered: saying why, rather than that no such tool exists (a model told "not
+    available" tends to try again under another name)."""
+    at = 1 if depth is None else depth
+    if at <= 0:
+        return {}
+    leaf = role_of(at, settings.max_spawn_depth) == Role.LEAF
+    configured = set(settings.tools.deny)
+    refusals: dict[str, str] = {}
+    for name in subagent_deny(at, settings):
+        if name == SPAWN_TOOL and leaf:
+            refusals[name] = depth_refusal(at, settings)
+            continue
+        why = (
+            "subagents.tools.deny"
+            if name in configured
+            else f"denied to sub-agents at depth {at}, subagents.max_spawn_depth "
+            f"{settings.max_spawn_depth}"
+        )
+        refusals[name] = f"Tool {name!r} is not available: the tool policy removed it ({why})."
+    return refusals
+
+
 def spawn_refusal(
     *,
     caller_depth: int,
@@ -85,10 +116,7 @@ def spawn_refusal(
 ) -> str | None:
     """Why this `sessions_spawn` call is forbidden, in the original's words; None: allowed."""
     if caller_depth >= settings.max_spawn_depth:
-        return (
-            f"sessions_spawn is not allowed at this depth (current depth: {caller_depth}, "
-            f"max: {settings.max_spawn_depth})"
-        )
+        return depth_refusal(caller_depth, settings)
     if active_children >= settings.max_children_per_agent:
         return (
             f"sessions_spawn has reached max active children for this session "
