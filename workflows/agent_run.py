@@ -701,6 +701,9 @@ class AgentRunWorkflow(LegacyFailover):
         self.turn_open = True
         self.c.unanswered_reason = Unanswered.NOT_EXECUTED
         self.c.usage = self.c.usage.record(result.usage)
+        # Every call the model made counts, run or not: a run whose calls were all denied,
+        # refused or aborted did not make "0 tool calls".
+        self.c.tool_calls += len(result.tool_calls)
         entry_id = result.entry_id or self._entry_id(turn)
         self.c.last_entry_id = entry_id
         if result.reply_preview or not result.tool_calls:
@@ -855,9 +858,6 @@ class AgentRunWorkflow(LegacyFailover):
             if isinstance(err.cause, CancelledError):
                 raise asyncio.CancelledError from err
             return _failure(err)
-        if isinstance(outcome, LoopEnd):
-            return outcome
-        self.c.tool_calls += 1
         return outcome
 
     async def _run_on_owner(

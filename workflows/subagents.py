@@ -148,7 +148,6 @@ class Subagents:
                 step(turn, f"waiting for {self.active} sub-agent(s) (its child workflows)")
             )
         await asyncio.gather(*work)
-        self.run.c.tool_calls += len(calls)
 
     async def _read(self, turn: int, entry_id: str, call: ToolCallRef) -> SpawnArgsRead:
         read: SpawnArgsRead = await workflow.execute_activity(

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentlane.events import EventKind
+from agentlane.ids import run_workflow_id
 from agentlane.messages import Routing, SendDisposition
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
@@ -237,6 +238,9 @@ async def test_a_call_to_a_removed_tool_is_refused_and_the_run_goes_on(
         (start, "read", None),
         (end, "read", False),  # x was never written
     ]
+    # The run made three calls, though two were refused.
+    result = await client.wait_for_run(run_workflow_id(key, 1))
+    assert result.tool_calls == 3
     refused = next(e for e in events if e.kind == end and e.tool_name == "exec")
     assert refused.text and "the tool policy removed it" in refused.text
     started = next(e for e in events if e.kind == start and e.tool_name == "exec")
