@@ -429,6 +429,8 @@ class AgentRunWorkflow(LegacyFailover):
         A cancel can lose the race with the activity it targets: the result arrives first and the
         loop carries on. That is why the loop also checks `abort_reason` at every safe point; the
         cancel only shortens the wait for a step that is still running."""
+        if not budget:
+            await self.subagents.tell_stop(self.abort_reason or "aborted", self.aborted_by)
         loop.cancel()
         ended: LoopEnd | None = None
         try:

@@ -65,12 +65,17 @@ MALFORMED_RETRY_PATCH = "run-few-malformed-retries"
 # A sub-agent's approval cancelled with it is announced decided on the top-level session's stream.
 SUBAGENT_CANCEL_TOLD_PATCH = "run-subagent-approval-cancel-told"
 
+# A run that stops tells its running sub-agents why and who asked (an `abort` signal to each)
+# before cancelling them: each then fails as aborted by that person, not as "run cancelled".
+ABORT_TELLS_SUBAGENTS_PATCH = "run-abort-tells-sub-agents"
+
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
     CodeLevel(
         "run-code-2026-11-27",
         frozenset({PRECISE_FAILURE_PATCH, MALFORMED_RETRY_PATCH, SUBAGENT_CANCEL_TOLD_PATCH}),
     ),
+    CodeLevel("run-code-2026-11-27-eve", frozenset({ABORT_TELLS_SUBAGENTS_PATCH})),
 )
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),

@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.ui_text import plain
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
-    from workflows.patches import EVENTS_CODE, RUN_CODE, newest
+    from workflows.patches import ABORT_TELLS_SUBAGENTS_PATCH, EVENTS_CODE, RUN_CODE, newest
     from workflows.policy.run_details import step
     from workflows.policy.spawn_gate import (
         child_tools,
@@ -86,6 +86,8 @@ class Subagents:
     def __init__(self, run: AgentRunWorkflow) -> None:
         self.run = run
         self.active = 0
+        # The run ids of the children running now, in the order they started.
+        self.running: list[str] = []
         # Whether this sub-agent run's model calls go to the sub-agent lane; None until asked.
         self.in_lane: bool | None = None
 
@@ -250,12 +252,14 @@ class Subagents:
             search_attributes=typed({sa.SESSION_KEY.name: key}),
         )
         ended: ChildWorkflowError | None = None
+        self.running.append(request.run_id)
         try:
             result = await self._child_result(request, name)
         except ChildWorkflowError as err:
             ended = err
         finally:
             self.active -= 1
+            self.running.remove(request.run_id)
             stream = workflow.get_external_workflow_handle(events_workflow_id(key))
             await asyncio.shield(asyncio.ensure_future(stream.signal(SessionEventsWorkflow.close)))
         # Nobody can poll what the sub-agent left running in the background any more.
@@ -292,6 +296,21 @@ class Subagents:
             f"{name}: {result.status.value}",
             request.session_key,
         )
+
+    async def tell_stop(self, reason: str, by: str | None) -> None:
+        """Before its children are cancelled with it: each is told why its parent stopped and
+        who asked, as an abort of its own, so it fails naming them (and tells its own)."""
+        if not self.running or not self.run.patches(ABORT_TELLS_SUBAGENTS_PATCH):
+            return
+        why = f"its parent run {self.run.req.run_id} stopped: {reason}"
+
+        async def tell(run_id: str) -> None:
+            try:
+                await workflow.get_external_workflow_handle(run_id).signal("abort", args=[why, by])
+            except Exception:  # noqa: BLE001 - it ended meanwhile: the cancel is moot too
+                pass
+
+        await asyncio.gather(*(tell(run_id) for run_id in list(self.running)))
 
     async def _child_result(self, request: ExecutionRequest, name: str) -> ExecutionResult:
         """The child's result: what it returned, or what it failed with when it ended in error

@@ -194,6 +194,11 @@ async def test_six_children_at_once_all_aborted_with_their_parent(
         assert child_result.status == ExecutionStatus.ABORTED, child
         desc = await client.client.get_workflow_handle(child).describe()
         assert desc.status == WorkflowExecutionStatus.FAILED, child
+        # Its failure names who stopped its parent, and why (not a bare "run cancelled").
+        assert child_result.error is not None and child_result.error.by == client.client.identity
+        assert child_result.error.message == (
+            f"its parent run {receipt.run_id} stopped: stop the fan-out"
+        )
         assert child_result.usage.accumulated.total > 0
         child_tokens += child_result.usage.accumulated.total
     assert time.monotonic() - started < 30
