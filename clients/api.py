@@ -959,6 +959,22 @@ class AgentlaneClient:
             n += 1
         return branch_key(parent, n)
 
+    async def subagent_root(self, key: str) -> str | None:
+        """The top-level session a sub-agent's session was spawned under, at any depth (its
+        run's root workflow); None for any other key, or one that never ran."""
+        if SUBAGENT_SEGMENT not in key:
+            return None
+        try:
+            desc = await self.client.get_workflow_handle(run_workflow_id(key, 1)).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        root = desc.root_id
+        if not root or root == desc.id or not root.startswith("session:"):
+            return None
+        return session_key_from_workflow_id(root)
+
     async def session_tree(self) -> list[TreeNode]:
         """Every session the server remembers (running or closed), with where it was branched
         from (its workflow's memo: no query, no worker needed) and its resets (its transcript)."""

@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.bounded_cache import BoundedCache
 from agentlane.approvals import ApprovalReceipt, PendingApproval
 from agentlane.branches import ResetReceipt, TreeNode
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
@@ -44,6 +45,7 @@ from agentlane.messages import (
 )
 from agentlane.session import SessionStatus
 from agentlane.settings import Settings
+from agentlane.subagents import SUBAGENT_SEGMENT
 from clients.api import (
     WORKER_WAIT_SECONDS,
     AgentlaneClient,
@@ -260,6 +262,8 @@ class Gateway:
         self._client = client
         self._lock = asyncio.Lock()
         self._config = ConfigWatcher(settings.data_dir)
+        # Sub-agent session -> the top-level session it was spawned under (never changes).
+        self.roots = BoundedCache[str, str](ROOTS_CACHED)
         self._fanout: Fanout | None = None
         # A client per token name, so what a token does carries its name in history.
         self._as_token: ClientsByIdentity | None = None
@@ -324,6 +328,10 @@ bearer = HTTPBearer(
 )
 
 
+# Sub-agent sessions whose top-level session the gateway remembers.
+ROOTS_CACHED = 10_000
+
+
 def _gateway(request: Request) -> Gateway:
     gw: Gateway = request.app.state.gateway
     return gw
@@ -370,14 +378,15 @@ async def authenticate(
 Principal = Annotated[TokenRecord, Depends(authenticate)]
 
 
-def session_key(key: str, token: Principal) -> str:
+async def session_key(key: str, token: Principal, request: Request) -> str:
     """The path's session key, checked like every key (agentlane/ids.py) and against the
-    token's prefixes."""
+    token's prefixes. A sub-agent's session (`agent:<id>:subagent:...`) is within a token's
+    scope when the session it was spawned under is: an adapter follows its own sub-agents."""
     try:
         check_session_key(key)
     except InvalidSessionKey as err:
         raise Problem(400, "invalid-session-key", "Invalid session key", str(err)) from err
-    if not token.allows_key(key):
+    if not token.allows_key(key) and not await _root_allowed(_gateway(request), key, token):
         raise Problem(
             403,
             "outside-scope",
@@ -389,6 +398,18 @@ def session_key(key: str, token: Principal) -> str:
 
 
 SessionKey = Annotated[str, Depends(session_key)]
+
+
+async def _root_allowed(gw: Gateway, key: str, token: TokenRecord) -> bool:
+    if SUBAGENT_SEGMENT not in key:
+        return False
+    root = gw.roots.get(key)
+    if root is None:
+        root = await _call(gw, lambda c: c.subagent_root(key))
+        if root is None:
+            return False
+        gw.roots[key] = root
+    return token.allows_key(root)
 
 
 async def _call(

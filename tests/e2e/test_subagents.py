@@ -156,6 +156,17 @@ async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
             assert got == [(middle_key, receipt.run_id), (leaf_key, middle_run)]
             page = (await http.get(f"/v1/sessions/{leaf_key}/transcript")).json()
             assert page["entries"][0]["text"] == "spawn a sub-agent to `say too deep`"
+        # A token scoped to the session's prefix follows its sub-agents at every depth, and
+        # no other session's.
+        async with gw.http(gw.token(name="scoped", prefixes=["subagent-t"])) as http:
+            for sub in (middle_key, leaf_key):
+                got = await http.get(f"/v1/sessions/{sub}/transcript")
+                assert got.status_code == 200, got.text
+        async with gw.http(gw.token(name="other", prefixes=["web:"])) as http:
+            got = await http.get(f"/v1/sessions/{leaf_key}/transcript")
+            assert got.status_code == 403 and "may only use sessions" in got.text
+            got = await http.get("/v1/sessions/agent:main:subagent:nobody/transcript")
+            assert got.status_code == 403
 
 
 async def test_six_children_at_once_all_aborted_with_their_parent(
