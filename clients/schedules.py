@@ -14,7 +14,8 @@ secret; the message itself is the action's argument (like any chat message, in h
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,6 +57,11 @@ from workflows.scheduled_message import ScheduledMessageWorkflow
 MEMO_SESSION = "agentlane_session"
 MEMO_TIMING = "agentlane_timing"
 MEMO_TASK_QUEUE = "agentlane_task_queue"
+
+
+# How often, and how far apart, a new schedule without a next firing is described again.
+NEVER_FIRES_CHECKS = 3
+NEVER_FIRES_PAUSE_S = 0.5
 
 
 class ScheduleRejected(ValueError):
@@ -168,7 +174,21 @@ async def create_schedule(
         if err.status == RPCStatusCode.INVALID_ARGUMENT:
             raise ScheduleRejected(f"the server refused schedule {sid}: {err.message}") from err
         raise
-    return await describe_schedule(client, handle.id, outcomes=False)
+    view = await describe_schedule(client, handle.id, outcomes=False)
+    for _ in range(NEVER_FIRES_CHECKS):
+        if view.next_firings:
+            return view
+        # The schedule's first times may not be worked out yet: ask again before concluding.
+        await asyncio.sleep(NEVER_FIRES_PAUSE_S)
+        view = await describe_schedule(client, handle.id, outcomes=False)
+    if view.next_firings:
+        return view
+    # A timing Temporal finds no time for (`0 0 30 2 *`: 30 February) would sit there silently.
+    await handle.delete()
+    raise ScheduleRejected(
+        f"schedule {sid} would never fire: Temporal finds no time matching {timing.text} "
+        "(a date that does not exist, or an interval beyond its horizon); nothing was created"
+    )
 
 
 def _default_note(paused: bool) -> str:
@@ -210,7 +230,8 @@ async def describe_schedule(
         paused=desc.schedule.state.paused,
         note=desc.schedule.state.note,
         created_at=info.created_at,
-        next_firings=list(info.next_action_times),
+        # A paused schedule keeps the times it had when paused; only those still ahead count.
+        next_firings=[t for t in info.next_action_times if t > datetime.now(UTC)],
         firings=info.num_actions,
         skipped_overlap=info.num_actions_skipped_overlap,
         missed_catchup=info.num_actions_missed_catchup_window,

@@ -9,6 +9,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,9 @@ async def test_a_schedule_fires_cron_runs_skips_overlaps_pauses_and_resumes(
         await asyncio.sleep(4.5)  # two intervals and more
         still = await watch.until(lambda v: True)
         assert still.firings == paused.firings, "a paused schedule fired"
+        # The times it had when paused are past now: none is shown as coming.
+        now = datetime.now(UTC)
+        assert all(t > now - timedelta(seconds=1) for t in still.next_firings)
 
         await client.trigger_schedule(sid)
         triggered = await watch.until(lambda v: v.firings == paused.firings + 1, timeout=10)
@@ -116,6 +120,11 @@ async def test_the_client_refuses_bad_schedules_clearly(
         await client.create_schedule("bad-text", session_key, "  ", every="1h")
     with pytest.raises(ScheduleNotFound):
         await client.pause_schedule(f"none-{uuid.uuid4().hex[:6]}")
+    # 30 February never comes: refused, and nothing is left behind.
+    with pytest.raises(ScheduleRejected, match="would never fire"):
+        await client.create_schedule("never", session_key, "hi", cron="0 0 30 2 *")
+    with pytest.raises(ScheduleNotFound):
+        await client.describe_schedule("never")
 
 
 async def test_schedules_from_the_cli(shared: Deployment) -> None:
