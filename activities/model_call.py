@@ -88,6 +88,7 @@ from agentlane.model_calls import (
     ToolCallRef,
 )
 from agentlane.pricing import priced
+from agentlane.private_files import make_private_dir
 from agentlane.redaction import redact
 from agentlane.settings import Settings
 from agentlane.tool_catalog import canonical_tool_name
@@ -340,7 +341,8 @@ class ModelCallActivity:
         ):
             pass  # on another host's disk: the worker there makes or checks it for the tools
         elif inp.create_workspace:
-            await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
+            # A default workspace, under the data dir: its owner's only, as the rest of it.
+            await asyncio.to_thread(make_private_dir, path)
         elif not await asyncio.to_thread(path.is_dir):
             raise ApplicationError(
                 f"workspace {inp.workspace} does not exist; create it or start the session with "

@@ -50,6 +50,7 @@ from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing, l
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT, WORKSPACE_MISSING
 from agentlane.events import AgentEvent, EventKind
+from agentlane.private_files import make_private_dir
 from agentlane.redaction import redact
 from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
 from agentlane.tool_catalog import RUN_ONCE_TOOLS
@@ -151,7 +152,7 @@ class ToolActivities:
             return
         root = Path(inp.workspace)
         if inp.create_workspace:
-            root.mkdir(parents=True, exist_ok=True)
+            make_private_dir(root)  # a default workspace, under the data dir: its owner's only
         elif not root.is_dir():
             raise ApplicationError(
                 f"workspace {inp.workspace} does not exist on host {self.host}; create it there "

@@ -97,3 +97,18 @@ async def test_a_rejected_message_leaves_nothing_behind(
         await client.send(session_key, "y" * 1_000_000)
     assert payloads() == before
     assert not await client.session_exists(session_key)
+
+
+async def test_a_default_workspace_is_its_owners_only(
+    client: AgentlaneClient, shared: Deployment
+) -> None:
+    # It lives under the data dir, whose conversations are the user's alone (README).
+    key = f"defws-{uuid.uuid4().hex[:6]}"
+    r = await client.send_and_start(key, "write x.txt with hi then say done")
+    assert r.run_id
+    await client.wait_for_run(r.run_id)
+    folder = Path((await client.status(key)).workspace)
+    if not folder.is_absolute():
+        folder = shared.data_dir / folder
+    assert (folder / "x.txt").read_text() == "hi"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
