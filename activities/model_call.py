@@ -430,7 +430,12 @@ class ModelCallActivity:
                 if context.truncated_results
                 else "",
             )
-        entries = context.entries
+        # This call's own failed attempt is not part of what it is asked: sent, it would be
+        # the last message (an Anthropic prefill the model continues, refused with thinking on;
+        # a half-sentence OpenAI's model is told it said). Requests after this call's answer
+        # leave it out anyway (`without_answered_partials`).
+        retrying = partial_entry_id(inp)
+        entries = [e for e in context.entries if e.id != retrying]
         tools = tool_specs(inp.tools)
         request = ModelRequest(
             model=resolved.model_id,

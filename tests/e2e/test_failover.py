@@ -293,6 +293,9 @@ async def test_a_failure_after_text_was_shown_is_retried_cleanly(
     entries = done.client.transcript(done.key)
     partial = [e for e in entries if e.id.endswith("/partial")]
     assert len(partial) == 1 and partial[0].text.startswith("The first")
+    # The call made again is the same request: the failed attempt's text is no prefill.
+    first, again = (r.body["messages"] for r in fake.requests("anthropic")[:2])
+    assert again == first and again[-1]["role"] == "user"
     client = done.client
     receipt = await client.send_and_start(done.key, "and then?")
     assert receipt.run_id
