@@ -10,6 +10,7 @@ same text twice.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import logging
@@ -61,6 +62,7 @@ from activities.providers.error_classification import (
 )
 from activities.providers.overflow_figures import overflow_figures
 from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
+from activities.providers.tool_call_ids import session_call_id
 from activities.providers.transport_faults import endpoint_host, transport_kind
 from activities.rejected_call_events import rejected_call_events
 from activities.stream_gaps import record_run_start
@@ -511,7 +513,7 @@ class ModelCallActivity:
             # Priced here, by the model that answered, and stored with the entry: the cost lands
             # in history once, and a retry that finds the entry reports the same figure.
             acc.usage = priced(acc.usage, resolved.entry.prices)
-            entry, rejected_results, refs = self._assistant_entry(inp, acc)
+            entry, rejected_results, refs = self._assistant_entry(inp, acc, entries)
             refs = await self._route(inp.session_key, entry.tool_calls, refs)
             await self.store.append(inp.session_key, [entry, *rejected_results])
             end = self._message_event(inp, EventKind.MESSAGE_END, info.attempt).model_copy(
@@ -834,14 +836,20 @@ class ModelCallActivity:
         ]
 
     def _assistant_entry(
-        self, inp: ModelCallInput, acc: _Accumulated
+        self, inp: ModelCallInput, acc: _Accumulated, context: list[TranscriptEntry]
     ) -> tuple[TranscriptEntry, list[TranscriptEntry], list[ToolCallRef]]:
         now = time.time()
+        # Ids this session's calls already have: a call answered by id must not take one.
+        taken: set[str] = {c.id for e in context for c in e.tool_calls} if acc.tool_calls else set()
         calls: list[ToolCall] = []
         refs: list[ToolCallRef] = []
         rejected_results: list[TranscriptEntry] = []
         allowed = set(inp.tools)
-        for complete in acc.tool_calls:
+        for ordinal, given in enumerate(acc.tool_calls):
+            complete = dataclasses.replace(
+                given, id=session_call_id(given.id, inp.assistant_entry_id, ordinal, taken)
+            )
+            taken.add(complete.id)
             problem: str | None = None
             arguments: dict[str, Any] = {}
             raw: str | None = None

@@ -20,6 +20,7 @@ from typing import Any
 
 from activities.providers.base import ModelRequest, ToolSpec
 from activities.providers.thinking_params import anthropic_thinking
+from activities.providers.tool_call_ids import anthropic_wire_id
 from activities.providers.tool_images import anthropic_image_block, result_text, tool_images
 from activities.providers.tool_schemas import normalize_tool_schema
 from agentlane.transcript import Role, TranscriptEntry
@@ -78,7 +79,10 @@ def _blocks(entry: TranscriptEntry, images: bool = False) -> tuple[str, list[dic
     if entry.role == Role.USER:
         return "user", _text(entry.text)
     if entry.role == Role.TOOL:
-        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": entry.tool_call_id or ""}
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": anthropic_wire_id(entry.tool_call_id or ""),
+        }
         text = result_text(entry, images)
         shown = tool_images(entry) if images else []
         if shown:
@@ -95,7 +99,7 @@ def _blocks(entry: TranscriptEntry, images: bool = False) -> tuple[str, list[dic
         blocks += [
             {
                 "type": "tool_use",
-                "id": call.id,
+                "id": anthropic_wire_id(call.id),
                 "name": call.name,
                 # A call whose arguments were not a JSON object still needs an object here.
                 "input": call.arguments if call.raw_arguments is None else {},

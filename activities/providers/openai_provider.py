@@ -77,6 +77,8 @@ class _Call:
 @dataclass
 class _State:
     calls: dict[Any, _Call] = field(default_factory=dict)
+    # The key of the call the last tool-call delta belonged to.
+    last_key: Any = None
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     incomplete_reason: str | None = None
@@ -237,21 +239,36 @@ class OpenAIChatProvider(_OpenAIBase):
             if delta.content:
                 out.append(TextDelta(delta.content))
             for piece in delta.tool_calls or []:
-                call = state.calls.get(piece.index)
+                key = _call_key(piece.index, piece.id, state)
+                call = state.calls.get(key)
                 function = piece.function
                 if call is None:
                     call = _Call(
                         ordinal=len(state.calls),
-                        id=piece.id or f"call_{piece.index}",
+                        # Empty: the model call gives it one unique in the session.
+                        id=piece.id or "",
                         name=(function.name if function else None) or "",
                     )
-                    state.calls[piece.index] = call
+                    state.calls[key] = call
                     out.append(ToolCallStart(call.ordinal, call.id, call.name))
+                state.last_key = key
                 if function is not None and function.arguments:
                     call.parts.append(function.arguments)
             if choice.finish_reason is not None:
                 state.finish_reason = choice.finish_reason
         return out
+
+
+def _call_key(index: int | None, call_id: str | None, state: _State) -> Any:
+    """Which call a tool-call delta belongs to. OpenAI numbers them (`index`); some compatible
+    servers send each call whole without one: then a new id is a new call, and a delta
+    without an id continues the last."""
+    if index is not None:
+        return index
+    last = state.calls.get(state.last_key)
+    if last is None or (call_id and call_id != last.id):
+        return ("unindexed", len(state.calls))
+    return state.last_key
 
 
 class OpenAIResponsesProvider(_OpenAIBase):

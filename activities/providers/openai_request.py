@@ -23,6 +23,7 @@ from typing import Any
 
 from activities.providers.base import ModelRequest, ToolSpec
 from activities.providers.thinking_params import openai_reasoning_effort
+from activities.providers.tool_call_ids import openai_wire_id
 from activities.providers.tool_images import follow_up_text, result_text, tool_images
 from activities.providers.tool_schemas import normalize_tool_schema
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
@@ -133,7 +134,13 @@ def _chat_messages(entry: TranscriptEntry, images: bool = False) -> list[dict[st
         return [{"role": "user", "content": entry.text}] if entry.text.strip() else []
     if entry.role == Role.TOOL:
         text = result_text(entry, images)
-        return [{"role": "tool", "tool_call_id": entry.tool_call_id or "", "content": text}]
+        return [
+            {
+                "role": "tool",
+                "tool_call_id": openai_wire_id(entry.tool_call_id or ""),
+                "content": text,
+            }
+        ]
     if entry.role == Role.ASSISTANT:
         if not entry.text.strip() and not entry.tool_calls:
             return []
@@ -141,7 +148,7 @@ def _chat_messages(entry: TranscriptEntry, images: bool = False) -> list[dict[st
         if entry.tool_calls:
             message["tool_calls"] = [
                 {
-                    "id": call.id,
+                    "id": openai_wire_id(call.id),
                     "type": "function",
                     "function": {"name": call.name, "arguments": arguments_text(call)},
                 }
@@ -177,7 +184,7 @@ def _response_items(entry: TranscriptEntry, images: bool = False) -> list[dict[s
         return [
             {
                 "type": "function_call_output",
-                "call_id": entry.tool_call_id or "",
+                "call_id": openai_wire_id(entry.tool_call_id or ""),
                 "output": result_text(entry, images),
             }
         ]
@@ -188,7 +195,7 @@ def _response_items(entry: TranscriptEntry, images: bool = False) -> list[dict[s
         items += [
             {
                 "type": "function_call",
-                "call_id": call.id,
+                "call_id": openai_wire_id(call.id),
                 "name": call.name,
                 "arguments": arguments_text(call),
             }

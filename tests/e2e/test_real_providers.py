@@ -5,6 +5,7 @@ any history, stream item or log."""
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import time
 import uuid
@@ -213,6 +214,58 @@ async def test_tool_loop_through_real_sdk(
     second = fake.requests(api)[-1].body
     assert "alpha line" in str(second)
     assert "read" in str(second.get("tools"))
+
+
+async def test_a_server_reusing_tool_call_ids_gets_every_call_run_and_answered(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    # Compatible servers number calls per reply (`call_0` every turn) or in forms Anthropic
+    # refuses (`functions.write:0`): each call still runs once, answered under an id of its own.
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "write two files",
+        "openai/fake-gpt",
+        Reply(tool_calls=[ScriptedToolCall(name="write", id="call_0", arguments=WRITE_A)]),
+        Reply(tool_calls=[ScriptedToolCall(name="write", id="call_0", arguments=WRITE_B)]),
+        Reply(tool_calls=[ScriptedToolCall(name="read", id="functions.read:0", arguments=READ)]),
+        Reply(text="both written"),
+    )
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert (ws / "a.txt").read_text() == "A" and (ws / "b.txt").read_text() == "B"
+    entries = done.client.transcript(done.key)
+    assert_transcript_valid(entries)
+    ids = [c.id for e in entries for c in e.tool_calls]
+    assert len(ids) == 3 and len(set(ids)) == 3
+    results = [e for e in entries if e.role == Role.TOOL]
+    assert [r.is_error for r in results] == [False, False, False]
+    # The last request carries all three turns, each call paired with its own result.
+    last = fake.requests("openai-chat")[-1].body["messages"]
+    sent = [c["id"] for m in last for c in m.get("tool_calls") or []]
+    answered = [m["tool_call_id"] for m in last if m["role"] == "tool"]
+    assert sent == answered and len(set(sent)) == 3
+    # The same session on Claude: every id in the form its API takes.
+    fake.reset()
+    fake.script(Reply(text="on claude"))
+    receipt = await done.client.send_and_start(done.key, "and now?", model="anthropic/fake-claude")
+    assert receipt.run_id
+    result = await done.client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    body = fake.requests("anthropic")[-1].body
+    uses = [
+        b["id"]
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    ]
+    assert len(uses) == 3 and all(re.fullmatch(r"[A-Za-z0-9_-]+", u) for u in uses)
+
+
+WRITE_A = {"path": "a.txt", "content": "A"}
+WRITE_B = {"path": "b.txt", "content": "B"}
+READ = {"path": "a.txt"}
 
 
 async def test_provider_failures_are_typed(
