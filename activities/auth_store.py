@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from activities.providers.base import Credentials
-from agentlane.config import ENV_KEY_VARIABLES, ENV_PROFILE_SUFFIX
+from agentlane.config import ENV_KEY_VARIABLES, ENV_PROFILE_SUFFIX, AuthProfile
 from agentlane.headers import AuthHeader, HeaderError, check_auth_header, check_headers
 from agentlane.settings import Settings
 from store.interface import Store
@@ -83,17 +83,31 @@ class AuthStore:
     """Synchronous for the CLI and tests (each call opens the store); activities `load` a
     snapshot from the store they hold first, then resolve from it."""
 
-    def __init__(self, settings: Settings, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        env: Mapping[str, str] | None = None,
+        declared: Mapping[str, AuthProfile] | None = None,
+    ) -> None:
+        """`declared`: the config's profiles (`[auth.profiles."<id>"]`), which count with their
+        key in `AGENTLANE_KEY_<P>` alone, nothing stored for them (a container given its keys
+        in the environment)."""
         self.settings = settings
         self.where = f"the auth store ({describe(settings)})"
         self._env = os.environ if env is None else env
+        self._declared = declared or {}
         self._snapshot: dict[str, dict[str, Any]] | None = None
 
     @classmethod
-    def for_data_dir(cls, data_dir: Path, env: Mapping[str, str] | None = None) -> AuthStore:
+    def for_data_dir(
+        cls,
+        data_dir: Path,
+        env: Mapping[str, str] | None = None,
+        declared: Mapping[str, AuthProfile] | None = None,
+    ) -> AuthStore:
         """The store of `data_dir` (or `AGENTLANE_DATABASE_URL`'s, when set)."""
         url = os.environ.get("AGENTLANE_DATABASE_URL") or None
-        return cls(Settings(data_dir=data_dir, database_url=url), env)
+        return cls(Settings(data_dir=data_dir, database_url=url), env, declared)
 
     async def load(self, store: Store) -> AuthStore:
         """Read the stored profiles once; later reads use this snapshot."""
@@ -103,7 +117,8 @@ class AuthStore:
     # --- reading ---------------------------------------------------------------------------
 
     def profiles(self) -> dict[str, StoredProfile]:
-        """File profiles plus env-backed ones, each with its key resolved (or None)."""
+        """Stored profiles, the config's profiles with a key in the environment, and the
+        env-backed ones; each with its key resolved (or None)."""
         found: dict[str, StoredProfile] = {}
         for pid, spec in self._read_file().items():
             auth_header, headers = self._gateway_settings(pid, spec)
@@ -119,6 +134,12 @@ class AuthStore:
                     headers=headers,
                 )
             )
+        for pid, declared in self._declared.items():
+            variable = env_variable_for(pid)
+            if pid not in found and not declared.implied and self._env.get(variable):
+                found[pid] = StoredProfile(
+                    pid, declared.provider, declared.type, self._env[variable], None, variable
+                )
         for provider, variable in ENV_KEY_VARIABLES.items():
             pid = env_profile_id(provider)
             if pid not in found and self._env.get(variable):

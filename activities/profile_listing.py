@@ -108,7 +108,7 @@ class ProfileListing:
         provider = inp.provider
         config = self.config.current()
         order = list(config.auth_order.get(provider, []))
-        store = await AuthStore(self.settings).load(self.store)
+        store = await AuthStore(self.settings, declared=config.auth_profiles).load(self.store)
         stored = store.profiles()
         ids = store.profile_ids(provider, order)
         shared = await self._read()

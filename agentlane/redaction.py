@@ -48,7 +48,10 @@ _ASSIGNED_HINT = re.compile(r"(?i)key|secret|token|passw")
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+@")
 
 # Environment variables whose values are secrets by their name.
-_SECRET_ENV_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
+# `AGENTLANE_KEY_<PROFILE>` holds a profile's key (activities/auth_store.py).
+_SECRET_ENV_NAME = re.compile(
+    r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$|^AGENTLANE_KEY_"
+)
 
 
 def redact_known(text: str, secrets: Iterable[str | None]) -> str:

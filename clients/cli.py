@@ -20,7 +20,7 @@ from agentlane.reset_help import RESET_HELP
 # Every command builds the parser: only light modules at the top. pydantic contracts and the SDKs
 # are imported by the commands that use them (issue 22; tests/unit/test_cli_imports.py).
 if TYPE_CHECKING:
-    from agentlane.config import AgentlaneConfig
+    from agentlane.config import AgentlaneConfig, AuthProfile
     from agentlane.messages import Routing
     from agentlane.settings import Settings
     from clients.api import AgentlaneClient
@@ -488,6 +488,17 @@ def _read_secret(prompt: str) -> str:
     return getpass.getpass(prompt).strip()
 
 
+def _declared_profiles(settings: Settings) -> dict[str, AuthProfile]:
+    """The config's profiles (those with a key in `AGENTLANE_KEY_<P>` are listed too); none
+    when the config cannot be read (`config check` says why)."""
+    from agentlane.config import ConfigError, load_config
+
+    try:
+        return load_config(settings.data_dir).auth_profiles
+    except ConfigError:
+        return {}
+
+
 def _auth(args: argparse.Namespace) -> int:
     """Keys go into the store (sealed when encryption is on); they are read from a prompt or
     stdin, never argv. So can
@@ -495,7 +506,8 @@ def _auth(args: argparse.Namespace) -> int:
     from activities.auth_store import AuthStore, AuthStoreError
     from agentlane.settings import Settings
 
-    store = AuthStore.for_data_dir(Settings.from_env().data_dir)
+    settings = Settings.from_env()
+    store = AuthStore.for_data_dir(settings.data_dir, declared=_declared_profiles(settings))
     if args.action == "set":
         if not args.profile or not args.provider:
             print("usage: agentlane auth set PROFILE --provider PROVIDER", file=sys.stderr)

@@ -81,7 +81,7 @@ class ProviderResolver:
             offline = True  # resolve() says what is wrong
         if offline:
             return self.resolve(ref, profile_id, config=config)
-        auth = AuthStore(self.settings, self._env)
+        auth = AuthStore(self.settings, self._env, config.auth_profiles)
         await auth.load(self.store or await shared_store(self.settings))
         return self.resolve(ref, profile_id, auth, config)
 
@@ -109,7 +109,8 @@ class ProviderResolver:
         credentials: Credentials | None = None
         if entry.api != ApiKind.OFFLINE:
             try:
-                credentials = (auth or AuthStore(self.settings, self._env)).resolve(
+                auth = auth or AuthStore(self.settings, self._env, config.auth_profiles)
+                credentials = auth.resolve(
                     profile_id, entry.provider, order=config.auth_order.get(entry.provider)
                 )
             except AuthStoreError as err:
