@@ -25,6 +25,9 @@ class ProcessStop:
     @activity.defn(name=LIST_PROCESS_OWNERS)
     async def list_process_owners(self, inp: SessionProcesses) -> ProcessOwners:
         folder = self.store.session_dir(inp.session_key) / "processes"
+        # Asked when the session is reset or closed: what finished is of no more use (its
+        # running ones are forgotten once stopped, below).
+        await asyncio.to_thread(process_tool.forget_finished, folder)
         return ProcessOwners(queues=await asyncio.to_thread(process_tool.owner_queues, folder))
 
     @activity.defn(name=STOP_SESSION_PROCESSES)
@@ -32,4 +35,6 @@ class ProcessStop:
         stopped = await process_tool.stop_session(inp.session_key)
         if stopped:
             activity.logger.info("stopped %s of session %s", ", ".join(stopped), inp.session_key)
+            folder = self.store.session_dir(inp.session_key) / "processes"
+            await asyncio.to_thread(process_tool.forget_finished, folder)
         return ProcessesStopped(stopped=stopped)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from agentlane.private_files import private_open, write_private
+
 # What is kept of a process's output: its last MiB (what `poll` returns past it is counted).
 OUTPUT_KEEP_BYTES = 1024 * 1024
 READ_CHUNK = 64 * 1024
@@ -43,7 +45,7 @@ class BoundedOutput:
         self.total = 0
         self.dropped = 0
         self.eof = asyncio.Event()
-        self._file = path.open("wb")
+        self._file = private_open(path, "wb")
         read_fd, write_fd = os.pipe()
         self._read_fd: int | None = read_fd
         # For the spawn; closed here once the process has its copy.
@@ -79,11 +81,9 @@ class BoundedOutput:
         with self.path.open("rb") as f:
             f.seek(-self.keep, os.SEEK_END)
             tail = f.read()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(tail)
-        os.replace(tmp, self.path)
+        write_private(self.path, tail)
         self.dropped = self.total - len(tail)
-        self._file = self.path.open("ab")
+        self._file = private_open(self.path, "ab")
 
     def read(self, offset: int, limit: int) -> Chunk:
         """Up to `limit` bytes from `offset` (bytes since the start), or from the first byte

@@ -34,8 +34,13 @@ from activities.tools.results import ToolResult
 from activities.tools.spawn import Command, spawn
 from activities.tools.specs import ProcessArgs
 from activities.tools.workspace import workspace_root
+from agentlane.private_files import make_private_dir, write_private
 
 MAX_PER_SESSION = 8
+# Finished processes whose record and output a session keeps (the newest); older ones go at
+# the next start, and all of them when the session is reset or closed: a session that starts
+# a build a minute does not grow the data dir by an output file each time, for ever.
+KEEP_FINISHED = 8
 # What one poll returns at most; the rest waits for the next poll.
 POLL_BYTES = 32 * 1024
 POLL_INTERVAL_SECONDS = 0.1
@@ -128,9 +133,29 @@ _running: dict[tuple[str, str], Background] = {}
 
 
 def _write_record(path: Path, record: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path)
+    write_private(path, json.dumps(record).encode())
+
+
+def _number(record: dict[str, Any]) -> int:
+    try:
+        return int(str(record.get("id", "")).removeprefix("proc-"))
+    except ValueError:
+        return 0
+
+
+def forget_finished(folder: Path, keep: int = 0) -> list[str]:
+    """Delete the records and output of the session's finished processes but the newest
+    `keep`; the ids forgotten. A running process (here or on another worker) is kept."""
+    finished = [r for r in ProcessTool("", folder).records() if r.get("exit_code") is not None]
+    finished.sort(key=_number)
+    gone = finished[: max(0, len(finished) - keep)]
+    for record in gone:
+        pid = str(record.get("id", ""))
+        if not pid or "/" in pid:
+            continue
+        for suffix in (".out", ".json"):
+            (folder / f"{pid}{suffix}").unlink(missing_ok=True)
+    return [str(r.get("id")) for r in gone]
 
 
 def _record(bg: Background, started_at: float, tool_call_id: str) -> dict[str, Any]:
@@ -233,8 +258,10 @@ class ProcessTool:
                 summary="too many processes",
             )
         root = workspace_root(workspace)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        pid = f"proc-{len(self._records()) + 1}"
+        make_private_dir(self.folder)
+        await asyncio.to_thread(forget_finished, self.folder, KEEP_FINISHED)
+        # Numbered on from the newest kept (never reusing an id a kept record has).
+        pid = f"proc-{max((_number(r) for r in self._records()), default=0) + 1}"
         out_path = self.folder / f"{pid}.out"
         record_path = self.folder / f"{pid}.json"
         started_at = time.time()

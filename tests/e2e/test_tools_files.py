@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import stat
 import time
 import uuid
 from pathlib import Path
@@ -202,11 +203,12 @@ async def test_the_demo_instruction_runs_every_step(
     assert "read: ok" in results[-1].text, results[-1].text
 
 
-def process_record(dep: Deployment, command: str) -> dict[str, Any]:
+def process_record(dep: Deployment, command: str) -> tuple[dict[str, Any], Path]:
+    """The record of the process running `command`, and the folder it is in."""
     for path in dep.data_dir.glob("**/processes/proc-*.json"):
         record: dict[str, Any] = json.loads(path.read_text())
         if record.get("command") == command:
-            return record
+            return record, path.parent
     raise AssertionError(f"no record of {command!r}")
 
 
@@ -220,18 +222,21 @@ async def test_background_processes_stop_when_the_session_is_reset_or_closed(
             client, key, f"start `{command}` in the background then say started", workspace
         )
         assert started[0].text.startswith("Started proc-1")
-        record = process_record(shared, command)
+        record, folder = process_record(shared, command)
         assert group_runs(record["process_pid"])
+        # Its record and output are the user's alone, like the rest of the data dir.
+        modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()}
+        assert set(modes.values()) == {0o600}, modes
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
         if end == "reset":
             await client.reset(key)  # returns once the reset is written
         else:
             await client.close(key)
             handle = client.client.get_workflow_handle(f"session:{key}")
             await asyncio.wait_for(handle.result(), 30)
-        # Stopped with its whole group, and its record says it was killed.
+        # Stopped with its whole group, and nothing of it is left on disk (a session reset
+        # or closed has no use for its processes' records and output).
         deadline = time.monotonic() + 5
-        while group_runs(record["process_pid"]):
+        while group_runs(record["process_pid"]) or list(folder.iterdir()):
             assert time.monotonic() < deadline, f"the process outlived the session's {end}"
             await asyncio.sleep(0.05)
-        record = process_record(shared, command)
-        assert record["killed"] is True and record["exit_code"] == -9, (end, record)

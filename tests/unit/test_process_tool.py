@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from activities.tools.process_output import OUTPUT_KEEP_BYTES
-from activities.tools.process_tool import MAX_PER_SESSION, ProcessTool, _running
+from activities.tools.process_tool import (
+    KEEP_FINISHED,
+    MAX_PER_SESSION,
+    ProcessTool,
+    _running,
+    forget_finished,
+)
 from activities.tools.specs import ProcessArgs
 from tests.process_groups import wait_group_gone
 
@@ -92,6 +98,26 @@ async def test_at_most_eight_run_at_once(tool: ProcessTool, ws: Path) -> None:
     assert "Started proc-9" in await call(tool, ws, action="start", command="true")
     for n in range(1, 9):
         await call(tool, ws, action="kill", id=f"proc-{n}")
+
+
+async def test_only_the_newest_finished_processes_are_kept_on_disk(
+    tool: ProcessTool, ws: Path
+) -> None:
+    # A session starting a short command over and over keeps a bounded folder.
+    for n in range(1, KEEP_FINISHED + 5):
+        assert f"Started proc-{n} " in await call(tool, ws, action="start", command="echo hi")
+        bg = _running[(tool.session_key, f"proc-{n}")]
+        assert bg.waiter is not None
+        await bg.waiter
+    assert "Started proc-" in await call(tool, ws, action="start", command="sleep 30")
+    ids = sorted(int(r["id"].removeprefix("proc-")) for r in tool.records())
+    newest = KEEP_FINISHED + 5
+    assert ids == list(range(newest - KEEP_FINISHED, newest + 1))
+    assert len(list(tool.folder.glob("*.out"))) == KEEP_FINISHED + 1
+    # A reset or close forgets the finished ones, never one still running.
+    assert len(forget_finished(tool.folder)) == KEEP_FINISHED
+    assert [r["id"] for r in tool.records()] == [f"proc-{newest}"]
+    await call(tool, ws, action="kill", id=f"proc-{newest}")
 
 
 def _dead_pid() -> int:
