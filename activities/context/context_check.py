@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 from activities.context.request_context import RequestContext
 from activities.context.token_estimate import calibrated_context_tokens
-from activities.context.tool_result_truncation import reducible_tool_result_chars
+from activities.context.tool_result_truncation import (
+    TRUNCATED_META_KEY,
+    reducible_tool_result_chars,
+)
 from workflows.policy.preemptive_check import PrecheckResult, PrecheckRoute, precheck
 
 
@@ -40,6 +43,20 @@ class ContextCheck:
         return self.route is PrecheckRoute.FITS
 
 
+def usage_valid_from(context: RequestContext) -> int:
+    """The first entry whose call's reported usage may measure this request (`anchor`)."""
+    # Entries the repair added or dropped shift indices a little; the anchor is an assistant
+    # entry, which repair keeps, so searching from the view's index is close enough.
+    fresh_from = context.view.fresh_from if context.view is not None else 0
+    # A call's reported usage counted an entry the guard now sends cut (a result, or the long
+    # arguments of its own calls, counted in its output): it describes a bigger context than
+    # this request's, so only a call after the last cut entry may anchor.
+    last_cut = max(
+        (i for i, e in enumerate(context.entries) if TRUNCATED_META_KEY in e.meta), default=-1
+    )
+    return max(fresh_from, last_cut + 1)
+
+
 def check_context(
     context: RequestContext,
     *,
@@ -48,10 +65,7 @@ def check_context(
     reserve_tokens: int,
     provider_window: int | None = None,
 ) -> ContextCheck:
-    fresh_from = context.view.fresh_from if context.view is not None else 0
-    # Entries the repair added or dropped shift indices a little; the anchor is an assistant
-    # entry, which repair keeps, so searching from the view's index is close enough.
-    counted = calibrated_context_tokens(context.entries, usage_valid_from=fresh_from)
+    counted = calibrated_context_tokens(context.entries, usage_valid_from=usage_valid_from(context))
 
     def checked(reducible_chars: int) -> PrecheckResult:
         return precheck(

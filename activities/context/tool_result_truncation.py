@@ -25,11 +25,12 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from activities.context.token_estimate import (
     GUARD_TOOL_RESULT_WEIGHT,
     IMAGES_META_KEY,
+    entry_chars,
     guard_context_chars,
     guard_entry_chars,
 )
@@ -309,11 +310,43 @@ def _guard_clone(entry: TranscriptEntry, cap: int) -> TranscriptEntry:
     return entry.model_copy(update={"text": text, "meta": meta})
 
 
+def _cut_values(value: Any, budget: int) -> Any:
+    if isinstance(value, str):
+        return truncate_to_budget(value, budget) if len(value) > budget else value
+    if isinstance(value, list):
+        return [_cut_values(v, budget) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut_values(v, budget) for k, v in value.items()}
+    return value
+
+
+def _calls_clone(entry: TranscriptEntry, cap: int) -> TranscriptEntry:
+    """The assistant entry with each long string in its calls' arguments cut as a result's
+    text is: a call that wrote a 400 KB file made the context too big for good, since
+    compaction keeps the latest turn whole and cutting results could not help."""
+    budget = cap // GUARD_TOOL_RESULT_WEIGHT
+    calls = [
+        call.model_copy(
+            update={
+                "arguments": _cut_values(call.arguments, budget),
+                "raw_arguments": _cut_values(call.raw_arguments, budget),
+            }
+        )
+        for call in entry.tool_calls
+    ]
+    meta = {**entry.meta, TRUNCATED_META_KEY: entry_chars(entry)}
+    return entry.model_copy(update={"tool_calls": calls, "meta": meta})
+
+
 def guarded_entry(entry: TranscriptEntry, cap: int) -> TranscriptEntry:
     """One entry as the live guard sends it: a tool result over `cap`
-    (`guard_single_result_cap`) cut on a copy, any other entry itself."""
+    (`guard_single_result_cap`) cut on a copy, and so are the long arguments of an assistant
+    entry's calls; any other entry itself."""
     if entry.role == Role.TOOL and guard_entry_chars(entry) > cap:
         return _guard_clone(entry, cap)
+    if entry.role == Role.ASSISTANT and entry.tool_calls and guard_entry_chars(entry) > cap:
+        clone = _calls_clone(entry, cap)
+        return clone if guard_entry_chars(clone) < guard_entry_chars(entry) else entry
     return entry
 
 

@@ -5,6 +5,7 @@ any history, stream item or log."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import secrets
 import time
@@ -266,6 +267,39 @@ async def test_a_server_reusing_tool_call_ids_gets_every_call_run_and_answered(
 WRITE_A = {"path": "a.txt", "content": "A"}
 WRITE_B = {"path": "b.txt", "content": "B"}
 READ = {"path": "a.txt"}
+
+
+async def test_a_call_with_arguments_larger_than_the_window_does_not_block_the_session(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    # A model writes a file bigger than its whole window (a generated CSV): the file is
+    # written, and this run and the next go on with the call's arguments cut in requests.
+    big = "row,value\n" + "x" * 100_000
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "generate the data",
+        "openai/fake-small",
+        Reply(
+            tool_calls=[
+                ScriptedToolCall(name="write", arguments={"path": "gen.csv", "content": big})
+            ]
+        ),
+        Reply(text="written"),
+    )
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert (ws / "gen.csv").read_text() == big
+    fake.script(Reply(text="still here"))
+    receipt = await done.client.send_and_start(done.key, "and now?")
+    assert receipt.run_id
+    result = await done.client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    body = json.dumps(fake.requests("openai-chat")[-1].body)
+    assert len(body) < 60_000 and "more characters truncated" in body
+    # The transcript keeps the call as the model made it.
+    [call] = [c for e in done.client.transcript(done.key) for c in e.tool_calls]
+    assert call.arguments["content"] == big
 
 
 async def test_provider_failures_are_typed(

@@ -122,7 +122,7 @@ def test_the_route_is_the_one_the_whole_plan_gives(seed: int) -> None:
         )
         assert context.view is not None
         counted = calibrated_context_tokens(
-            context.entries, usage_valid_from=context.view.fresh_from
+            context.entries, usage_valid_from=context_check.usage_valid_from(context)
         )
         eager = precheck(
             history_tokens=counted.estimated,
