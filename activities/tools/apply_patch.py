@@ -26,13 +26,13 @@ time, so a patch is applied exactly once whatever the attempt it lands in.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from activities.tools.results import ToolResult
+from activities.tools.text_files import NotUtf8Text, decode, write_keeping_mode
 from activities.tools.workspace import display_path, resolve_in_workspace
 
 BEGIN = "*** Begin Patch"
@@ -239,8 +239,8 @@ def plan_patch(workspace: str, patch: str) -> tuple[list[Change], list[str]]:
             changes.append(Change(str(path), None))
             report.append(f"D {shown}")
             continue
-        text = path.read_text(encoding="utf-8")
-        updated = apply_hunks(text, op.hunks, shown) if op.hunks else text
+        text, style = decode(path.read_bytes(), shown)
+        updated = style.apply(apply_hunks(text, op.hunks, shown) if op.hunks else text)
         if op.move_to is not None:
             target = resolve_in_workspace(workspace, op.move_to)
             target_shown = display_path(workspace, target)
@@ -257,11 +257,7 @@ def plan_patch(workspace: str, patch: str) -> tuple[list[Change], list[str]]:
 
 
 def _write(path: Path, content: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.agentlane-tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as f:
-        f.write(content)
-    os.replace(tmp, path)
+    write_keeping_mode(path, content)
 
 
 def carry_out(changes: list[Change]) -> None:
@@ -273,7 +269,7 @@ def carry_out(changes: list[Change]) -> None:
             path.unlink(missing_ok=True)
             continue
         try:
-            current = path.read_text(encoding="utf-8") if path.is_file() else None
+            current = path.read_bytes().decode("utf-8") if path.is_file() else None
         except UnicodeDecodeError:
             current = None
         if current != change.content:
@@ -303,9 +299,7 @@ def apply_patch(
         )
     try:
         changes, report = plan_patch(workspace, patch)
-    except (PatchError, UnicodeDecodeError) as err:
-        if isinstance(err, UnicodeDecodeError):
-            err = PatchError(f"a file to update is not UTF-8 text ({err.reason})")
+    except (PatchError, NotUtf8Text) as err:
         return ToolResult(
             f"Patch not applied, no file was changed: {err}",
             is_error=True,

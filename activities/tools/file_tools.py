@@ -3,27 +3,27 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from activities.tools.results import ToolResult
 from activities.tools.specs import EditArgs, WriteArgs
+from activities.tools.text_files import (
+    NotUtf8Text,
+    TextStyle,
+    decode,
+    normalized,
+    write_keeping_mode,
+)
 from activities.tools.workspace import display_path, resolve_in_workspace
 
 MAX_READ_BYTES = 5_000_000
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, shown: str) -> tuple[str, TextStyle]:
     if path.stat().st_size > MAX_READ_BYTES:
         raise ValueError(f"file is larger than {MAX_READ_BYTES} bytes")
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
-def _atomic_write(path: Path, content: str) -> None:
-    tmp = path.with_name(f".{path.name}.agentlane-tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, path)
+    return decode(path.read_bytes(), shown)
 
 
 def write_file(workspace: str, args: WriteArgs) -> ToolResult:
@@ -32,7 +32,7 @@ def write_file(workspace: str, args: WriteArgs) -> ToolResult:
         return ToolResult(f"{display_path(workspace, path)} is a folder", is_error=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Writing is idempotent, so a retried attempt after a crash repeats it harmlessly.
-    _atomic_write(path, args.content)
+    write_keeping_mode(path, args.content)
     shown = display_path(workspace, path)
     return ToolResult(f"Wrote {len(args.content)} characters to {shown}", summary=shown)
 
@@ -57,14 +57,18 @@ def edit_file(
         return ToolResult(f"File not found: {shown}", is_error=True)
     if not args.old_string:
         return ToolResult("old_string must not be empty", is_error=True)
-    text = _read_text(path)
+    try:
+        text, style = _read_text(path, shown)
+    except NotUtf8Text as err:
+        return ToolResult(f"Error: {err}", is_error=True, summary="not UTF-8 text")
+    old_string, new_string = normalized(args.old_string), normalized(args.new_string)
     if applied_digest is not None and content_digest(text) == applied_digest:
         return ToolResult(f"Edited {shown} (already applied)", summary=shown)
-    count = text.count(args.old_string)
+    count = text.count(old_string)
     if count == 0:
         # A retry after a crash that happened after the edit landed: the new text is there and
         # the old one is gone, so report success instead of a confusing failure.
-        if args.new_string and args.new_string in text:
+        if new_string and new_string in text:
             return ToolResult(f"Edited {shown} (already applied)", summary=shown)
         return ToolResult(f"old_string not found in {shown}", is_error=True)
     if count > 1:
@@ -72,8 +76,8 @@ def edit_file(
             f"old_string occurs {count} times in {shown}; include more context so it is unique",
             is_error=True,
         )
-    updated = text.replace(args.old_string, args.new_string, 1)
+    updated = text.replace(old_string, new_string, 1)
     if before_write is not None:
         before_write(content_digest(updated))
-    _atomic_write(path, updated)
+    write_keeping_mode(path, style.apply(updated))
     return ToolResult(f"Edited {shown}", summary=shown)

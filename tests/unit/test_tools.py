@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from activities.tools.apply_patch import apply_patch
 from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, write_file
 from activities.tools.read_tool import PAGE_BYTES, read_file
@@ -245,7 +246,7 @@ def test_write_overwrites_atomically(ws: Path, monkeypatch: pytest.MonkeyPatch) 
     def broken_replace(src: object, dst: object) -> None:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("activities.tools.file_tools.os.replace", broken_replace)
+    monkeypatch.setattr("activities.tools.text_files.os.replace", broken_replace)
     with pytest.raises(OSError, match="disk on fire"):
         write_file(str(ws), WriteArgs(path="f.txt", content="newer"))
     assert target.read_text() == "new"
@@ -511,3 +512,36 @@ def test_stream_previews_of_tool_arguments() -> None:
     assert shown["content"].startswith("x" * PREVIEW_ARG_CHARS)
     assert shown["content"].endswith(f"[{50_000 - PREVIEW_ARG_CHARS} more characters]")
     assert args["content"] == "x" * 50_000  # the call itself is untouched
+
+
+def test_edit_and_patch_change_the_lines_and_nothing_else(ws: Path) -> None:
+    # A script stays executable, a private file private, a CRLF file CRLF (with its byte-order
+    # mark); an edit or patch of one line rewrites nothing else.
+    script, private, crlf = ws / "run.sh", ws / "key.env", ws / "win.txt"
+    script.write_text("#!/bin/sh\necho one\n")
+    script.chmod(0o755)
+    private.write_text("secret=1\n")
+    private.chmod(0o600)
+    crlf.write_bytes(b"\xef\xbb\xbfa\r\nx\r\nc\r\n")
+    assert not edit_file(
+        str(ws), EditArgs(path="run.sh", old_string="one", new_string="two")
+    ).is_error
+    assert not edit_file(str(ws), EditArgs(path="key.env", old_string="1", new_string="2")).is_error
+    edited = edit_file(str(ws), EditArgs(path="win.txt", old_string="x\nc", new_string="y\nc"))
+    assert not edited.is_error
+    assert (script.stat().st_mode & 0o777, private.stat().st_mode & 0o777) == (0o755, 0o600)
+    assert crlf.read_bytes() == b"\xef\xbb\xbfa\r\ny\r\nc\r\n"
+    patch = "*** Begin Patch\n*** Update File: win.txt\n@@\n a\n-y\n+z\n*** End Patch"
+    assert not apply_patch(str(ws), patch).is_error
+    assert crlf.read_bytes() == b"\xef\xbb\xbfa\r\nz\r\nc\r\n"
+    patch = "*** Begin Patch\n*** Update File: run.sh\n@@\n-echo two\n+echo three\n*** End Patch"
+    assert not apply_patch(str(ws), patch).is_error
+    assert script.stat().st_mode & 0o777 == 0o755 and "three" in script.read_text()
+
+
+def test_an_edit_of_a_file_that_is_not_utf8_changes_nothing(ws: Path) -> None:
+    latin = ws / "l1.txt"
+    latin.write_bytes(b"caf\xe9\nx\n")
+    refused = edit_file(str(ws), EditArgs(path="l1.txt", old_string="x", new_string="y"))
+    assert refused.is_error and "not UTF-8 text (byte 0xe9 at offset 3)" in refused.text
+    assert latin.read_bytes() == b"caf\xe9\nx\n"
