@@ -131,3 +131,13 @@ def test_the_cli_help_uses_the_same_words() -> None:
     assert f"**reset the session** (`{RESET_COMMAND}`" in readme
     assert "later messages start afresh" in readme
     assert f'"Reset the session (`{RESET_COMMAND}`)"' in readme
+
+
+def test_a_short_cooldown_is_said_in_seconds() -> None:
+    def said(left: float) -> str:
+        return cooling_down_text(
+            model="foa/m", reason=R.AUTH, profiles=["foa:k1"], soonest=100 + left, now=100
+        )
+
+    assert "usable again in 6 s." in said(6)
+    assert "usable again in ~3 min." in said(170)

@@ -82,7 +82,9 @@ def cooling_down_text(
         return f"{BILLING_REPLY} {where}"
     ready = ""
     if soonest is not None and soonest > now:
-        ready = f" The first is usable again in ~{max(1, round((soonest - now) / 60))} min."
+        left = soonest - now
+        when = f"{max(1, round(left))} s" if left < 90 else f"~{round(left / 60)} min"
+        ready = f" The first is usable again in {when}."
     return (
         f"Every auth profile of {model.split('/', 1)[0]} is unavailable ({why}).{ready} "
         f"{where} See `agentlane auth list`."
