@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy import search_attributes as attributes
     from workflows.policy.context_guard import evaluate_context_window
     from workflows.policy.failure_kind import failure_label
+    from workflows.policy.failure_text import reply_cut_text
     from workflows.policy.loop_detection import (
         NOT_STUCK,
         LoopLevel,
@@ -537,6 +538,9 @@ class AgentRunWorkflow(LegacyFailover):
                 return result
             entry_id = self._absorb(turn, result)
             has_tool_calls = bool(result.tool_calls)
+            cut = reply_cut_text(result.stop_reason, self.failover.model().label())
+            if cut is not None and not has_tool_calls:
+                self._emit(EventKind.WARNING, text=cut, data={"code": "reply_cut"})
             if has_tool_calls:
                 ended = await self._run_tools(turn, entry_id, result.tool_calls)
                 if ended is not None:

@@ -302,6 +302,31 @@ async def test_a_call_with_arguments_larger_than_the_window_does_not_block_the_s
     assert call.arguments["content"] == big
 
 
+@pytest.mark.parametrize(
+    ("model", "stop", "words"),
+    [
+        ("anthropic/fake-claude", "max_tokens", "output-token limit"),
+        ("openai/fake-gpt", "content_filter", "content filter"),
+    ],
+)
+async def test_a_reply_the_provider_cut_short_says_so(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, model: str, stop: str, words: str
+) -> None:
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "tell me everything",
+        model,
+        Reply(text="Here is the st", stop_reason=stop),
+    )
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "Here is the st"
+    warnings = [e for e in done.got.events if e.kind == EventKind.WARNING]
+    assert [w.data.get("code") for w in warnings] == ["reply_cut"]
+    assert words in (warnings[0].text or "")
+
+
 async def test_provider_failures_are_typed(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:

@@ -154,3 +154,16 @@ def escalation_text(
         f"{wait_bound_text(wait_bound)} on waiting (the session's `max_wait_seconds`)."
     )
     return text if not last_error or last_error == said else f"{text} Last error: {last_error}"
+
+
+def reply_cut_text(stop_reason: str | None, model: str) -> str | None:
+    """What a user is told of a final reply the provider cut short (the run still succeeds:
+    what came is the reply), or None for a reply that ended by itself."""
+    if stop_reason == "max_tokens":
+        return (
+            f"The reply was cut short: {model} reached its output-token limit. Ask it to go on, "
+            "or raise `max_output_tokens` for the model in the config."
+        )
+    if stop_reason == "refusal":
+        return f"The reply was stopped by {model}'s provider (a content filter or a refusal)."
+    return None
