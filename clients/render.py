@@ -19,6 +19,8 @@ class TerminalRenderer:
         self.color = out.isatty() if color is None else color
         self.view = MessageView()
         self.at_line_start = True
+        # Reasoning is being shown: the answer starts on a line of its own after it.
+        self.in_reasoning = False
 
     def _dim(self, text: str) -> str:
         return f"{DIM}{text}{RESET}" if self.color else text
@@ -34,12 +36,22 @@ class TerminalRenderer:
         if kind == EventKind.TEXT_DELTA:
             fresh = self.view.apply(event)
             if fresh:
+                if self.in_reasoning:
+                    self.in_reasoning = False
+                    if not self.at_line_start:
+                        self.out.write("\n")
                 self.out.write(fresh)
                 self.at_line_start = fresh.endswith("\n")
         elif kind == EventKind.REASONING_DELTA:
             # Only present in reasoning mode "stream"; shown dimmed, apart from the answer.
             if event.text and event.event_id not in self.view.seen_ids:
                 self.view.apply(event)
+                if not self.in_reasoning:
+                    self.in_reasoning = True
+                    if not self.at_line_start:
+                        self.out.write("\n")
+                    if not self.color:  # without dimming, say what it is
+                        self.out.write("(thinking) ")
                 self.out.write(self._dim(event.text))
                 self.at_line_start = event.text.endswith("\n")
         elif kind == EventKind.MESSAGE_RESET:

@@ -244,4 +244,5 @@ def test_terminal_renderer_shows_text_once_and_reasoning_apart() -> None:
     renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Hello ", index=0))
     renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Hello ", index=0))  # repeated
     renderer.render(event(EventKind.TEXT_DELTA, "m/d/6", text="world", index=6))
-    assert out.getvalue() == "thinking… Hello world"
+    # Piped (no dimming), the reasoning says what it is and the answer starts a line of its own.
+    assert out.getvalue() == "(thinking) thinking… \nHello world"
