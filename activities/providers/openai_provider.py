@@ -31,6 +31,7 @@ from openai.types.responses import (
     ResponseIncompleteEvent,
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
+    ResponseReasoningItem,
     ResponseReasoningSummaryTextDeltaEvent,
     ResponseReasoningTextDeltaEvent,
     ResponseTextDeltaEvent,
@@ -50,6 +51,7 @@ from activities.providers.base import (
 )
 from activities.providers.client_cache import ClientCache
 from activities.providers.openai_request import (
+    REASONING_META_KEY,
     OpenAIOptions,
     build_chat_body,
     build_responses_body,
@@ -79,6 +81,8 @@ class _State:
     calls: dict[Any, _Call] = field(default_factory=dict)
     # The key of the call the last tool-call delta belonged to.
     last_key: Any = None
+    # Responses: the reply's reasoning items with their encrypted content, to send back.
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     incomplete_reason: str | None = None
@@ -314,6 +318,7 @@ class OpenAIResponsesProvider(_OpenAIBase):
                 state.incomplete_reason, has_tool_calls=bool(state.calls)
             ),
             usage=state.usage,
+            meta={REASONING_META_KEY: state.reasoning} if state.reasoning else {},
         )
 
     def _translate(
@@ -341,6 +346,9 @@ class OpenAIResponsesProvider(_OpenAIBase):
             return self._complete(request, state.calls.get(event.item_id), event.arguments)
         if isinstance(event, ResponseOutputItemDoneEvent):
             item = event.item
+            if isinstance(item, ResponseReasoningItem) and item.encrypted_content:
+                state.reasoning.append(reasoning_item(item))
+                return []
             if isinstance(item, ResponseFunctionToolCall):
                 return self._complete(
                     request, state.calls.get(item.id or item.call_id), item.arguments
@@ -379,6 +387,17 @@ class OpenAIResponsesProvider(_OpenAIBase):
         return ProviderError(
             sdk_errors.redact(text, secrets), provider=self.name, model=model, code=code
         )
+
+
+def reasoning_item(item: ResponseReasoningItem) -> dict[str, Any]:
+    """What a reasoning item is sent back as: its id, its encrypted content and its summary
+    (the API needs no more, and a summary is what the user saw)."""
+    return {
+        "type": "reasoning",
+        "id": item.id,
+        "encrypted_content": item.encrypted_content,
+        "summary": [{"type": "summary_text", "text": part.text} for part in item.summary],
+    }
 
 
 def _responses_usage(usage: Any) -> Usage:

@@ -40,6 +40,10 @@ class OpenAIOptions:
     tools: bool = True
 
 
+# An assistant entry's Responses reasoning items (encrypted), to send back to the same model.
+REASONING_META_KEY = "openai_reasoning"
+
+
 def build_chat_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, Any]:
     """Keyword arguments for `chat.completions.create` (without `stream`)."""
     strict = options.strict_tools and options.official
@@ -69,12 +73,18 @@ def build_chat_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, 
 def build_responses_body(request: ModelRequest, options: OpenAIOptions) -> dict[str, Any]:
     """Keyword arguments for `responses.create` (without `stream`)."""
     strict = options.strict_tools and options.official
+    effort = openai_reasoning_effort(request.thinking, options.thinking_levels)
+    # Nothing is stored at OpenAI (`store: false`): a reasoning model's reasoning reaches its
+    # next call in a tool-use turn only if its encrypted items are asked for and sent back.
+    encrypted = options.official and effort not in (None, "none")
     items: list[dict[str, Any]] = []
     held: list[dict[str, Any]] = []
     for entry in request.entries:
         if entry.role != Role.TOOL and held:
             items.extend(held)
             held = []
+        if encrypted:
+            items.extend(_reasoning_items(entry, request.model))
         items.extend(_response_items(entry, request.images))
         held += _response_image_items(entry) if request.images else []
     items.extend(held)
@@ -89,13 +99,23 @@ def build_responses_body(request: ModelRequest, options: OpenAIOptions) -> dict[
         body["instructions"] = system
     if request.tools and options.tools:
         body["tools"] = [_responses_tool(tool, strict) for tool in request.tools]
-    effort = openai_reasoning_effort(request.thinking, options.thinking_levels)
     if effort is not None:
         reasoning: dict[str, Any] = {"effort": effort}
         if effort != "none":
             reasoning["summary"] = "auto"
         body["reasoning"] = reasoning
+    if encrypted:
+        body["include"] = ["reasoning.encrypted_content"]
     return body
+
+
+def _reasoning_items(entry: TranscriptEntry, model: str) -> list[dict[str, Any]]:
+    """The encrypted reasoning items an assistant entry of this same model carries (another
+    model cannot read them)."""
+    stored = entry.meta.get(REASONING_META_KEY) if entry.role == Role.ASSISTANT else None
+    if not isinstance(stored, list) or (entry.model or "").split("/", 1)[-1] != model:
+        return []
+    return [dict(item) for item in stored if isinstance(item, dict)]
 
 
 def arguments_text(call: ToolCall) -> str:

@@ -82,6 +82,15 @@ api = "openai-responses"
 base_url = "{fake.openai_base_url}"
 
 [[models]]
+provider = "openai"
+id = "fake-thinker"
+api = "openai-responses"
+base_url = "{fake.openai_base_url}"
+[models.capabilities]
+tools = true
+thinking_levels = ["off", "low", "medium", "high"]
+
+[[models]]
 provider = "local"
 id = "qwen"
 api = "openai-compatible"
@@ -325,6 +334,34 @@ async def test_a_reply_the_provider_cut_short_says_so(
     warnings = [e for e in done.got.events if e.kind == EventKind.WARNING]
     assert [w.data.get("code") for w in warnings] == ["reply_cut"]
     assert words in (warnings[0].text or "")
+
+
+async def test_a_reasoning_models_encrypted_reasoning_goes_back_with_the_tool_result(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    # Nothing is stored at OpenAI: the reasoning of a tool-use turn reaches the next call only
+    # as the encrypted items it was asked to return.
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "what do my notes say?",
+        "openai/fake-thinker",
+        Reply(
+            thinking="the notes file has it",
+            tool_calls=[ScriptedToolCall(name="read", arguments={"path": "notes.txt"})],
+        ),
+        Reply(text="alpha"),
+        overrides={"thinking": "high"},
+    )
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    first, second = (r.body for r in fake.requests("openai-responses"))
+    assert first["include"] == ["reasoning.encrypted_content"]
+    kinds = [item.get("type", item.get("role")) for item in second["input"]]
+    assert kinds == ["user", "reasoning", "function_call", "function_call_output"]
+    reasoning = second["input"][1]
+    assert reasoning["encrypted_content"].startswith("enc:rs_fake")
+    assert reasoning["summary"] == [{"type": "summary_text", "text": "the notes file has it"}]
 
 
 async def test_provider_failures_are_typed(

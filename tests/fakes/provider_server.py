@@ -679,7 +679,10 @@ class _Handler(BaseHTTPRequestHandler):
             return wire_openai.ChatRenderer(
                 reply, model=model, input_tokens=input_tokens, ids=ids, include_usage=include_usage
             )
-        return wire_openai.ResponsesRenderer(reply, model=model, input_tokens=input_tokens, ids=ids)
+        encrypted = "reasoning.encrypted_content" in (body.get("include") or [])
+        return wire_openai.ResponsesRenderer(
+            reply, model=model, input_tokens=input_tokens, ids=ids, encrypted=encrypted
+        )
 
     def _stream(self, renderer: Renderer, reply: Reply) -> None:
         fault = reply.fault

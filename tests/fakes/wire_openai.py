@@ -232,8 +232,12 @@ class ChatRenderer:
 
 
 class ResponsesRenderer:
-    def __init__(self, reply: Reply, *, model: str, input_tokens: int, ids: Ids) -> None:
+    def __init__(
+        self, reply: Reply, *, model: str, input_tokens: int, ids: Ids, encrypted: bool = False
+    ) -> None:
         self.reply = reply
+        # The request asked for `reasoning.encrypted_content`: reasoning items carry it.
+        self.encrypted = encrypted
         self.model = model
         self.input_tokens = input_tokens
         self.ids = ids
@@ -437,6 +441,8 @@ class ResponsesRenderer:
                 )
             )
             item = {**item, "summary": [{"type": "summary_text", "text": text}]}
+            if self.encrypted:
+                item["encrypted_content"] = f"enc:{item['id']}"
         elif item["type"] == "message":
             content = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
             out.append(
