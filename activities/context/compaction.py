@@ -500,14 +500,26 @@ def nothing_to_compact_text(kept: Sequence[TranscriptEntry], budget: int) -> str
     often for one entry (a pasted document) that stays in every later request until a reset."""
     tokens = estimate_tokens(kept)
     sized = [(estimate_tokens([entry]), entry) for entry in kept]
+    if tokens <= budget:
+        # The provider counted more than this engine estimates (another tokenizer, images):
+        # no single entry is to blame.
+        return (
+            f"nothing before the most recent turns to summarise: they come to about {tokens} "
+            f"tokens by this engine's estimate, within the {budget}-token budget, but the "
+            "provider counts them as more. Reset the session (`agentlane reset`) or use a "
+            "model with a larger context window"
+        )
     text = (
         f"nothing before the most recent turns to summarise: they alone take about {tokens} "
         f"tokens of a {budget}-token budget"
     )
-    if sized:
-        largest, entry = max(sized, key=lambda pair: pair[0])
-        text += f", the largest a {entry.role.value} entry of about {largest} tokens ({entry.id})"
+    largest, entry = max(sized, key=lambda pair: pair[0])
+    if largest * 4 < budget:
+        return f"{text}. Reset the session (`agentlane reset`) or use a model with a larger window"
+    role = entry.role.value
+    article = "an" if role[0] in "aeiou" else "a"
     return (
-        f"{text}. It stays in every later request: reset the session (`agentlane reset`) or "
-        "use a model with a larger context window"
+        f"{text}, the largest {article} {role} entry of about {largest} tokens ({entry.id}). "
+        "It stays in every later request: reset the session (`agentlane reset`) or use a "
+        "model with a larger context window"
     )
