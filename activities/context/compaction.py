@@ -517,7 +517,7 @@ def nothing_to_compact_text(kept: Sequence[TranscriptEntry], budget: int) -> str
     if largest * 4 < budget:
         return f"{text}. Reset the session (`agentlane reset`) or use a model with a larger window"
     role = entry.role.value
-    article = "an" if role[0] in "aeiou" else "a"
+    article = "an" if role == "assistant" else "a"
     return (
         f"{text}, the largest {article} {role} entry of about {largest} tokens ({entry.id}). "
         "It stays in every later request: reset the session (`agentlane reset`) or use a "
