@@ -69,13 +69,19 @@ SUBAGENT_CANCEL_TOLD_PATCH = "run-subagent-approval-cancel-told"
 # before cancelling them: each then fails as aborted by that person, not as "run cancelled".
 ABORT_TELLS_SUBAGENTS_PATCH = "run-abort-tells-sub-agents"
 
+# An overload said inside a stream is made again twice on the same profile, as a 529 is.
+STREAM_OVERLOAD_PATCH = "run-stream-overload-retried"
+
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
     CodeLevel(
         "run-code-2026-11-27",
         frozenset({PRECISE_FAILURE_PATCH, MALFORMED_RETRY_PATCH, SUBAGENT_CANCEL_TOLD_PATCH}),
     ),
-    CodeLevel("run-code-2026-11-27-eve", frozenset({ABORT_TELLS_SUBAGENTS_PATCH})),
+    CodeLevel(
+        "run-code-2026-11-27-eve",
+        frozenset({ABORT_TELLS_SUBAGENTS_PATCH, STREAM_OVERLOAD_PATCH}),
+    ),
 )
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),

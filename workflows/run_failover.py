@@ -53,7 +53,12 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.session import RunPhase
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
-    from workflows.patches import MALFORMED_RETRY_PATCH, PRECISE_FAILURE_PATCH, Patches
+    from workflows.patches import (
+        MALFORMED_RETRY_PATCH,
+        PRECISE_FAILURE_PATCH,
+        STREAM_OVERLOAD_PATCH,
+        Patches,
+    )
     from workflows.policy.auth_profiles import (
         advance,
         in_cooldown,
@@ -357,11 +362,13 @@ class Failover:
         the table decides (a fallback model, or the end). A run about to end on a transient
         HTTP status gets the original's one retry of the whole chain (SPEC §8.4). A transport
         fault (refused, reset, a stream cut short) is made again the same way."""
+        in_stream = failure.status is None and failure.reason == FailoverReason.OVERLOADED.value
         kind = transient_kind(
             failure.status,
             failure.reason,
             idle_timed_out=failure.idle_timed_out,
             transport=failure.transport_kind,
+            overload_in_stream=in_stream and self.h.patches(STREAM_OVERLOAD_PATCH),
         )
         overload = kind == OVERLOAD
         if (

@@ -272,17 +272,18 @@ async def test_a_stalled_profile_is_rotated_without_a_cooldown(
 async def test_a_failure_after_text_was_shown_is_retried_cleanly(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    """An overload in the middle of a streamed reply: the next profile answers the same call.
-    The watcher ends up with the new reply alone, the transcript keeps what was shown under
-    the failed attempt's own entry, and the next request does not send that partial text."""
+    """An overload in the middle of a streamed reply: the same call is made again on the same
+    profile, as after a 529. The watcher ends up with the new reply alone, the transcript keeps
+    what was shown under the failed attempt's own entry, and the next request does not send
+    that partial text."""
     fake.script(
         Reply(
             text="The first attempt says this and then",
             key=ENV_KEY,
             fault=Fault.stream_error("overloaded", after_deltas=3),
         ),
-        Reply(text="The second attempt answers in full.", key=WORK_KEY),
-        Reply(text="Next turn.", key=WORK_KEY),
+        Reply(text="The second attempt answers in full.", key=ENV_KEY),
+        Reply(text="Next turn.", key=ENV_KEY),
     )
     start_on_env(deployment)
     done = await run(deployment, ws, "hello", overrides={"agent_id": "solo"})
@@ -296,6 +297,7 @@ async def test_a_failure_after_text_was_shown_is_retried_cleanly(
     # The call made again is the same request: the failed attempt's text is no prefill.
     first, again = (r.body["messages"] for r in fake.requests("anthropic")[:2])
     assert again == first and again[-1]["role"] == "user"
+    assert [key_of(r) for r in fake.requests("anthropic")[:2]] == [ENV_KEY, ENV_KEY]
     client = done.client
     receipt = await client.send_and_start(done.key, "and then?")
     assert receipt.run_id

@@ -101,6 +101,7 @@ def transient_kind(
     *,
     idle_timed_out: bool = False,
     transport: TransportKind | None = None,
+    overload_in_stream: bool = False,
 ) -> str | None:
     """`SERVER` for a call worth making again as it was (the server's fault, not the
     request's); `TRANSPORT` for a connection that failed or a stream cut short; `OVERLOAD` for
@@ -111,6 +112,10 @@ def transient_kind(
         return None
     if transport is not None:
         return TRANSPORT
+    if status is None and reason == FailoverReason.OVERLOADED.value and overload_in_stream:
+        # An overload said inside a stream (Anthropic's `overloaded_error` event) is the same
+        # server state as its 529 (`overload_in_stream` False: runs recorded before).
+        return OVERLOAD
     if status not in TRANSIENT_STATUSES:
         return None
     if reason in (FailoverReason.TIMEOUT.value, FailoverReason.UNKNOWN.value):
