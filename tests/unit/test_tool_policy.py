@@ -200,6 +200,22 @@ def test_owner_only_tools_are_removed_for_non_owner_senders() -> None:
     assert "exec" in select_tools(ALL, open_policy, "a", "b", ["mallory"]).offered
 
 
+def test_an_owner_only_write_takes_apply_patch_and_groups_expand() -> None:
+    # apply_patch writes any file: an owner-only `write` that left it would restrict nothing.
+    policy = policy_input(
+        ToolsConfig(owner_senders=["alice"], owner_only=["write", "group:runtime"]),
+        None,
+        "main",
+        Routing(),
+        None,
+    )
+    mallory = select_tools(ALL, policy, "a", "b", ["mallory"])
+    for tool in ("write", "apply_patch", "exec", "process"):
+        assert tool not in mallory.offered and mallory.refusals[tool] == OWNER_ONLY_REFUSAL
+    assert "read" in mallory.offered and "edit" in mallory.offered
+    assert "apply_patch" in select_tools(ALL, policy, "a", "b", ["alice"]).offered
+
+
 def test_unknown_allow_entries_are_reported() -> None:
     policy = policy_input(
         ToolsConfig(allow=["raed", "group:fs", "web_*"]), None, "m", Routing(), None

@@ -310,10 +310,13 @@ def select_tools(
     }
     owners_only = set(OWNER_ONLY) | {normalize(t) for t in policy.owner_only}
     if not all(is_owner(s, policy.owner_senders) for s in senders):
-        for tool in [t for t in remaining if t in owners_only]:
+        # Matched as a deny list is (groups, globs, and `apply_patch` with `write`): an
+        # owner-only `write` that left `apply_patch` would be no restriction at all.
+        restricted = expand(sorted(owners_only), plugins)
+        for tool in [t for t in remaining if not _decide(t, [], restricted)]:
             removed[tool] = "owner-only (tools.owner_senders)"
             refusals[tool] = OWNER_ONLY_REFUSAL
-        remaining = [t for t in remaining if t not in owners_only]
+        remaining = [t for t in remaining if t not in removed]
     return ToolSelection(
         offered=remaining,
         removed=removed,
