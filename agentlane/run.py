@@ -84,6 +84,9 @@ class ExecutionRequest(BaseModel):
     spawn_depth: int | None = None
     spawned_by: str | None = None
     parent_entry_id: str | None = None
+    # A sub-agent's: what a call to a tool its parent could not use is answered (its tools are
+    # within its parent's, so no sender or channel gets through a child what it may not do).
+    tool_refusals: dict[str, str] = Field(default_factory=dict)
     # A sub-agent's top-level session and run: its approvals are listed and decided there (it
     # has no session workflow of its own). None for a session's own runs.
     root_session_key: str | None = None

@@ -42,3 +42,19 @@ def wait_group_gone(pgid: int, within: float) -> float | None:
         if time.monotonic() - started > within:
             return None
         time.sleep(0.01)
+
+
+def running_commands(needle: str) -> list[int]:
+    """Processes (not zombies) whose command line holds `needle`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if needle in cmdline and stat[stat.rindex(")") + 2 :].split()[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found

@@ -100,13 +100,17 @@ class Subagents:
         return depth_of(self.run.req.session_key, self.run.req.spawn_depth)
 
     def with_depth_refusals(self, selection: ToolSelection) -> ToolSelection:
-        """A sub-agent calling a tool its depth took away is told so (SPEC §13.4), in the
-        spawn gate's words for `sessions_spawn`."""
+        """A sub-agent calling a tool its parent could not use, or its depth took away, is
+        told so (SPEC §13.4), in the spawn gate's words for `sessions_spawn`."""
         if self.depth <= 0:
             return selection
+        refusals = {
+            **denied_tool_refusals(self.depth, self.settings),
+            **self.run.req.tool_refusals,
+        }
         added = {
             name: text
-            for name, text in denied_tool_refusals(self.depth, self.settings).items()
+            for name, text in refusals.items()
             if name not in selection.offered and name not in selection.refusals
         }
         if not added:
@@ -199,9 +203,14 @@ class Subagents:
     def _child_request(self, args: SpawnArgsRead) -> ExecutionRequest:
         req = self.run.req
         target = args.agent_id or req.agent_id
+        # Within what this run may use now (its policy's channel, group, owner-only and
+        # provider layers): a child never has a tool its requester was denied.
+        depth = self.depth + 1
+        parent = self.run.tools()
+        tools = child_tools(parent.offered, depth, self.settings)
+        refusals = {**req.tool_refusals, **parent.refusals}
         key = subagent_key(target, str(workflow.uuid4()))
         run_id = run_workflow_id(key, 1)
-        depth = self.depth + 1
         return ExecutionRequest(
             session_key=key,
             run_id=run_id,
@@ -215,7 +224,8 @@ class Subagents:
             reasoning_mode=req.reasoning_mode,
             budget_seconds=req.budget_seconds,
             idle_timeout_seconds=req.idle_timeout_seconds,
-            tools=child_tools(req.tools, depth, self.settings),
+            tools=tools,
+            tool_refusals={n: text for n, text in refusals.items() if n not in tools},
             subagents=req.subagents,
             spawn_depth=depth,
             spawned_by=req.run_id,

@@ -5,7 +5,6 @@ parent, and a child surviving a kill -9 of its worker."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from tests.conftest import make_deployment, settings_for
 from tests.e2e.gateway_support import GatewayServer
 from tests.e2e.support import assert_transcript_valid
 from tests.harness import Deployment
-from tests.process_groups import group_runs
+from tests.process_groups import running_commands
 
 CONFIG = """
 [subagents]
@@ -345,9 +344,7 @@ async def test_a_sub_agents_background_process_stops_when_it_ends(
         "then say parent done",
     )
     await succeeded(client, run_id)
-    [path] = deployment.data_dir.glob("**/processes/proc-1.json")
-    record = json.loads(path.read_text())
-    assert record["command"] == "sleep 303"
-    # Nobody could poll it once the sub-agent ended: it was stopped with it.
-    assert record["killed"] is True and record["exit_code"] == -9
-    assert not group_runs(record["process_pid"])
+    # Nobody could poll it once the sub-agent ended: it was stopped with it, and its record and
+    # output were let go.
+    assert not running_commands("sleep 303")
+    assert not list(deployment.data_dir.glob("**/processes/proc-*"))

@@ -355,3 +355,42 @@ async def test_a_non_owner_steering_a_run_takes_owner_only_tools_from_its_next_c
     chat = [r for r in fake.requests("anthropic") if r.purpose == "chat"]
     first, last = ([t["name"] for t in r.body.get("tools", [])] for r in (chat[0], chat[-1]))
     assert "write" in first and "write" not in last and "read" in last
+
+
+async def test_a_sub_agent_has_no_tool_its_requester_was_denied(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    # A sender on a channel without exec, who is no owner, asks for a sub-agent: the child's
+    # exec and write are refused as its parent's were (it was spawned without the message's
+    # channel and sender, so only the inherited set can hold it back).
+    configure(
+        deployment,
+        fake,
+        '[tools]\nowner_senders = ["alice"]\nowner_only = ["write"]\n'
+        '[tools.by_channel.slack]\ndeny = ["exec"]\n',
+    )
+    fake.script(
+        Reply(tool_calls=[ScriptedToolCall(name="sessions_spawn", arguments={"task": "go"})]),
+        Reply(tool_calls=[ScriptedToolCall(name="exec", arguments={"command": "touch sub_exec"})]),
+        Reply(tool_calls=[ScriptedToolCall(name="write", arguments={"path": "w", "content": "x"})]),
+        Reply(tool_calls=[ScriptedToolCall(name="apply_patch", arguments={"input": PATCH})]),
+        Reply(text="child done"),
+        Reply(text="parent done"),
+    )
+    key = f"sub-policy-{uuid.uuid4().hex[:8]}"
+    client = await run_once(deployment, key, routing=SLACK, sender="mallory")
+    files = {p.name for p in (deployment.data_dir / "ws").rglob("*")}
+    assert not files & {"sub_exec", "w", "via_patch.txt"}, files
+    [spawned] = [e for e in client.transcript(key) if e.tool_name == "sessions_spawn"]
+    child = [e for e in client.transcript(str(spawned.meta["child_session_key"])) if e.tool_name]
+    results = [e.text for e in child if e.role == Role.TOOL]
+    assert "the tool policy removed it (channel (tools.by_channel.slack))" in results[0]
+    assert results[1:] == ["Error: Tool restricted to owner senders."] * 2
+    # Its requests never offered them.
+    child_requests = fake.requests("anthropic")[1:5]
+    for request in child_requests:
+        names = {t["name"] for t in request.body.get("tools", [])}
+        assert not names & {"exec", "write", "apply_patch"}, names
+
+
+PATCH = "*** Begin Patch\n*** Add File: via_patch.txt\n+x\n*** End Patch"
