@@ -35,7 +35,7 @@ from activities.tools.exec_tool import run_exec
 from activities.tools.file_tools import edit_file, write_file
 from activities.tools.process_tool import ProcessTool
 from activities.tools.read_tool import read_file
-from activities.tools.results import ToolResult
+from activities.tools.results import ToolResult, error_summary
 from activities.tools.specs import (
     ApplyPatchArgs,
     EditArgs,
@@ -338,7 +338,8 @@ class ToolActivities:
             inp.run_id,
             is_error=result.is_error,
             meta={
-                "summary": result.summary,
+                "summary": result.summary
+                or (redact(error_summary(result.text)) if result.is_error else ""),
                 "duration_ms": int((time.monotonic() - started) * 1000),
                 # Images stay in the transcript store; only their count reaches the workflow.
                 **({IMAGES_META_KEY: list(result.images)} if result.images else {}),

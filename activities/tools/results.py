@@ -25,3 +25,10 @@ def clip(text: str, limit: int = MAX_RESULT_CHARS) -> str:
     head = text[: limit // 2]
     tail = text[-limit // 2 :]
     return f"{head}\n… [{len(text) - limit} characters omitted] …\n{tail}"
+
+
+def error_summary(text: str, limit: int = 120) -> str:
+    """A failed call's one-line reason for the tool line watchers see, from its result when
+    the tool gave none: its first line, without the "Error: " every such result starts with."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return first.strip().removeprefix("Error: ")[:limit]

@@ -240,3 +240,19 @@ async def test_background_processes_stop_when_the_session_is_reset_or_closed(
         while group_runs(record["process_pid"]) or list(folder.iterdir()):
             assert time.monotonic() < deadline, f"the process outlived the session's {end}"
             await asyncio.sleep(0.05)
+
+
+async def test_a_failed_call_says_why_on_its_tool_line(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    # Watchers see one line per call: a failure's reason is on it, not only in the transcript.
+    receipt = await client.send_and_start(
+        session_key, "poll proc-99 then say done", workspace=str(workspace)
+    )
+    assert receipt.run_id
+    ends = []
+    async for item in client.watch(session_key, 0, until_run=receipt.run_id):
+        if item.event.kind == EventKind.TOOL_EXECUTION_END:
+            ends.append(item.event)
+    [end] = ends
+    assert end.success is False and end.summary and "proc-99" in end.summary
