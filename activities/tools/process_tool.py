@@ -74,6 +74,11 @@ def owner_queue(folder: Path, arguments: dict[str, Any]) -> str:
         return ""
     if not isinstance(record, dict) or record.get("exit_code") is not None:
         return ""
+    owner = int(record.get("pid", 0))
+    if record.get("host") == HOST and owner != os.getpid() and not _alive(owner):
+        # Its worker is known gone (this host's process table says so): any worker answers
+        # "lost" at once, where a call routed to its queue would wait for nobody.
+        return ""
     return str(record.get("task_queue") or "")
 
 

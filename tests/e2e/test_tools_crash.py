@@ -72,10 +72,14 @@ async def test_a_background_process_dies_with_its_worker_and_is_reported_lost(
         assert time.monotonic() < deadline, "the background process outlived its worker"
         await asyncio.sleep(0.05)
 
+    asked = time.monotonic()
     second = await client.send_and_start(key, "poll proc-1 then list processes", workspace=str(ws))
     assert second.run_id
     result = await asyncio.wait_for(client.wait_for_run(second.run_id), 60)
     assert result.status == ExecutionStatus.SUCCESS
+    # Its worker is known gone on this host: the poll is answered at once, not after the 10 s
+    # a call routed to its queue would wait.
+    assert time.monotonic() - asked < 8
     entries = client.transcript(key)
     assert_transcript_valid(entries)
     polled, listed = [e for e in entries if e.role == Role.TOOL and e.run_id == second.run_id]
