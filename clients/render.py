@@ -7,6 +7,7 @@ from typing import TextIO
 
 from agentlane.events import AgentEvent, EventKind
 from clients.api import MessageView
+from clients.terminal_text import printable
 from clients.tool_line import tool_input_preview
 
 DIM = "\033[2m"
@@ -28,7 +29,7 @@ class TerminalRenderer:
     def _line(self, text: str) -> None:
         if not self.at_line_start:
             self.out.write("\n")
-        self.out.write(self._dim(text) + "\n")
+        self.out.write(self._dim(printable(text)) + "\n")
         self.at_line_start = True
 
     def render(self, event: AgentEvent) -> None:
@@ -40,7 +41,7 @@ class TerminalRenderer:
                     self.in_reasoning = False
                     if not self.at_line_start:
                         self.out.write("\n")
-                self.out.write(fresh)
+                self.out.write(printable(fresh))
                 self.at_line_start = fresh.endswith("\n")
         elif kind == EventKind.REASONING_DELTA:
             # Only present in reasoning mode "stream"; shown dimmed, apart from the answer.
@@ -52,7 +53,7 @@ class TerminalRenderer:
                         self.out.write("\n")
                     if not self.color:  # without dimming, say what it is
                         self.out.write("(thinking) ")
-                self.out.write(self._dim(event.text))
+                self.out.write(self._dim(printable(event.text)))
                 self.at_line_start = event.text.endswith("\n")
         elif kind == EventKind.MESSAGE_RESET:
             self.view.apply(event)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from activities.branch_history import current_branch
 from agentlane.branches import ResetMark, TreeNode
 from agentlane.transcript import CHAT_ROLES, Role, TranscriptEntry
+from clients.terminal_text import printable
 
 RULE = "──"
 
@@ -91,7 +92,7 @@ def entry_lines(entries: Sequence[TranscriptEntry], index: int) -> list[str]:
     entry = entries[index]
     if entry.role == Role.DROPPED:
         # Its text is shown: nothing the session accepted is kept out of sight.
-        return [marker_line(entries, index), *([entry.text] if entry.text else [])]
+        return [marker_line(entries, index), *([printable(entry.text)] if entry.text else [])]
     if entry.role not in CHAT_ROLES:
         return [marker_line(entries, index)]
     head = f"[{entry.role.value}] {entry.id}"
@@ -99,7 +100,7 @@ def entry_lines(entries: Sequence[TranscriptEntry], index: int) -> list[str]:
         head += f" ({entry.tool_name} {entry.tool_call_id}{' error' if entry.is_error else ''})"
     lines = [head]
     if entry.text:
-        lines.append(entry.text)
+        lines.append(printable(entry.text))
     for call in entry.tool_calls:
         lines.append(f"  → {call.name}({json.dumps(call.arguments)[:200]}) [{call.id}]")
     return lines
