@@ -846,9 +846,10 @@ class ModelCallActivity:
         rejected_results: list[TranscriptEntry] = []
         allowed = set(inp.tools)
         for ordinal, given in enumerate(acc.tool_calls):
-            complete = dataclasses.replace(
-                given, id=session_call_id(given.id, inp.assistant_entry_id, ordinal, taken)
+            made = session_call_id(
+                given.id, inp.assistant_entry_id, ordinal, taken, trusted=given.session_unique
             )
+            complete = dataclasses.replace(given, id=made)
             taken.add(complete.id)
             problem: str | None = None
             arguments: dict[str, Any] = {}

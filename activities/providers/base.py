@@ -105,6 +105,9 @@ class ToolCallComplete:
     id: str
     name: str
     arguments_json: str
+    # The provider makes its ids unique in the session itself (the offline model): kept as
+    # they are (activities/providers/tool_call_ids.py).
+    session_unique: bool = False
 
 
 @dataclass(frozen=True)

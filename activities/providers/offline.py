@@ -160,7 +160,13 @@ class OfflineProvider:
                 call_id = _call_id(progress.last_user_id, progress.assistant_turns, done + index)
                 args = json.dumps(tool.arguments)
                 yield ToolCallStart(index=index, id=call_id, name=tool.name)
-                yield ToolCallComplete(index=index, id=call_id, name=tool.name, arguments_json=args)
+                yield ToolCallComplete(
+                    index=index,
+                    id=call_id,
+                    name=tool.name,
+                    arguments_json=args,
+                    session_unique=True,
+                )
                 output_chars += len(args)
             stop_reason = "tool_use"
         yield Finish(stop_reason=stop_reason, usage=_usage(request, output_chars))

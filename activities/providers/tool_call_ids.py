@@ -26,11 +26,15 @@ def _made_id(seed: str) -> str:
     return "call_" + hashlib.sha256(seed.encode()).hexdigest()[:24]
 
 
-def session_call_id(given: str, entry_id: str, ordinal: int, taken: Container[str]) -> str:
+def session_call_id(
+    given: str, entry_id: str, ordinal: int, taken: Container[str], *, trusted: bool = False
+) -> str:
     """The id a call the model just made is recorded under: the provider's own when it looks
-    unique and is not taken yet, else one made from the entry's id (unique in the session) and
-    the call's place in the reply, the same on every attempt."""
-    if _UNIQUE_LOOKING.match(given) and given not in taken:
+    unique (or the provider vouches for it: `trusted`) and is not taken yet, else one made from
+    the entry's id (unique in the session) and the call's place in the reply, the same on
+    every attempt."""
+    looks_unique = _UNIQUE_LOOKING.match(given) or (trusted and _ANTHROPIC_FORM.match(given))
+    if looks_unique and given not in taken:
         return given
     return _made_id(f"{entry_id}#{ordinal}#{given}")
 
