@@ -12,13 +12,27 @@ from temporalio import activity
 
 from activities.event_publishing import LIFECYCLE, published_so_far
 from activities.model_output.normalization import normalize_text
-from activities.stream_gaps import expected_event_ids, gap_event, run_event_ids
+from activities.stream_gaps import (
+    PARTIAL_SUFFIX,
+    expected_event_ids,
+    gap_event,
+    run_event_ids,
+)
 from activities.stream_publishers import SessionPublishers
 from activities.stream_republish import Republisher
 from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
 from agentlane.events import AgentEvent
-from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
+from agentlane.run_records import (
+    FINISH_RUN,
+    RUN_SPENT,
+    FinishRunInput,
+    FinishRunResult,
+    RunSpent,
+    RunSpentInput,
+)
+from agentlane.transcript import Role
+from agentlane.usage import RunUsage
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +56,21 @@ class RunFinishActivity:
     def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
         self.store = store
         self.publishers = publishers
+
+    @activity.defn(name=RUN_SPENT)
+    async def run_spent(self, inp: RunSpentInput) -> RunSpent:
+        """The model calls a run made, from its assistant entries (a failed attempt's partial
+        included: it was billed too), for a run that ended without saying."""
+        usage = RunUsage()
+        turns = 0
+        for entry in await self.store.read_run(inp.session_key, inp.run_id):
+            if entry.role != Role.ASSISTANT or entry.run_id != inp.run_id:
+                continue
+            if not entry.id.endswith(PARTIAL_SUFFIX):
+                turns += 1
+            if entry.usage is not None:
+                usage = usage.record(entry.usage)
+        return RunSpent(turns=turns, usage=usage)
 
     async def _close_and_record(self, inp: FinishRunInput) -> tuple[str, bool]:
         """The user-facing reply, and whether this execution recorded the run first (none

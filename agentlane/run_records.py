@@ -7,6 +7,7 @@ from pydantic import Field
 
 from agentlane.events import Announcement
 from agentlane.run import ExecutionResult, UserTurn
+from agentlane.usage import RunUsage
 from agentlane.wire import CompactModel
 
 FINISH_RUN = "finish_run"
@@ -27,3 +28,18 @@ class FinishRunInput(CompactModel):
 
 class FinishRunResult(CompactModel):
     reply: str = ""
+
+
+# What a run that ended without a result (terminated, timed out in Temporal) had spent, read
+# from its transcript: its model calls count in its session's totals all the same.
+RUN_SPENT = "run_spent"
+
+
+class RunSpentInput(CompactModel):
+    session_key: str
+    run_id: str
+
+
+class RunSpent(CompactModel):
+    turns: int = 0
+    usage: RunUsage = RunUsage()

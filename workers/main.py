@@ -175,6 +175,7 @@ def build_workers(
                 subagents.spawn_read,
                 subagents.spawn_record,
                 finish.finish_run,
+                finish.run_spent,
                 records.restore_session,
                 records.record_session,
                 tree.reset_session,

@@ -83,11 +83,16 @@ RUN_CODE: Sequence[CodeLevel] = (
         frozenset({ABORT_TELLS_SUBAGENTS_PATCH, STREAM_OVERLOAD_PATCH}),
     ),
 )
+# A run that ended without a result (terminated in Temporal) still counts what its model calls
+# spent in its session's totals, read from its transcript (a local activity).
+RUN_SPENT_PATCH = "session-counts-abnormal-runs"
+
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
     CodeLevel("session-code-2026-11-26-wait", frozenset({SETTLED_WAIT_PATCH})),
     CodeLevel("session-code-2026-11-27", frozenset({STEER_BACKLOG_COPY_PATCH})),
+    CodeLevel("session-code-2026-11-27-eve", frozenset({RUN_SPENT_PATCH})),
 )
 # A stream segment younger than the server's minimal interval between runs of one workflow id
 # does not hand over (workflows/session_events.py).

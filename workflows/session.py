@@ -104,6 +104,7 @@ with workflow.unsafe.imports_passed_through():
         UserTurn,
     )
     from agentlane.run_outcome import last_run_line, result_of_failure
+    from agentlane.run_records import RUN_SPENT, RunSpent, RunSpentInput
     from agentlane.search_attribute_values import Values, typed
     from agentlane.session import (
         BranchSource,
@@ -127,11 +128,13 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.thinking_levels import normalize_thinking_level
     from agentlane.ui_text import plain
     from agentlane.webhooks import RunDeliveryInfo, WebhookState
+    from workflows import activity_options as opts
     from workflows.agent_run import AgentRunWorkflow
     from workflows.patches import (
         BOUNDED_FATES_PATCH,
         EVENTS_CODE,
         RUN_CODE,
+        RUN_SPENT_PATCH,
         SESSION_CODE,
         SETTLED_WAIT_PATCH,
         STEER_BACKLOG_COPY_PATCH,
@@ -1283,7 +1286,7 @@ class SessionWorkflow:
             # (terminated, timed out) is an abnormal end.
             ended = result_of_failure(err)
             if ended is None:
-                result = self._failed_result(request, err)
+                result = await self._spent_by(self._failed_result(request, err))
                 self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
             else:
                 result = ended
@@ -1417,6 +1420,26 @@ class SessionWorkflow:
                 kind=ExecutionErrorKind.RUNTIME_ERROR, message=f"run ended abnormally: {err.cause}"
             ),
         )
+
+    async def _spent_by(self, result: ExecutionResult) -> ExecutionResult:
+        """An abnormally ended run's result with what its model calls spent (its transcript
+        says), counted in the session's totals: a terminated run's tokens were billed."""
+        if not self.patches(RUN_SPENT_PATCH):
+            return result
+        try:
+            spent: RunSpent = await workflow.execute_local_activity(
+                RUN_SPENT,
+                RunSpentInput(session_key=self.s.key, run_id=result.run_id),
+                result_type=RunSpent,
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                retry_policy=opts.FINISH_RETRY,
+                summary=f"what {result.run_id} spent",
+            )
+        except ActivityError:
+            return result  # the totals miss it, the session goes on
+        result = result.model_copy(update={"turns": spent.turns, "usage": spent.usage})
+        self._record(result)
+        return result
 
     def _totals(self) -> str:
         """The session's figures for the Temporal UI."""

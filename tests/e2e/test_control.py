@@ -191,6 +191,11 @@ async def test_a_terminated_run_gives_its_message_back(
     assert_transcript_valid(entries)
     users = [e for e in entries if e.role == Role.USER]
     assert [u.text for u in users] == ["run `sleep 30` then say finally"]
+    # The terminated run's model call counts in the session's totals (it was billed): the
+    # session's tokens are both runs' calls, as the transcript records them.
+    billed = sum(e.usage.total for e in entries if e.role == Role.ASSISTANT and e.usage)
+    status = await client.status(session_key)
+    assert status.usage.total == billed > result.usage.accumulated.total
 
 
 async def test_a_burst_from_concurrent_senders_is_handled_once_each(
