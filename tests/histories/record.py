@@ -908,6 +908,28 @@ async def code_levels(client: AgentlaneClient, ws: Path) -> None:
     await client.close("can")
 
 
+async def stops_told(client: AgentlaneClient, ws: Path) -> None:
+    """Code levels of 2026-11-27 (evening): a run aborted while two sub-agents work tells each
+    why before cancelling it (`run-abort-tells-sub-agents`); a run terminated by an operator is
+    counted in its session from its transcript (`session-counts-abnormal-runs`); a call refused
+    by the model call itself (an unknown tool) and a reply cut short (a warning)."""
+    r = await client.send_and_start(
+        "told", "spawn 2 sub-agents to `run sleep 30` then say never", workspace=str(ws)
+    )
+    await asyncio.wait_for(
+        _until(client, "told", r.run_id or "", EventKind.TOOL_EXECUTION_START), 30
+    )
+    await asyncio.sleep(1.5)
+    await client.abort("told", "enough")
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("told", "run `sleep 20` then say finally")
+    await asyncio.wait_for(
+        _until(client, "told", r.run_id or "", EventKind.TOOL_EXECUTION_START), 30
+    )
+    await client.client.get_workflow_handle(r.run_id or "").terminate("operator")
+    await wait_idle(client, "told", runs=3, timeout=60)
+
+
 async def events_at_rest(client: AgentlaneClient, ws: Path) -> None:
     """Issue 26: a session whose event stream hands over at its runs' ends (halfway to its
     bound)."""
@@ -1016,6 +1038,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "code_levels": code_levels,
     "settled_waits": settled_waits,
     "events_settled": events_settled,
+    "stops_told": stops_told,
 }
 
 
