@@ -87,12 +87,17 @@ RUN_CODE: Sequence[CodeLevel] = (
 # spent in its session's totals, read from its transcript (a local activity).
 RUN_SPENT_PATCH = "session-counts-abnormal-runs"
 
+# Interrupts run in the order they were sent (behind those already waiting at the head), and
+# steering a run ended without taking is queued again under its own message number (its fate
+# then follows it) behind them (workflows/policy/queue.py `with_interrupt`, `with_requeued`).
+QUEUE_ORDER_PATCH = "session-queue-order-kept"
+
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
     CodeLevel("session-code-2026-11-26-wait", frozenset({SETTLED_WAIT_PATCH})),
     CodeLevel("session-code-2026-11-27", frozenset({STEER_BACKLOG_COPY_PATCH})),
-    CodeLevel("session-code-2026-11-27-eve", frozenset({RUN_SPENT_PATCH})),
+    CodeLevel("session-code-2026-11-27-eve", frozenset({RUN_SPENT_PATCH, QUEUE_ORDER_PATCH})),
 )
 # A stream segment younger than the server's minimal interval between runs of one workflow id
 # does not hand over (workflows/session_events.py).

@@ -133,6 +133,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import (
         BOUNDED_FATES_PATCH,
         EVENTS_CODE,
+        QUEUE_ORDER_PATCH,
         RUN_CODE,
         RUN_SPENT_PATCH,
         SESSION_CODE,
@@ -166,13 +167,17 @@ with workflow.unsafe.imports_passed_through():
         decide,
         drop_fate,
         drops_to_record,
+        interrupt_ahead,
         item_debounce_ms,
         next_batch,
         recent_key,
         remember,
         remove,
         resolve_settings,
+        seq_of,
         unconsumed_to_requeue,
+        with_interrupt,
+        with_requeued,
     )
     from workflows.policy.redelivery import MAX_RUN_ATTEMPTS, after_abnormal_end
     from workflows.process_stop import stop_background_processes
@@ -275,6 +280,7 @@ class SessionWorkflow:
         self.abort_since: float | None = None
         # Whether dropped messages are recorded (RECORD_DROPS_PATCH); None until the first drop.
         self.records_drops: bool | None = None
+        self.keeps_queue_order: bool | None = None
         # A batch of dropped messages is being written (a handover waits for it).
         self.recording_drops = False
         self.drops_task: asyncio.Task[None] | None = None
@@ -409,10 +415,13 @@ class SessionWorkflow:
             return self._receipt(seq, SendDisposition.STARTED, mode, run_id=self.started[seq])
         if action == Action.INTERRUPT:
             self._enqueue(item, qs, front=True, exempt=True)
+            pending = interrupt_ahead(self.s.queue, seq)
             interrupted = self.current_run_id
             await self._abort_current("interrupted by a new message", msg.by or msg.sender)
             if accept_now:
                 note = f"stops {interrupted}" if interrupted else ""
+                if pending is not None:
+                    note = f"runs after message #{pending}, an interrupt sent before it"
                 return self._receipt(seq, SendDisposition.INTERRUPTED, mode, note=note)
             await workflow.wait_condition(lambda: seq in self.started)
             return self._receipt(seq, SendDisposition.INTERRUPTED, mode, run_id=self.started[seq])
@@ -522,7 +531,10 @@ class SessionWorkflow:
         if not capped.accept_new and not exempt and self._records_drops():
             self._drop(item, qs)
             return False
-        self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
+        if front and self._keeps_queue_order():
+            self.s.queue = with_interrupt(self.s.queue, item)
+        else:
+            self.s.queue = [item, *self.s.queue] if front else [*self.s.queue, item]
         self._set_fate(item.seq, FateState.PENDING, message_id=item.message_id)
         self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         self._show_running()
@@ -591,14 +603,28 @@ class SessionWorkflow:
         return self._receipt(seq, SendDisposition.DROPPED, mode, note=note)
 
     def _requeue_turn(self, turn: UserTurn) -> QueuedMessage:
-        """A turn the session already accepted comes back (late steering, a failed run)."""
-        self.s.message_seq += 1
+        """A turn the session already accepted comes back (late steering, a failed run): under
+        its own message number, whose fate then follows it to the run that takes it (its sender
+        was told that number; under a new one `wait_started` named the run it never reached)."""
+        seq = seq_of(turn.entry_id) if self._keeps_queue_order() else None
+        if seq is None:
+            self.s.message_seq += 1
+            seq = self.s.message_seq
+        else:
+            self._set_fate(
+                seq, FateState.PENDING, note="queued again: the run it steered ended first"
+            )
         return QueuedMessage(
-            seq=self.s.message_seq,
+            seq=seq,
             mode=QueueMode.FOLLOWUP,
             turn=turn,
             enqueued_at=workflow.time(),
         )
+
+    def _keeps_queue_order(self) -> bool:
+        if self.keeps_queue_order is None:
+            self.keeps_queue_order = self.patches(QUEUE_ORDER_PATCH)
+        return self.keeps_queue_order
 
     def _show_running(self) -> None:
         """While a run runs, the session's page says which, since when, and how many messages
@@ -1403,7 +1429,10 @@ class SessionWorkflow:
             self._requeue_turn(turn)
             for turn in unconsumed_to_requeue(result.unconsumed, self.s.queue)
         ]
-        self.s.queue = [*back, *self.s.queue]
+        if self._keeps_queue_order():
+            self.s.queue = with_requeued(self.s.queue, back)
+        else:
+            self.s.queue = [*back, *self.s.queue]
         if batch.used_overflow:
             self.s.overflow = OverflowState()
 

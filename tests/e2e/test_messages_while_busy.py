@@ -259,3 +259,49 @@ async def test_waiting_for_a_queued_message_is_one_ask_until_its_run_starts(
     alone = await client.send_and_start(key, "say alone")
     assert alone.run_id == f"session:{key}:run:3"
     assert _asks(await session.fetch_history(), "wait_started") == asks + 1
+
+
+async def test_steering_a_stopped_run_never_took_runs_under_its_own_number(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    # The run is aborted during its command, before its next model call could take the
+    # steering: the message runs in the next run, and `wait_started` for the number its sender
+    # was given names that run (an adapter following it gets the reply).
+    first = await client.send_and_start(
+        session_key, "run `sleep 5` then say done", workspace=str(workspace)
+    )
+    assert first.run_id
+    await wait_for_event(client, session_key, first.run_id, EventKind.TOOL_EXECUTION_START)
+    steer = await client.send(session_key, "say STEERED", mode="steer")
+    assert steer.disposition == SendDisposition.STEERED and steer.run_id == first.run_id
+    await client.abort(session_key, "stop")
+    fate = await asyncio.wait_for(client.wait_started(session_key, steer.message_seq), 30)
+    deadline = time.monotonic() + 30
+    while fate.run_id == first.run_id:  # still steered into the stopping run
+        assert time.monotonic() < deadline, f"its fate stayed {fate}"
+        await asyncio.sleep(0.2)
+        fate = await client.wait_started(session_key, steer.message_seq)
+    assert fate.run_id == f"session:{session_key}:run:2"
+    assert (await client.wait_for_run(fate.run_id)).reply == "STEERED"
+    assert_transcript_valid(client.transcript(session_key))
+
+
+async def test_interrupts_sent_while_the_run_stops_run_in_the_order_sent(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(
+        session_key, "count slowly to 400", workspace=str(workspace)
+    )
+    assert first.run_id
+    await wait_for_event(client, session_key, first.run_id, EventKind.TEXT_DELTA)
+    receipts = [
+        await client.send(session_key, f"say INT-{name}", mode="interrupt") for name in "ABC"
+    ]
+    await wait_idle(client, session_key, runs=4, timeout=60)
+    replies = [
+        (await client.wait_for_run(f"session:{session_key}:run:{n}")).reply for n in (2, 3, 4)
+    ]
+    assert replies == ["INT-A", "INT-B", "INT-C"]
+    # Only the first stopped the run; the others say what they run after.
+    later = [r.note for r in receipts[1:]]
+    assert all("an interrupt sent before it" in note for note in later), later

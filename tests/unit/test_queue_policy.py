@@ -983,3 +983,21 @@ def test_steering_a_run_left_is_queued_again_unless_its_follow_up_half_waits() -
     assert unconsumed_to_requeue(left, waiting) == [plain.turn]
     # Its follow-up half dropped (queue cap): the steering left is all there is of it.
     assert unconsumed_to_requeue(left, [queued(6, "later")]) == left
+
+
+def test_interrupts_keep_their_order_at_the_head_and_requeued_steering_goes_behind_them() -> None:
+    from agentlane.messages import QueueMode
+    from workflows.policy.queue import interrupt_ahead, seq_of, with_interrupt, with_requeued
+
+    def item(seq: int, mode: QueueMode) -> QueuedMessage:
+        turn = UserTurn(entry_id=f"k.abc:m{seq}", text=str(seq))
+        return QueuedMessage(seq=seq, mode=mode, turn=turn, enqueued_at=0.0)
+
+    queue = [item(1, QueueMode.FOLLOWUP)]
+    for seq in (2, 3):
+        queue = with_interrupt(queue, item(seq, QueueMode.INTERRUPT))
+    assert [q.seq for q in queue] == [2, 3, 1]
+    assert interrupt_ahead(queue, 3) == 2 and interrupt_ahead(queue, 2) is None
+    back = [item(9, QueueMode.FOLLOWUP)]
+    assert [q.seq for q in with_requeued(queue, back)] == [2, 3, 9, 1]
+    assert seq_of("slack:T1.abc:m12") == 12 and seq_of("k.abc:m12:backlog") is None

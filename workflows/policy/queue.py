@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Iterable
+import re
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
@@ -138,6 +139,49 @@ def unconsumed_to_requeue(
     queued again they would run twice)."""
     waiting = {item.backlog_of for item in queue if item.backlog_of is not None}
     return [turn for turn in unconsumed if turn.entry_id not in waiting]
+
+
+_SEQ_SUFFIX = re.compile(r":m(\d+)$")
+
+
+def seq_of(entry_id: str) -> int | None:
+    """The message number a session gave a turn (its transcript id ends `:m<seq>`), or None
+    for one it did not number so (a steer-backlog copy)."""
+    found = _SEQ_SUFFIX.search(entry_id)
+    return int(found.group(1)) if found else None
+
+
+def _leading_interrupts(queue: Sequence[QueuedMessage]) -> int:
+    count = 0
+    while count < len(queue) and queue[count].mode == QueueMode.INTERRUPT:
+        count += 1
+    return count
+
+
+def with_interrupt(queue: Sequence[QueuedMessage], item: QueuedMessage) -> list[QueuedMessage]:
+    """An interrupt goes to the head of the queue, behind the interrupts already waiting there:
+    several sent while the run stops run in the order they were sent (each at the head would
+    run the last first)."""
+    at = _leading_interrupts(queue)
+    return [*queue[:at], item, *queue[at:]]
+
+
+def interrupt_ahead(queue: Sequence[QueuedMessage], seq: int) -> int | None:
+    """The interrupt waiting just ahead of message `seq` at the queue's head (it runs first),
+    or None when `seq` is first."""
+    for before, item in zip(queue, queue[1:], strict=False):
+        if item.seq == seq:
+            return before.seq if before.mode == QueueMode.INTERRUPT else None
+    return None
+
+
+def with_requeued(
+    queue: Sequence[QueuedMessage], back: Sequence[QueuedMessage]
+) -> list[QueuedMessage]:
+    """Steering a run ended without taking goes back to the head of the queue, behind the
+    interrupts waiting there: an interrupt's message is the one its receipt says runs next."""
+    at = _leading_interrupts(queue)
+    return [*queue[:at], *back, *queue[at:]]
 
 
 def after_steer(action: Action, accepted: bool) -> Action | None:
