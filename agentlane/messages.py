@@ -25,6 +25,12 @@ _SHORT_FIELDS = ("mode", "message_id", "sender", "agent_id")
 _ROUTING_FIELDS = ("channel", "to", "account", "thread", "callback_url", "callback_secret_ref")
 
 
+# The id a client gives a message sent without one (clients/api.py): it makes a retry of the
+# same send a duplicate, but it is no channel's message id, so `dedupe:prompt` still compares
+# such a message by its text (SPEC §17.4: "without a message id").
+CLIENT_MESSAGE_ID_PREFIX = "client-"
+
+
 class Routing(BaseModel):
     """Where a message came from and where replies go (channel, recipient, thread)."""
 

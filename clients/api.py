@@ -63,6 +63,7 @@ from agentlane.ids import (
     storage_name,
 )
 from agentlane.messages import (
+    CLIENT_MESSAGE_ID_PREFIX,
     AbortReceipt,
     AbortRequest,
     FateState,
@@ -420,7 +421,7 @@ class AgentlaneClient:
                 mode=mode,
                 queue=options,
                 # A redelivery through the no-worker path must not run twice.
-                message_id=message_id or f"client-{uuid.uuid4().hex}",
+                message_id=message_id or f"{CLIENT_MESSAGE_ID_PREFIX}{uuid.uuid4().hex}",
                 routing=routing or Routing(),
                 sender=sender,
                 workspace=workspace,

@@ -92,12 +92,18 @@ RUN_SPENT_PATCH = "session-counts-abnormal-runs"
 # then follows it) behind them (workflows/policy/queue.py `with_interrupt`, `with_requeued`).
 QUEUE_ORDER_PATCH = "session-queue-order-kept"
 
+# `dedupe:prompt` compares by text a message whose id a client made up (it has no channel id).
+PROMPT_DEDUPE_PATCH = "session-prompt-dedupe-by-text"
+
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
     CodeLevel("session-code-2026-11-26-wait", frozenset({SETTLED_WAIT_PATCH})),
     CodeLevel("session-code-2026-11-27", frozenset({STEER_BACKLOG_COPY_PATCH})),
-    CodeLevel("session-code-2026-11-27-eve", frozenset({RUN_SPENT_PATCH, QUEUE_ORDER_PATCH})),
+    CodeLevel(
+        "session-code-2026-11-27-eve",
+        frozenset({RUN_SPENT_PATCH, QUEUE_ORDER_PATCH, PROMPT_DEDUPE_PATCH}),
+    ),
 )
 # A stream segment younger than the server's minimal interval between runs of one workflow id
 # does not hand over (workflows/session_events.py).

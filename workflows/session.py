@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         drop_note,
     )
     from agentlane.queue_settings import (
+        DedupeMode,
         DropPolicy,
         OverflowState,
         QueueChange,
@@ -133,6 +134,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import (
         BOUNDED_FATES_PATCH,
         EVENTS_CODE,
+        PROMPT_DEDUPE_PATCH,
         QUEUE_ORDER_PATCH,
         RUN_CODE,
         RUN_SPENT_PATCH,
@@ -385,7 +387,10 @@ class SessionWorkflow:
             source=msg.source,
         )
         now = workflow.time()
-        if check_duplicate(self.s.queue, self.s.recent_ids, item, self.s.key, qs.dedupe, now):
+        by_text = qs.dedupe == DedupeMode.PROMPT and self.patches(PROMPT_DEDUPE_PATCH)
+        if check_duplicate(
+            self.s.queue, self.s.recent_ids, item, self.s.key, qs.dedupe, now, by_text
+        ):
             note = "already received (same message id)"
             original = self._original(msg.message_id)
             # Its fate names the message it repeats, so `wait_started` can answer with that

@@ -305,3 +305,23 @@ async def test_interrupts_sent_while_the_run_stops_run_in_the_order_sent(
     # Only the first stopped the run; the others say what they run after.
     later = [r.note for r in receipts[1:]]
     assert all("an interrupt sent before it" in note for note in later), later
+
+
+async def test_prompt_dedupe_drops_an_identical_text_sent_again_on_the_same_route(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await busy_run(client, session_key, workspace)
+    options = QueueOptions(dedupe="prompt")
+    sent = [
+        await client.send(session_key, "say same", mode="followup", queue=options)
+        for _ in range(3)
+    ]
+    assert [r.disposition for r in sent] == [
+        SendDisposition.QUEUED,
+        SendDisposition.DUPLICATE,
+        SendDisposition.DUPLICATE,
+    ]
+    await client.wait_for_run(first)
+    await wait_idle(client, session_key, runs=2)
+    users = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
+    assert users.count("say same") == 1

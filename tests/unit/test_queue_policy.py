@@ -598,6 +598,20 @@ def test_prompt_mode_dedupes_identical_text_on_the_same_route() -> None:
     assert check_duplicate([], recent, with_id, "main", mode, 1.0)
 
 
+def test_prompt_mode_compares_by_text_a_message_whose_id_a_client_made_up() -> None:
+    # Every client gives a message sent without an id one of its own (for its retries): it is no
+    # channel's id, so `dedupe:prompt` still judges it by its text.
+    queue = [queued(1, "same text", message_id="client-aaa")]
+    made_up = queued(2, "same text", message_id="client-bbb")
+    mode = DedupeMode.PROMPT
+    assert check_duplicate(queue, [], made_up, "main", mode, 0, client_ids_by_text=True)
+    assert not check_duplicate(queue, [], made_up, "main", mode, 0)  # sessions recorded before
+    channel_id = queued(2, "same text", message_id="slack-123")
+    assert not check_duplicate(queue, [], channel_id, "main", mode, 0, client_ids_by_text=True)
+    other = queued(2, "other text", message_id="client-ccc")
+    assert not check_duplicate(queue, [], other, "main", mode, 0, client_ids_by_text=True)
+
+
 def test_none_mode_never_dedupes() -> None:
     queue = [queued(1, "same", message_id="m1")]
     recent = _recent(queue[0], at=0.0)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
-from agentlane.messages import QueueMode, Routing
+from agentlane.messages import CLIENT_MESSAGE_ID_PREFIX, QueueMode, Routing
 from agentlane.queue_drops import DROP_BATCH, DROP_BATCH_CHARS, DropFate, DroppedMessage
 from agentlane.queue_settings import (
     DedupeEntry,
@@ -242,13 +242,15 @@ def check_duplicate(
     session_key: str,
     dedupe: DedupeMode,
     now: float,
+    client_ids_by_text: bool = False,
 ) -> bool:
     """Is `item` a duplicate to reject (SPEC §17.4)?
 
     With a message id: seen in the last 5 minutes on the same route (even if the queue has
     drained since), or queued now with the same id and the same route. Without one, only
     `prompt` mode looks further: identical text and route already queued. As in the original,
-    a message that has an id is never compared by text.
+    a message that has a channel's id is never compared by text; one whose id a client made up
+    (`client_ids_by_text`; False: sessions recorded before) has none.
     """
     key = recent_key(item, session_key, dedupe)
     if key is not None:
@@ -256,7 +258,11 @@ def check_duplicate(
             return True
         message_id = _message_id(item)
         route = _route(item.turn.routing)
-        return any(_message_id(q) == message_id and _route(q.turn.routing) == route for q in queue)
+        if any(_message_id(q) == message_id and _route(q.turn.routing) == route for q in queue):
+            return True
+        made_up = (message_id or "").startswith(CLIENT_MESSAGE_ID_PREFIX)
+        if not (client_ids_by_text and made_up):
+            return False
     if dedupe == DedupeMode.PROMPT:
         route = _route(item.turn.routing)
         return any(q.turn.text == item.turn.text and _route(q.turn.routing) == route for q in queue)
