@@ -31,6 +31,11 @@ _ROUTING_FIELDS = ("channel", "to", "account", "thread", "callback_url", "callba
 CLIENT_MESSAGE_ID_PREFIX = "client-"
 
 
+# What a session answers a message that arrives while it ends (its queue drained after a
+# close): the client waits for the end and sends again, which opens the session anew.
+SESSION_ENDING = "the session is ending (closed, its queue drained)"
+
+
 class Routing(BaseModel):
     """Where a message came from and where replies go (channel, recipient, thread)."""
 

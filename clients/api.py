@@ -13,6 +13,7 @@ events into what a user should see (it drops text a retried model attempt repeat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import os
 import random
@@ -64,6 +65,7 @@ from agentlane.ids import (
 )
 from agentlane.messages import (
     CLIENT_MESSAGE_ID_PREFIX,
+    SESSION_ENDING,
     AbortReceipt,
     AbortRequest,
     FateState,
@@ -150,6 +152,8 @@ WORKER_WAIT_SECONDS = 4.0
 NO_WORKER_HINT = "start one with `agentlane worker` (or run `./dev demo`)"
 # With workers polling, how much longer a call waits for a busy session before giving up.
 BUSY_WAIT_SECONDS = 60.0
+# How long a send that met a session at its very end waits for that end before opening it anew.
+SESSION_END_WAIT_SECONDS = 30.0
 # How long `wait_for_run` waits for the session to record a closed run's end.
 RUN_END_RECORDED_WAIT = 5.0
 # How long `wait_for_run` waits for a run its receipt named to exist: an abort that meets the
@@ -457,7 +461,17 @@ class AgentlaneClient:
             )
             return answer
 
-        call = asyncio.ensure_future(self._with_backoff(attempt))
+        async def attempt_or_after_end() -> SendReceipt:
+            try:
+                return await attempt()
+            except WorkflowUpdateFailedError as err:
+                if SESSION_ENDING not in _failure_text(err):
+                    raise
+            # It arrived as the session ended: once it has, this message opens it anew.
+            await self._wait_ended(key)
+            return await attempt()
+
+        call = asyncio.ensure_future(self._with_backoff(attempt_or_after_end))
         try:
             receipt: SendReceipt = await self._answer_or_no_worker(call, worker_wait, on_wait)
             if attempts > 1:
@@ -487,6 +501,13 @@ class AgentlaneClient:
             f"message durably queued in session {key}, but {presence.describe()}: it runs "
             f"when a worker starts; {NO_WORKER_HINT}"
         )
+
+    async def _wait_ended(self, key: str, within: float = SESSION_END_WAIT_SECONDS) -> None:
+        """Until the session workflow of `key` has ended (a closed session finishing its last
+        steps), at most `within` seconds."""
+        handle = self.client.get_workflow_handle(session_workflow_id(key))
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(handle.result(), within)
 
     def _start_operation(
         self,

@@ -95,6 +95,10 @@ QUEUE_ORDER_PATCH = "session-queue-order-kept"
 # `dedupe:prompt` compares by text a message whose id a client made up (it has no channel id).
 PROMPT_DEDUPE_PATCH = "session-prompt-dedupe-by-text"
 
+# A message sent after `close` while the queue still drains joins it (the close waits for it
+# too); one that arrives as the session ends is told so, and the client sends it again.
+CLOSING_TAKES_PATCH = "session-closing-takes-messages"
+
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
@@ -102,7 +106,7 @@ SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11-27", frozenset({STEER_BACKLOG_COPY_PATCH})),
     CodeLevel(
         "session-code-2026-11-27-eve",
-        frozenset({RUN_SPENT_PATCH, QUEUE_ORDER_PATCH, PROMPT_DEDUPE_PATCH}),
+        frozenset({RUN_SPENT_PATCH, QUEUE_ORDER_PATCH, PROMPT_DEDUPE_PATCH, CLOSING_TAKES_PATCH}),
     ),
 )
 # A stream segment younger than the server's minimal interval between runs of one workflow id

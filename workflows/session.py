@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.event_stream import EventsInput
     from agentlane.ids import chain_token_of, events_workflow_id, run_workflow_id
     from agentlane.messages import (
+        SESSION_ENDING,
         AbortReceipt,
         AbortRequest,
         FateState,
@@ -133,6 +134,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_run import AgentRunWorkflow
     from workflows.patches import (
         BOUNDED_FATES_PATCH,
+        CLOSING_TAKES_PATCH,
         EVENTS_CODE,
         PROMPT_DEDUPE_PATCH,
         QUEUE_ORDER_PATCH,
@@ -250,6 +252,11 @@ class SessionWorkflow:
         self.run_shown: tuple[int, str, float] | None = None
         self.started: dict[int, str] = {}
         self.closing = False
+        # Closed, its queue drained: the session is ending (a message now opens a new one).
+        self.finalizing = False
+        # A message sent after `close` joins the queue the close waits for (False: sessions
+        # recorded before, which refused it).
+        self.closing_takes_messages = False
         # Continue as new by size too (EARLY_ROLLOVER_PATCH), set as the run starts.
         self.bounded = False
         # Set just before continue-as-new: `wait_started` callers get `pending` and ask again.
@@ -491,8 +498,12 @@ class SessionWorkflow:
             self._queue_settings(msg)
         except UnknownQueueMode as err:
             raise ValueError(str(err)) from err
-        if self.closing:
-            raise ValueError("the session is closing and accepts no more messages")
+        if self.closing and (self.finalizing or not self.closing_takes_messages):
+            raise ValueError(
+                SESSION_ENDING
+                if self.finalizing
+                else "the session is closing and accepts no more messages"
+            )
 
     def _check_room(self, msg: InboundMessage) -> None:
         """A send that `drop:new` would turn away is refused before it is accepted (its sender
@@ -1120,10 +1131,11 @@ class SessionWorkflow:
     @workflow.run
     async def run(self, inp: SessionInput) -> None:
         self.bounded = self.patches(EARLY_ROLLOVER_PATCH)
+        self.closing_takes_messages = self.patches(CLOSING_TAKES_PATCH)
         if inp.branch is not None and not await self._make_branch(inp.branch):
             # Nothing was made: `branch_ready` and senders that came meanwhile are told so, then
             # the workflow fails with the reason (what the UI shows, and a late client reads).
-            self.closing = True
+            self.closing = self.finalizing = True
             self.ready = True
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise ApplicationError(
@@ -1156,6 +1168,9 @@ class SessionWorkflow:
                     await workflow.wait_condition(lambda: not self.s.drops)
                     continue
                 if self.closing:
+                    if self.closing_takes_messages and self.s.queue:
+                        continue  # a message accepted meanwhile: the close waits for it too
+                    self.finalizing = True
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
                         await workflow.wait_condition(self.hooks.idle)

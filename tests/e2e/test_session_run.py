@@ -101,3 +101,31 @@ async def test_close_ends_session_and_stream_and_a_new_message_reopens(
     assert (await client.wait_for_run(again.run_id)).reply == "two"
     texts = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
     assert texts == ["say one", "say two"]
+
+
+async def test_a_message_sent_while_a_closed_session_drains_joins_its_queue(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    # `close` ends the session once its queue is empty: a message sent meanwhile is one more
+    # for that queue (an adapter's user does not know the session is closing), not a refusal.
+    import asyncio
+
+    first = await client.send_and_start(
+        session_key, "run `sleep 2` then say one", workspace=str(workspace)
+    )
+    assert first.run_id
+    await client.send(session_key, "say two", mode="followup")
+    await client.close(session_key)
+    late = await client.send(session_key, "say three", mode="followup")
+    assert late.disposition.value == "queued", late
+    handle = client.client.get_workflow_handle(f"session:{session_key}")
+    await asyncio.wait_for(handle.result(), 60)
+    users = [(e.text, e.run_id) for e in client.transcript(session_key) if e.role == Role.USER]
+    assert users == [
+        ("run `sleep 2` then say one", f"session:{session_key}:run:1"),
+        ("say two", f"session:{session_key}:run:2"),
+        ("say three", f"session:{session_key}:run:3"),
+    ]
+    # After the end, a message opens the session anew.
+    again = await client.send_and_start(session_key, "say four")
+    assert again.run_id == f"session:{session_key}:run:4"
