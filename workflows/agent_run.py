@@ -64,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         PRECISE_FAILURE_PATCH,
         RUN_CODE,
         RUN_FAILS_PATCH,
+        TURNS_AT_END_PATCH,
         Patches,
         newest,
     )
@@ -320,12 +321,19 @@ class AgentRunWorkflow(LegacyFailover):
             sa.LAST_ERROR.name: (
                 attributes.run_end_error(end.status, end.error) if end else self.failure_reason
             ),
-            **attributes.counters(self.c.turn_index, self.c.usage.accumulated),
+            **attributes.counters(self._turns_counted(end is not None), self.c.usage.accumulated),
         }
         changed = attributes.changes(self.attributes.values(), values, with_counters=with_counters)
         if with_counters and attributes.COUNTERS & changed.keys():
             self.counters_at = now
         self.attributes.upsert_changes(changed)
+
+    def _turns_counted(self, ended: bool) -> int:
+        """The run's turns as its end counts them (a turn whose model call answered counts, its
+        tools run or not); while it works, the turns before the one in progress."""
+        if ended and self.turn_open and self.patches(TURNS_AT_END_PATCH):
+            return self.c.turn_index + 1
+        return self.c.turn_index
 
     def _v2(self) -> bool:
         if self.failover_v2 is None:

@@ -72,6 +72,9 @@ ABORT_TELLS_SUBAGENTS_PATCH = "run-abort-tells-sub-agents"
 # An overload said inside a stream is made again twice on the same profile, as a 529 is.
 STREAM_OVERLOAD_PATCH = "run-stream-overload-retried"
 
+# A run's AgentTurns at its end counts the turn it stopped in (as its result does).
+TURNS_AT_END_PATCH = "run-turns-at-end"
+
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
     CodeLevel(
@@ -80,7 +83,7 @@ RUN_CODE: Sequence[CodeLevel] = (
     ),
     CodeLevel(
         "run-code-2026-11-27-eve",
-        frozenset({ABORT_TELLS_SUBAGENTS_PATCH, STREAM_OVERLOAD_PATCH}),
+        frozenset({ABORT_TELLS_SUBAGENTS_PATCH, STREAM_OVERLOAD_PATCH, TURNS_AT_END_PATCH}),
     ),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls

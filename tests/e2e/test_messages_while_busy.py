@@ -8,6 +8,7 @@ from pathlib import Path
 
 from temporalio.client import WorkflowHistory
 
+from agentlane import search_attributes as sa
 from agentlane.events import EventKind
 from agentlane.ids import session_workflow_id
 from agentlane.messages import (
@@ -126,6 +127,9 @@ async def test_abort_kills_a_running_tool_and_the_session_stays_usable(
     got = await collect(client, session_key, first.run_id)
     end = [e for e in got.events if e.kind == EventKind.AGENT_END]
     assert end and end[0].termination_reason == "abort_signal"
+    # Its search attribute counts the turn it stopped in, as its result and its end do.
+    described = await client.client.get_workflow_handle(first.run_id).describe()
+    assert described.typed_search_attributes.get(sa.TURNS_KEY) == result.turns == 1
     await asyncio.sleep(1)
     assert not (workspace / "late.txt").exists()
     entries = client.transcript(session_key)
