@@ -198,7 +198,9 @@ def build_workers(
         Worker(
             client,
             task_queue=settings.host_task_queue,
-            activities=tools.all(),
+            # The tool calls, and the listing of the background processes those started (their
+            # records are on this host's disk) when a session is reset or closed.
+            activities=[*tools.all(), stopping.list_process_owners],
             max_concurrent_activities=settings.max_concurrent_tool_calls,
             **common,  # type: ignore[arg-type]
         ),

@@ -72,6 +72,9 @@ ABORT_TELLS_SUBAGENTS_PATCH = "run-abort-tells-sub-agents"
 # An overload said inside a stream is made again twice on the same profile, as a 529 is.
 STREAM_OVERLOAD_PATCH = "run-stream-overload-retried"
 
+# A session's (or a sub-agent's) background processes are listed for stopping on the host whose
+# disk holds its workspace, where their records are (workflows/process_stop.py).
+STOP_ON_HOST_PATCH = "stop-processes-on-their-host"
 # A run's AgentTurns at its end counts the turn it stopped in (as its result does).
 TURNS_AT_END_PATCH = "run-turns-at-end"
 
@@ -82,9 +85,9 @@ RUN_CODE: Sequence[CodeLevel] = (
         frozenset({PRECISE_FAILURE_PATCH, MALFORMED_RETRY_PATCH, SUBAGENT_CANCEL_TOLD_PATCH}),
     ),
     CodeLevel(
-        "run-code-2026-11-27-eve",
-        frozenset({ABORT_TELLS_SUBAGENTS_PATCH, STREAM_OVERLOAD_PATCH, TURNS_AT_END_PATCH}),
+        "run-code-2026-11-27-eve", frozenset({ABORT_TELLS_SUBAGENTS_PATCH, STREAM_OVERLOAD_PATCH})
     ),
+    CodeLevel("run-code-2026-11-27-night", frozenset({TURNS_AT_END_PATCH, STOP_ON_HOST_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).
@@ -107,9 +110,12 @@ SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
     CodeLevel("session-code-2026-11-26-wait", frozenset({SETTLED_WAIT_PATCH})),
     CodeLevel("session-code-2026-11-27", frozenset({STEER_BACKLOG_COPY_PATCH})),
+    CodeLevel("session-code-2026-11-27-eve", frozenset({RUN_SPENT_PATCH})),
     CodeLevel(
-        "session-code-2026-11-27-eve",
-        frozenset({RUN_SPENT_PATCH, QUEUE_ORDER_PATCH, PROMPT_DEDUPE_PATCH, CLOSING_TAKES_PATCH}),
+        "session-code-2026-11-27-night",
+        frozenset(
+            {QUEUE_ORDER_PATCH, PROMPT_DEDUPE_PATCH, CLOSING_TAKES_PATCH, STOP_ON_HOST_PATCH}
+        ),
     ),
 )
 # A stream segment younger than the server's minimal interval between runs of one workflow id

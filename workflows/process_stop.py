@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
         ProcessOwners,
         SessionProcesses,
     )
+    from agentlane.settings import host_task_queue
     from workflows import activity_options as opts
 
 # Resets and closes recorded before this stopped nothing.
@@ -29,23 +30,42 @@ STOP_RETRY = RetryPolicy(maximum_attempts=2)
 
 
 async def stop_background_processes(
-    session_key: str, patched: Callable[[str], bool] = workflow.patched
+    session_key: str,
+    patched: Callable[[str], bool] = workflow.patched,
+    host: str | None = None,
 ) -> list[str]:
     """Stop the session's running background processes in every worker holding one; the ids
     stopped. Never fails: a worker gone, or a record unreadable, leaves nothing to stop.
-    `patched`: the caller's `Patches.own_marker`."""
+    `patched`: the caller's `Patches.own_marker`. `host`: the host whose disk holds the
+    session's workspace (workspaces per host), where its processes' records are; they are
+    listed there (the caller has checked `STOP_ON_HOST_PATCH`), not on whichever host runs the
+    workflow, whose folder has none of them."""
     if not patched(STOP_PROCESSES_PATCH):
         return []
     inp = SessionProcesses(session_key=session_key)
+    summary = "background processes to stop"
     try:
-        owners: ProcessOwners = await workflow.execute_local_activity(
-            LIST_PROCESS_OWNERS,
-            inp,
-            result_type=ProcessOwners,
-            start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
-            retry_policy=STOP_RETRY,
-            summary="background processes to stop",
-        )
+        owners: ProcessOwners
+        if host is not None:
+            owners = await workflow.execute_activity(
+                LIST_PROCESS_OWNERS,
+                inp,
+                result_type=ProcessOwners,
+                task_queue=host_task_queue(workflow.info().task_queue, host),
+                schedule_to_start_timeout=opts.OWNER_SCHEDULE_TO_START,
+                start_to_close_timeout=STOP_TIMEOUT,
+                retry_policy=STOP_RETRY,
+                summary=f"{summary} on host {host}",
+            )
+        else:
+            owners = await workflow.execute_local_activity(
+                LIST_PROCESS_OWNERS,
+                inp,
+                result_type=ProcessOwners,
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                retry_policy=STOP_RETRY,
+                summary=summary,
+            )
     except (ActivityError, ApplicationError) as err:
         workflow.logger.warning("background processes not listed: %s", err)
         return []

@@ -143,6 +143,7 @@ with workflow.unsafe.imports_passed_through():
         SESSION_CODE,
         SETTLED_WAIT_PATCH,
         STEER_BACKLOG_COPY_PATCH,
+        STOP_ON_HOST_PATCH,
         Patches,
         newest,
     )
@@ -637,6 +638,12 @@ class SessionWorkflow:
             enqueued_at=workflow.time(),
         )
 
+    def _process_host(self) -> str | None:
+        """Where the session's background processes are listed for stopping: the host of its
+        workspace, once known (None: this worker, as sessions recorded before did)."""
+        host = self.s.settings.workspace_host
+        return host if host is not None and self.patches(STOP_ON_HOST_PATCH) else None
+
     def _keeps_queue_order(self) -> bool:
         if self.keeps_queue_order is None:
             self.keeps_queue_order = self.patches(QUEUE_ORDER_PATCH)
@@ -938,7 +945,7 @@ class SessionWorkflow:
         if self._busy():
             await workflow.wait_condition(lambda: not self._busy())
         # What the old context started in the background goes with it.
-        await stop_background_processes(self.s.key, self.patches.own_marker)
+        await stop_background_processes(self.s.key, self.patches.own_marker, self._process_host())
         number = self.s.resets + 1
         chain = chain_token_of(workflow.info().first_execution_run_id)
         queued = len(self.s.queue)
@@ -1174,7 +1181,9 @@ class SessionWorkflow:
                     if self.hooks is not None:
                         # Replies not yet delivered are delivered before the session ends.
                         await workflow.wait_condition(self.hooks.idle)
-                    await stop_background_processes(self.s.key, self.patches.own_marker)
+                    await stop_background_processes(
+                        self.s.key, self.patches.own_marker, self._process_host()
+                    )
                     if self.patches(RECORD_ON_CLOSE_PATCH):
                         # The next incarnation numbers its runs after this one's.
                         await self._record_session()

@@ -59,7 +59,13 @@ with workflow.unsafe.imports_passed_through():
     from agentlane.ui_text import plain
     from agentlane.usage import RunUsage
     from workflows import activity_options as opts
-    from workflows.patches import ABORT_TELLS_SUBAGENTS_PATCH, EVENTS_CODE, RUN_CODE, newest
+    from workflows.patches import (
+        ABORT_TELLS_SUBAGENTS_PATCH,
+        EVENTS_CODE,
+        RUN_CODE,
+        STOP_ON_HOST_PATCH,
+        newest,
+    )
     from workflows.policy.run_details import step
     from workflows.policy.spawn_gate import (
         child_tools,
@@ -273,7 +279,9 @@ class Subagents:
             stream = workflow.get_external_workflow_handle(events_workflow_id(key))
             await asyncio.shield(asyncio.ensure_future(stream.signal(SessionEventsWorkflow.close)))
         # Nobody can poll what the sub-agent left running in the background any more.
-        await stop_background_processes(key, self.run.patches.own_marker)
+        host = self.run.c.workspace_host or self.run.req.workspace_host
+        on_host = host if host is not None and self.run.patches(STOP_ON_HOST_PATCH) else None
+        await stop_background_processes(key, self.run.patches.own_marker, on_host)
         if ended is not None:
             # Terminated, timed out or failed outside the run's own code (a run returns its own
             # errors as a result): the call's error result says so and the parent goes on. What

@@ -42,6 +42,7 @@ from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
 from tests.fakes.scripts import Fault, Reply
 from tests.harness import REPO, Deployment
 from tests.postgres_cluster import PostgresCluster
+from tests.process_groups import running_commands
 
 pytestmark = pytest.mark.e2e
 
@@ -255,6 +256,52 @@ async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs
     finally:
         worker_p.stop_workers()
         worker_q.stop_workers()
+
+
+async def test_a_reset_stops_background_processes_on_the_host_that_runs_them(
+    server: object, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    # Workspaces per host: a session's workflow runs on host p, its tools (and so its background
+    # processes and their records) on host q, whose disk has its workspace. A reset stops them
+    # there; listed on the workflow's own host, they were not found and ran on.
+    url = postgres.create_database(f"procs_{uuid.uuid4().hex[:8]}")
+    queue = f"tq-{uuid.uuid4().hex[:8]}"
+    deps = []
+    for host in ("p", "q"):
+        data = tmp_path / f"data-{host}"
+        data.mkdir()
+        env = {"AGENTLANE_DATABASE_URL": url, "AGENTLANE_HOST_ID": host}
+        deps.append(Deployment(data_dir=data, server=server, task_queue=queue, extra_env=env))
+    worker_p, worker_q = deps
+    assert cli(worker_p, "db", "migrate").returncode == 0
+    tag = uuid.uuid4().hex[:6]
+    try:
+        worker_p.start_worker()  # alone: the sessions' workflows are cached here
+        client = await AgentlaneClient.connect(settings_for(worker_q))  # a client on host q
+        ws = worker_q.data_dir / "ws"
+        ws.mkdir()
+        keys = [f"procs-{tag}-{n}" for n in range(2)]
+        receipts = [
+            await client.send_and_start(
+                key, f"start `sleep 41{n}` in the background then say started", workspace=str(ws)
+            )
+            for n, key in enumerate(keys)
+        ]
+        worker_q.start_worker()  # the tool calls waiting for host q run now
+        for receipt in receipts:
+            assert receipt.run_id
+            assert (await client.wait_for_run(receipt.run_id)).status == ExecutionStatus.SUCCESS
+        assert len(running_commands("sleep 41")) == len(keys)
+        assert not list(worker_p.data_dir.glob("sessions/**/processes/*"))
+        for key in keys:
+            await client.reset(key)
+        deadline = time.monotonic() + 20
+        while running_commands("sleep 41") or list(worker_q.data_dir.glob("sessions/**/proc-*")):
+            assert time.monotonic() < deadline, running_commands("sleep 41")
+            await asyncio.sleep(0.2)
+    finally:
+        for dep in deps:
+            dep.stop_workers()
 
 
 class FailingOnce:

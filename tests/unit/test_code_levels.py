@@ -39,11 +39,13 @@ def test_a_level_named_by_the_input_needs_no_marker() -> None:
     assert patches.own_marker("stop-processes-on-reset-and-close")
     older = Patches(SESSION_CODE)
     older.start(SESSION_CODE[0].marker)
-    assert older.uncovered == {BOUNDED_FATES_PATCH, SETTLED_WAIT_PATCH, STEER_BACKLOG_COPY_PATCH}
+    later = frozenset().union(*(level.adds for level in SESSION_CODE[1:]))
+    assert older.uncovered == later
+    assert {BOUNDED_FATES_PATCH, SETTLED_WAIT_PATCH, STEER_BACKLOG_COPY_PATCH} <= later
     assert older("any-older-patch")
     fates_level = Patches(SESSION_CODE)
     fates_level.start("session-code-2026-11-26")
-    assert fates_level.uncovered == {SETTLED_WAIT_PATCH, STEER_BACKLOG_COPY_PATCH}
+    assert fates_level.uncovered == later - {BOUNDED_FATES_PATCH}
     assert fates_level(BOUNDED_FATES_PATCH)
 
 
@@ -52,3 +54,25 @@ def test_a_level_this_code_does_not_know_fails_the_task_not_the_workflow() -> No
     with pytest.raises(UnknownCodeLevel, match="upgrade the worker"):
         patches.start("run-code-2099-01")
     assert not issubclass(UnknownCodeLevel, FailureError)
+
+
+def test_every_patch_added_since_code_levels_is_in_a_level() -> None:
+    # A patch no level lists counts as covered by every level: a history recorded before it
+    # would replay down its new branch (as happened once, caught by the replay test).
+    from workflows import patches
+
+    listed = set().union(
+        *(
+            level.adds
+            for levels in (patches.RUN_CODE, patches.SESSION_CODE, patches.EVENTS_CODE)
+            for level in levels
+        )
+    )
+    defined = {
+        value
+        for name, value in vars(patches).items()
+        if name.endswith("_PATCH") and isinstance(value, str)
+    }
+    # Older than code levels: covered by every level's first marker.
+    before_levels = {patches.RUN_FAILS_PATCH}
+    assert defined - before_levels <= listed, sorted(defined - before_levels - listed)
