@@ -23,7 +23,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.auth_store import AuthStore
-from agentlane.config import AgentlaneConfig, ConfigError, ConfigWatcher
+from agentlane.config import AgentlaneConfig, ApiKind, ConfigError, ConfigWatcher
 from agentlane.profile_listing import (
     LIST_PROFILES,
     UPDATE_PROFILE_USAGE,
@@ -141,6 +141,11 @@ class ProfileListing:
         return await self._list(inp)
 
 
+def _offline(config: AgentlaneConfig, ref: str) -> bool:
+    entry = config.models.get(ref)
+    return entry is not None and entry.api == ApiKind.OFFLINE
+
+
 def failover_config(config: AgentlaneConfig, agent_id: str, requested: str) -> FailoverConfig:
     """What the config says about failover for a run of `agent_id` on `requested`. Only an
     agent configured in the file has a primary to append (SPEC §8.1); the implicit main agent
@@ -151,6 +156,10 @@ def failover_config(config: AgentlaneConfig, agent_id: str, requested: str) -> F
         return FailoverConfig(cooldowns=config.auth_cooldowns)
     configured = agent_id in config.agents
     primary = agent.model if configured else None
+    if primary is not None and _offline(config, primary) and not _offline(config, requested):
+        # A session on a real provider never falls back to the offline stand-in: it is no
+        # answer to a failed call, and its "success" would hide the failure.
+        primary = None
     refs = [requested, *([primary] if primary else []), *(agent.fallbacks if configured else [])]
     models: dict[str, ModelOption] = {}
     for ref in refs:

@@ -230,7 +230,8 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    model: str = DEFAULT_MODEL_REF
+    # None: the config's `default_model` (an `[agents.main.tools]` table alone names no model).
+    model: str | None = None
     fallbacks: list[str] = Field(default_factory=list)
     # The thinking level a new session of this agent starts at (SPEC §6 words; `send
     # --thinking` overrides it).
@@ -293,9 +294,10 @@ class AgentlaneConfig(BaseModel):
         return entry
 
     def agent(self, agent_id: str = "main") -> AgentConfig:
+        """The agent, its model filled in (an agent that names none has the default model)."""
         agent = self.agents.get(agent_id)
         if agent is not None:
-            return agent
+            return agent if agent.model else agent.model_copy(update={"model": self.default_model})
         if agent_id == "main":
             return AgentConfig(id="main", model=self.default_model)
         raise UnknownAgentError(f"unknown agent {agent_id!r}; known agents: {sorted(self.agents)}")
@@ -602,7 +604,8 @@ def _check_refs(config: AgentlaneConfig, source: str = "<config>", model_source:
     """Every model named exists; an error names the file and key that named it."""
     refs = [(model_source or f"{source}: default_model", config.default_model)]
     for agent_id, agent in config.agents.items():
-        refs.append((f"{source}: agents.{agent_id}.model", agent.model))
+        if agent.model:
+            refs.append((f"{source}: agents.{agent_id}.model", agent.model))
         refs += [
             (f"{source}: agents.{agent_id}.fallbacks[{i}]", ref)
             for i, ref in enumerate(agent.fallbacks)

@@ -651,7 +651,7 @@ def _chain_lines(config: AgentlaneConfig) -> list[str]:
         return ["model chains: no agent is configured, so no session falls back to another model"]
     lines = ["model chains (a session's model, then where a failed call goes next):"]
     for agent_id in sorted(config.agents):
-        own = config.agents[agent_id].model
+        own = config.agent(agent_id).model or config.default_model
         lines.append(f"  agent {agent_id}:")
         for ref in [own, *sorted(r for r in config.models if r != own)]:
             failover = failover_config(config, agent_id, ref)

@@ -24,7 +24,7 @@ from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid
 from tests.fakes.provider_server import FakeProviderServer
-from tests.fakes.scripts import Reply, ScriptedToolCall
+from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import REPO, Deployment
 
 KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -394,3 +394,22 @@ async def test_a_sub_agent_has_no_tool_its_requester_was_denied(
 
 
 PATCH = "*** Begin Patch\n*** Add File: via_patch.txt\n+x\n*** End Patch"
+
+
+async def test_an_agents_tool_table_gives_its_sessions_no_fallback_to_the_offline_model(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    # `[agents.main.tools]` alone (the README's snippet) names no model: a failing provider
+    # ends the run in error, never with the offline stand-in's "success".
+    configure(deployment, fake, '[agents.main.tools]\ndeny = ["edit"]\n')
+    fake.script(Reply.error(Fault.http(401)), Reply.error(Fault.http(401)))
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    ws = deployment.data_dir / "ws" / uuid.uuid4().hex[:8]
+    ws.mkdir(parents=True)
+    receipt = await client.send_and_start(
+        f"nofb-{uuid.uuid4().hex[:8]}", "hello", workspace=str(ws), model=CLAUDE
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.ERROR, result.reply
+    assert result.fallback_model is None
