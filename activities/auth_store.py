@@ -88,10 +88,13 @@ class AuthStore:
         settings: Settings,
         env: Mapping[str, str] | None = None,
         declared: Mapping[str, AuthProfile] | None = None,
+        env_where: str = "this process's environment",
     ) -> None:
         """`declared`: the config's profiles (`[auth.profiles."<id>"]`), which count with their
         key in `AGENTLANE_KEY_<P>` alone, nothing stored for them (a container given its keys
-        in the environment)."""
+        in the environment). `env_where`: whose environment `env` is, for messages (a key
+        exported in a shell does not reach a worker started elsewhere)."""
+        self.env_where = env_where
         self.settings = settings
         self.where = f"the auth store ({describe(settings)})"
         self._env = os.environ if env is None else env
@@ -267,10 +270,11 @@ class AuthStore:
         return dataclasses.replace(profile, key=key, source=variable)
 
     def _nothing_for_profile(self, profile_id: str, provider: str) -> str:
-        places = [f"environment variable {env_variable_for(profile_id)} (unset)"]
+        unset = f"(unset in {self.env_where})"
+        places = [f"environment variable {env_variable_for(profile_id)} {unset}"]
         places.append(f"{self.where} (no such profile or no key)")
         if profile_id == env_profile_id(provider) and provider in ENV_KEY_VARIABLES:
-            places.append(f"environment variable {ENV_KEY_VARIABLES[provider]} (unset)")
+            places.append(f"environment variable {ENV_KEY_VARIABLES[provider]} {unset}")
         return (
             f"No API key for auth profile {profile_id!r} (provider {provider}); looked in: "
             + "; ".join(places)
@@ -279,8 +283,13 @@ class AuthStore:
     def _nothing_for_provider(self, provider: str) -> str:
         places = [f"{self.where} (no profile with a key)"]
         if provider in ENV_KEY_VARIABLES:
-            places.append(f"environment variable {ENV_KEY_VARIABLES[provider]} (unset)")
-        places.append("environment variables AGENTLANE_KEY_<PROFILE> of configured profiles")
+            places.append(
+                f"environment variable {ENV_KEY_VARIABLES[provider]} (unset in {self.env_where})"
+            )
+        places.append(
+            f"environment variables AGENTLANE_KEY_<PROFILE> of configured profiles (in "
+            f"{self.env_where})"
+        )
         return f"No API key found for provider {provider}; looked in: " + "; ".join(places)
 
 

@@ -553,9 +553,13 @@ def _auth(args: argparse.Namespace) -> int:
         # Header names and the auth style only: values are secrets like the key.
         auth = f"auth {profile.auth_header or 'default'}"
         names = f"headers {','.join(sorted(profile.headers)) or '-'}"
+        # A key in an environment variable is this shell's: a worker has its own environment.
+        source = profile.source
+        if source.isupper():
+            source = f"{source} (this shell's; a worker reads its own environment)"
         print(
             f"{profile.id}\t{profile.provider}\t{profile.type}\t{state}\t{auth}\t{names}\t"
-            f"{profile.source}\t{health.get(profile.id, 'ready')}"
+            f"{source}\t{health.get(profile.id, 'ready')}"
         )
     return 0
 

@@ -68,6 +68,10 @@ class ProviderResolver:
             self._config = config
         return config
 
+    def _env_where(self) -> str:
+        # Keys exported in a shell reach only processes started from it: say which one looked.
+        return f"the environment of worker pid {os.getpid()} on host {self.settings.host_id}"
+
     async def aresolve(self, ref: ModelRef, profile_id: str | None = None) -> ResolvedModel:
         """`resolve` with the auth profiles read from the store first (one query, off the
         event loop's thread) when the model needs them. The config file is checked once a call."""
@@ -81,7 +85,7 @@ class ProviderResolver:
             offline = True  # resolve() says what is wrong
         if offline:
             return self.resolve(ref, profile_id, config=config)
-        auth = AuthStore(self.settings, self._env, config.auth_profiles)
+        auth = AuthStore(self.settings, self._env, config.auth_profiles, self._env_where())
         await auth.load(self.store or await shared_store(self.settings))
         return self.resolve(ref, profile_id, auth, config)
 
@@ -109,7 +113,9 @@ class ProviderResolver:
         credentials: Credentials | None = None
         if entry.api != ApiKind.OFFLINE:
             try:
-                auth = auth or AuthStore(self.settings, self._env, config.auth_profiles)
+                auth = auth or AuthStore(
+                    self.settings, self._env, config.auth_profiles, self._env_where()
+                )
                 credentials = auth.resolve(
                     profile_id, entry.provider, order=config.auth_order.get(entry.provider)
                 )

@@ -89,3 +89,4 @@ async def test_a_configured_profile_with_its_key_in_the_environment_serves_runs(
     )
     assert listed.returncode == 0, listed.stderr
     assert "gpt:container" in listed.stdout and KEY not in listed.stdout
+    assert "AGENTLANE_KEY_GPT_CONTAINER (this shell's; a worker reads its own" in listed.stdout

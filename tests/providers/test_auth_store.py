@@ -100,6 +100,10 @@ def test_missing_key_names_profile_and_places_without_keys(tmp_path: Path) -> No
         AuthStore.for_data_dir(tmp_path / "none", {}).resolve("anthropic:env", "anthropic")
     with pytest.raises(MissingCredentialsError, match="No API key found for provider openai"):
         AuthStore.for_data_dir(tmp_path / "none", {}).resolve(None, "openai")
+    # Whose environment was looked in: a key exported in a shell never reaches a worker.
+    worker = AuthStore(Settings(data_dir=tmp_path / "none"), {}, env_where="worker pid 7 on h1")
+    with pytest.raises(MissingCredentialsError, match=r"OPENAI_API_KEY \(unset in worker pid 7"):
+        worker.resolve(None, "openai")
     with pytest.raises(MissingCredentialsError, match="belongs to provider"):
         store.resolve("anthropic:work", "openai")
 
