@@ -17,6 +17,11 @@ from agentlane import search_attribute_defs as sa
 
 SESSION_PHASES = ("idle", "running")
 RUN_PHASES = ("waiting", "compacting")
+# The runs whose phase a session's own does not show (it says `running`).
+RUNS_WAITING_OR_COMPACTING = (
+    "WorkflowType = 'AgentRunWorkflow' AND ExecutionStatus = 'Running' AND "
+    "AgentPhase IN ('waiting', 'compacting')"
+)
 PHASES = (*SESSION_PHASES, *RUN_PHASES)
 
 

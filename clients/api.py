@@ -96,7 +96,7 @@ from agentlane.session import (
     SessionState,
     SessionStatus,
 )
-from agentlane.session_query import SessionFilter
+from agentlane.session_query import RUN_PHASES, RUNS_WAITING_OR_COMPACTING, SessionFilter
 from agentlane.settings import WORKSPACES_FOLDER, Settings
 from agentlane.static_details import branch_details, session_details
 from agentlane.subagents import SUBAGENT_SEGMENT
@@ -1377,6 +1377,9 @@ class AgentlaneClient:
         """`list_sessions`, and the visibility queries it ran (what the UI's search box takes)."""
         listing = SessionListing()
         keys: set[str] | None = None
+        # A session's own phase is idle or running; that its run waits (a cooling profile, an
+        # approval) or compacts only the run says: shown from the run, as `status` shows it.
+        run_phases: dict[str, str] = {}
         runs = filters.runs_query()
         if runs is not None:
             listing.queries.append(runs)
@@ -1385,6 +1388,9 @@ class AgentlaneClient:
                 key = wf.typed_search_attributes.get(sa.SESSION_KEY_KEY)
                 if key is not None:
                     keys.add(key)
+                    phase = wf.typed_search_attributes.get(sa.PHASE_KEY)
+                    if phase in RUN_PHASES:
+                        run_phases[key] = phase
         query = filters.sessions_query(keys)
         if query is None:
             return listing
@@ -1411,6 +1417,15 @@ class AgentlaneClient:
                     "last_error": values[sa.LAST_ERROR.name],
                 }
             )
+        if runs is None and any(row["phase"] == "running" for row in listing.rows):
+            async for wf in self.client.list_workflows(RUNS_WAITING_OR_COMPACTING):
+                key = wf.typed_search_attributes.get(sa.SESSION_KEY_KEY)
+                phase = wf.typed_search_attributes.get(sa.PHASE_KEY)
+                if key is not None and phase in RUN_PHASES:
+                    run_phases[key] = phase
+        for row in listing.rows:
+            if row["phase"] == "running" and row["key"] in run_phases:
+                row["phase"] = run_phases[str(row["key"])]
         return listing
 
     async def session_ever_existed(self, session_key: str) -> bool:

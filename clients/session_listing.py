@@ -19,7 +19,7 @@ def add_filter_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--phase",
         choices=PHASES,
-        help="idle / running; waiting (its run waits for a cooling profile) / compacting",
+        help="idle / running; waiting (its run waits: a cooling profile, an approval) / compacting",
     )
     for attr in sa.ALL:
         if attr.option is None or attr.option in ("phase", "session"):

@@ -128,6 +128,9 @@ async def test_approved_call_runs_after_a_wait_that_holds_no_worker_slot(
     assert len(described.raw_description.pending_activities) == 0
     assert described.typed_search_attributes.get(sa.PHASE_KEY) == "waiting"
     assert len([e async for e in run.fetch_history_events()]) == waiting_events
+    # `sessions` says what `status` says: the session waits (its run does).
+    rows = [r for r in await aclient.list_sessions() if r["key"] == k]
+    assert [r["phase"] for r in rows] == ["waiting"]
     print(f"\napproval wait: {waiting_events} history events in the run, 0 activities pending")
 
     done = await aclient.decide_approval(k, approval.id, approve=True, by="tests")
