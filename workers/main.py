@@ -41,7 +41,7 @@ from activities.stream_publishers import SessionPublishers
 from activities.subagent_calls import SubagentActivities
 from activities.tool_calls import ToolActivities
 from activities.tool_policy_reader import ToolPolicyReader
-from activities.tools import process_tool, spawn
+from activities.tools import orphans, process_tool, spawn
 from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
@@ -269,6 +269,17 @@ def start_payload_gc(client: Client, settings: Settings, state: Store) -> asynci
     )
 
 
+async def _reap_orphans_forever() -> None:
+    """Commands (and what they started) of workers on this host that were killed: stopped at
+    once and then every few seconds (activities/tools/orphans.py)."""
+    while True:
+        try:
+            await asyncio.to_thread(orphans.reap_orphans)
+        except Exception as err:  # noqa: BLE001 - a scan that failed is tried again
+            log.warning("could not look for orphaned commands: %s", err)
+        await asyncio.sleep(orphans.REAP_INTERVAL_SECONDS)
+
+
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
@@ -296,6 +307,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     tasks = [asyncio.create_task(w.run()) for w in workers]
     gc = start_payload_gc(client, settings, state)
     watching = asyncio.create_task(peers.watch(), name="queue peers")
+    reaping = asyncio.create_task(_reap_orphans_forever(), name="orphaned commands")
     log.info(
         "worker %s up on %s (queues %s, %s, %s; host %s, workspaces %s, sandbox %s)",
         os.getpid(),
@@ -328,7 +340,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
             log.error("the worker for %s stopped: %r", queue, task.exception())
         else:
             log.error("the worker for %s stopped by itself; exiting", queue)
-    for background in (gc, memory_trace, trimming, watching):
+    for background in (gc, memory_trace, trimming, watching, reaping):
         if background is not None:
             background.cancel()
     started = time.monotonic()

@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
+from activities.tools.orphans import OWNER, OWNER_VAR
+
 log = logging.getLogger("agentlane.tools.spawn")
 
 _SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
@@ -121,6 +123,8 @@ async def spawn(
             stdout=stdout,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # Inherited by all it starts: a worker that outlives this one stops what is left.
+            env={**os.environ, OWNER_VAR: OWNER},
         )
         _live.add(proc.pid)
         return proc

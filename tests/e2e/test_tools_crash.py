@@ -125,3 +125,34 @@ async def test_an_apply_patch_cut_short_by_a_dying_worker_is_finished_once(
     assert tool.text == (
         "Applied the patch (finished after an interrupted attempt):\nM a.txt\nM b.txt"
     )
+
+
+async def test_what_a_killed_workers_commands_started_is_stopped_by_a_worker_of_the_host(
+    two_workers: Deployment,
+) -> None:
+    # `sleep 397; echo hi` is a shell and its child: the shell dies with its worker (the parent
+    # death signal), the child is left to init; a worker still on the host stops it.
+    from activities.tools import orphans
+    from tests.process_groups import running_commands
+
+    dep = two_workers
+    client = await AgentlaneClient.connect(settings_for(dep))
+    ws = dep.data_dir / "ws-orphans"
+    ws.mkdir()
+    receipt = await client.send_and_start(
+        "orphans", "run `sleep 397; echo hi` then say done", workspace=str(ws)
+    )
+    assert receipt.run_id
+    deadline = time.monotonic() + 30
+    while not running_commands("sleep 397"):
+        assert time.monotonic() < deadline, "the command never started"
+        await asyncio.sleep(0.1)
+    pids = {w.pid for w in dep.workers}
+    owners = {orphans._owner_of(pid) for pid in running_commands("sleep 397")}
+    [owner] = {int(str(o).split(":")[0]) for o in owners}
+    assert owner in pids
+    next(w for w in dep.workers if w.pid == owner).kill9()
+    deadline = time.monotonic() + 20
+    while running_commands("sleep 397"):
+        assert time.monotonic() < deadline, "a killed worker's command ran on"
+        await asyncio.sleep(0.2)

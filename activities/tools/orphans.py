@@ -1,0 +1,93 @@
+"""Commands whose worker was killed: found and stopped by the next worker on the host.
+
+`setpriv --pdeathsig KILL` (activities/tools/spawn.py) kills the command a worker started when
+the worker dies, but only that process: what the command started in turn (`npm run dev`, the
+`sleep` of `sleep 60; echo done`, a server) is re-parented to init and runs on, unowned, though
+the model was told it is gone. So every command carries its worker's identity in its environment,
+inherited by all it starts (`AGENTLANE_COMMAND_OWNER=<pid>:<start time>`), and each worker looks,
+when it starts and every `REAP_INTERVAL_SECONDS`, for processes whose owner no longer lives
+(a pid and its start time together: a reused pid is another process) and kills them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+
+log = logging.getLogger("agentlane.tools.orphans")
+
+OWNER_VAR = "AGENTLANE_COMMAND_OWNER"
+REAP_INTERVAL_SECONDS = 10.0
+_PROC = Path("/proc")
+
+
+def _started(pid: int) -> str | None:
+    """When the process started (clock ticks since boot), or None when there is none."""
+    try:
+        stat = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]  # field 22 of stat: starttime
+
+
+def _this_worker() -> str:
+    return f"{os.getpid()}:{_started(os.getpid()) or '?'}"
+
+
+OWNER = _this_worker()
+
+
+def owner_alive(owner: str) -> bool:
+    pid, _, started = owner.partition(":")
+    try:
+        return _started(int(pid)) == started
+    except ValueError:
+        return True  # not ours to judge
+
+
+def _owner_of(pid: int) -> str | None:
+    try:
+        environ = (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    marker = OWNER_VAR.encode() + b"="
+    for item in environ.split(b"\0"):
+        if item.startswith(marker):
+            return item[len(marker) :].decode(errors="replace")
+    return None
+
+
+def reap_orphans() -> list[int]:
+    """Kill the commands (and what they started) of workers that are gone; their pids."""
+    if not _PROC.is_dir():
+        return []
+    killed: list[int] = []
+    alive: dict[str, bool] = {OWNER: True}
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        owner = _owner_of(pid)
+        if owner is None:
+            continue
+        if owner not in alive:
+            alive[owner] = owner_alive(owner)
+        if alive[owner] or _started(pid) is None:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+        killed.append(pid)
+    if killed:
+        log.warning(
+            "stopped %d processes left running by workers that are gone (pids %s)",
+            len(killed),
+            ", ".join(map(str, killed[:20])),
+        )
+    return killed
