@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import stat
 import tomllib
@@ -84,6 +85,7 @@ DEFAULT_CONTEXT_WINDOW = 200_000
 CONTEXT_WINDOW_WARN_BELOW = 32_000
 CONTEXT_WINDOW_BLOCK_BELOW = 16_000
 DEFAULT_MAX_OUTPUT_TOKENS = 8_192
+_log = logging.getLogger("agentlane.config")
 DEFAULT_MODEL_REF = "offline/planner"
 
 # Providers whose key, when found in the environment, implies a profile `<provider>:env`.
@@ -619,8 +621,10 @@ def _check_refs(config: AgentlaneConfig, source: str = "<config>", model_source:
 
 class ConfigWatcher:
     """The configuration, re-read when its file changes (a model or profile added while workers
-    run is usable without a restart). A file that becomes invalid keeps the last good config in
-    use and the error is raised to the caller each time, so nothing silently runs on defaults."""
+    run is usable without a restart). A file that becomes invalid (a half-saved edit, a typo)
+    leaves the last good configuration in use, with one warning in the log per change, so
+    running sessions are not failed by an edit in progress; `agentlane config check` names the
+    error. A file invalid from the start is an error: nothing silently runs on defaults."""
 
     def __init__(self, data_dir: Path | None = None, env: Mapping[str, str] | None = None):
         self.data_dir = data_dir
@@ -652,6 +656,14 @@ class ConfigWatcher:
     def current(self) -> AgentlaneConfig:
         stamp = self._current_stamp()
         if self._config is None or stamp != self._stamp:
-            self._config = load_config(self.data_dir, self.env)
+            try:
+                self._config = load_config(self.data_dir, self.env)
+            except ConfigError as err:
+                if self._config is None:
+                    raise
+                # Kept until the file is good again; said once per change of the file.
+                self._stamp = stamp
+                _log.warning("%s; the previous configuration stays in use", err)
+                return self._config
             self._stamp = stamp
         return self._config

@@ -1198,6 +1198,25 @@ def _schedule_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.set_defaults(func=_schedule)
 
 
+def _is_config_error(err: BaseException) -> bool:
+    from agentlane.config import ConfigError
+
+    return isinstance(err, ConfigError)
+
+
+def _error_line(err: BaseException) -> str:
+    """What went wrong, in a line an operator can act on."""
+    if _is_config_error(err):
+        return f"{err} (`agentlane config check` checks the file)"
+    if isinstance(err, KeyError) and "binary/encrypted" in str(err):
+        return (
+            "this deployment's payloads are encrypted and this process has no key to read "
+            "them: set AGENTLANE_ENCRYPTION_KEYS_FILE to the keys file, as for the workers "
+            "(what was sent may have been accepted: check with `agentlane transcript`)"
+        )
+    return f"{type(err).__name__}: {err}"
+
+
 def main(argv: list[str] | None = None) -> None:
     from clients.api_errors import NoWorker, SessionNotFound
 
@@ -1240,8 +1259,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # a CLI prints a clear line, not a traceback
         if os.environ.get("AGENTLANE_DEBUG"):
             raise
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
-        code = 1
+        print(f"error: {_error_line(err)}", file=sys.stderr)
+        code = EXIT_REJECTED if _is_config_error(err) else 1
     try:
         sys.stdout.flush()
     except BrokenPipeError:

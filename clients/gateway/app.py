@@ -572,6 +572,28 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
     async def on_problem(_: Request, exc: Problem) -> JSONResponse:
         return exc.response()
 
+    @app.exception_handler(ConfigError)
+    async def on_config(_: Request, exc: ConfigError) -> JSONResponse:
+        # The gateway's own configuration file cannot be read: no request can be checked.
+        log.error("configuration unreadable: %s", exc)
+        return Problem(
+            503, "configuration-invalid", "Configuration invalid", str(exc), {"Retry-After": "5"}
+        ).response()
+
+    @app.exception_handler(KeyError)
+    async def on_key_error(_: Request, exc: KeyError) -> JSONResponse:
+        if "binary/encrypted" not in str(exc):
+            raise exc
+        log.error("encrypted payloads and no key: set AGENTLANE_ENCRYPTION_KEYS_FILE")
+        return Problem(
+            503,
+            "cannot-decrypt",
+            "Cannot decrypt",
+            "this deployment's payloads are encrypted and the gateway has no key to read them "
+            "(AGENTLANE_ENCRYPTION_KEYS_FILE, as for the workers); what was sent may have been "
+            "accepted",
+        ).response()
+
     @app.exception_handler(RequestValidationError)
     async def on_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         return Problem(

@@ -331,3 +331,23 @@ def test_the_embedded_server_keeps_histories_as_long_as_set(tmp_path: Path) -> N
         assert json.loads(server("status").stdout)["history_retention"] == "172800s"
     finally:
         server("stop")
+
+
+async def test_a_broken_config_file_is_one_line_of_rejected_input(
+    shared: Deployment, tmp_path: Path
+) -> None:
+    # A half-saved edit: the CLI says which file and where, exit 2, no exception class name.
+    broken = tmp_path / "config.toml"
+    broken.write_text("this is = not toml [\n")
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "clients.cli", "send", f"cfg-{uuid.uuid4().hex[:6]}", "say hi"],
+        cwd=REPO,
+        env={**shared.env(), "AGENTLANE_CONFIG": str(broken)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert str(broken) in proc.stderr and "agentlane config check" in proc.stderr
+    assert "ConfigError" not in proc.stderr

@@ -399,3 +399,18 @@ async def test_an_agui_run_is_sent_as_its_token(
         body = "".join([chunk async for chunk in response.aiter_text()])
     assert "RUN_FINISHED" in body, body[-500:]
     assert await update_identities(client, f"session:{k}") == {"gateway token agui-app"}
+
+
+async def test_a_broken_config_file_is_a_problem_document(
+    shared: Deployment, tmp_path: Any
+) -> None:
+    # A gateway whose configuration cannot be read answers in problem documents (a 503 naming
+    # the file), not a plain-text 500 with a traceback in its log.
+    (tmp_path / "config.toml").write_text("this is = not toml [\n")
+    settings = settings_for(shared).model_copy(update={"data_dir": tmp_path})
+    with GatewayServer(settings) as gw:
+        async with gw.http(gw.token(name="cfg")) as http:
+            sent = await http.post(f"/v1/sessions/{key()}/messages", json={"text": "say hi"})
+            body = problem(sent, 503)
+            assert body["type"].endswith("configuration-invalid")
+            assert str(tmp_path / "config.toml") in body["detail"]

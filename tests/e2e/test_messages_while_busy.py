@@ -317,8 +317,7 @@ async def test_prompt_dedupe_drops_an_identical_text_sent_again_on_the_same_rout
     first = await busy_run(client, session_key, workspace)
     options = QueueOptions(dedupe="prompt")
     sent = [
-        await client.send(session_key, "say same", mode="followup", queue=options)
-        for _ in range(3)
+        await client.send(session_key, "say same", mode="followup", queue=options) for _ in range(3)
     ]
     assert [r.disposition for r in sent] == [
         SendDisposition.QUEUED,

@@ -128,9 +128,16 @@ def test_the_config_is_read_again_when_its_file_changes(tmp_path: Path) -> None:
         "base_url='http://127.0.0.1:9/v1'\n"
     )
     assert "late/added" in watcher.current().models
+    # A half-saved edit: the last good configuration stays in use (running sessions are not
+    # failed by it); a watcher that never read a good one says what is wrong.
+    time.sleep(0.01)
     path.write_text("[[models]]\nprovider='late'\n")
+    assert "late/added" in watcher.current().models
     with pytest.raises(ConfigError, match="models\\[0\\]"):
-        watcher.current()
+        ConfigWatcher(tmp_path, env={}).current()
+    time.sleep(0.01)
+    path.write_text("default_model = 'offline/planner'\n")
+    assert "late/added" not in watcher.current().models
 
 
 def test_config_check_prints_each_models_chain(tmp_path: Path) -> None:
