@@ -75,6 +75,8 @@ STREAM_OVERLOAD_PATCH = "run-stream-overload-retried"
 # A session's (or a sub-agent's) background processes are listed for stopping on the host whose
 # disk holds its workspace, where their records are (workflows/process_stop.py).
 STOP_ON_HOST_PATCH = "stop-processes-on-their-host"
+# A sub-agent's run starts with its identifying search attributes (key, agent, model, source).
+SUBAGENT_ATTRIBUTES_PATCH = "run-subagent-attributes"
 # A run's AgentTurns at its end counts the turn it stopped in (as its result does).
 TURNS_AT_END_PATCH = "run-turns-at-end"
 
@@ -87,7 +89,10 @@ RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel(
         "run-code-2026-11-27-eve", frozenset({ABORT_TELLS_SUBAGENTS_PATCH, STREAM_OVERLOAD_PATCH})
     ),
-    CodeLevel("run-code-2026-11-27-night", frozenset({TURNS_AT_END_PATCH, STOP_ON_HOST_PATCH})),
+    CodeLevel(
+        "run-code-2026-11-27-night",
+        frozenset({TURNS_AT_END_PATCH, STOP_ON_HOST_PATCH, SUBAGENT_ATTRIBUTES_PATCH}),
+    ),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).

@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
+from temporalio.common import TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
@@ -64,9 +65,11 @@ with workflow.unsafe.imports_passed_through():
         EVENTS_CODE,
         RUN_CODE,
         STOP_ON_HOST_PATCH,
+        SUBAGENT_ATTRIBUTES_PATCH,
         newest,
     )
     from workflows.policy.run_details import step
+    from workflows.policy.search_attributes import identity
     from workflows.policy.spawn_gate import (
         child_tools,
         denied_tool_refusals,
@@ -346,6 +349,7 @@ class Subagents:
                     f"{plain(name, 60)}"
                 ),
                 static_details=run_details(request),
+                search_attributes=self._child_attributes(request),
             )
         except ChildWorkflowError as err:
             failed = result_of_failure(err)
@@ -353,6 +357,20 @@ class Subagents:
                 raise
             return failed
         return result
+
+    def _child_attributes(self, request: ExecutionRequest) -> TypedSearchAttributes | None:
+        """Who and what, as a session's runs start with: the UI finds a sub-agent's run by its
+        key, agent, model and source (runs recorded before started with none)."""
+        if not self.run.patches(SUBAGENT_ATTRIBUTES_PATCH):
+            return None
+        who = identity(
+            request.session_key,
+            request.agent_id,
+            request.model.label(),
+            None,
+            **{sa.SOURCE.name: EntrySource.SUBAGENT.value},
+        )
+        return typed(who)
 
     def _roll_up(self, child: RunUsage) -> None:
         """The child's tokens and cost count in the parent's run (its context does not: the

@@ -13,6 +13,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
+from agentlane import search_attributes as sa
 from agentlane.events import EventKind
 from agentlane.run import ExecutionResult, ExecutionStatus
 from agentlane.transcript import Role, TranscriptEntry
@@ -123,6 +124,10 @@ async def test_tree_of_depth_two_and_the_gate_refuses_depth_three(
     ).result()
     desc = await client.client.get_workflow_handle(middle_run).describe()
     assert desc.parent_id == receipt.run_id
+    # Found in the UI as a session's runs are: by its key, agent and source.
+    found = desc.typed_search_attributes
+    assert found.get(sa.SESSION_KEY_KEY) == middle_key
+    assert found.get(sa.SOURCE_KEY) == "subagent" and found.get(sa.AGENT_KEY) == "main"
     child_tokens = middle_result.usage.accumulated.total
     assert child_tokens > 0
     assert result.usage.accumulated.total > child_tokens
