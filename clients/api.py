@@ -178,6 +178,21 @@ class _NoAnswer(Exception):
         self.presence = presence
 
 
+def _known_gone(identity: str) -> bool:
+    """A poller (`<pid>@<host>`, the SDK's identity) that was a process of this host which no
+    longer runs: a worker stopped a moment ago is listed, and looks fresh, for a minute more."""
+    pid, _, host = identity.partition("@")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 @dataclass(frozen=True)
 class WorkerPresence:
     """What the workflow task queue's pollers say (DescribeTaskQueue). The server lists a poller
@@ -634,7 +649,11 @@ class AgentlaneClient:
         except RPCError:
             return WorkerPresence(queue, None, unknown=True)
         now = time.time()
-        ages = [now - p.last_access_time.ToSeconds() for p in response.pollers]
+        ages = [
+            now - p.last_access_time.ToSeconds()
+            for p in response.pollers
+            if not _known_gone(p.identity)
+        ]
         return WorkerPresence(queue, max(0.0, min(ages)) if ages else None)
 
     async def _host_unserved(self, workspace: str) -> str | None:

@@ -118,3 +118,22 @@ async def test_a_run_named_before_temporal_made_it_is_waited_for(
     assert receipt.run_id == run_id
     result = await asyncio.wait_for(waiting, 60)
     assert result.status == ExecutionStatus.SUCCESS and result.reply == "made", result
+
+
+async def test_a_worker_that_just_stopped_is_not_waited_for_as_busy(
+    server: object, tmp_path: Path
+) -> None:
+    # The server lists a stopped worker's poller, fresh-looking, for a minute: a worker of this
+    # host whose process is gone is known gone, so a send says at once that none runs (it
+    # waited ~65 s, then called the worker busy).
+    import time
+
+    dep = make_deployment(server, tmp_path)
+    dep.start_worker()
+    client = await AgentlaneClient.connect(settings_for(dep))
+    assert (await client.send_and_start(f"stop-{uuid.uuid4().hex[:6]}", "say hi")).run_id
+    dep.stop_workers()
+    started = time.monotonic()
+    with pytest.raises(NoWorker, match="no worker polls"):
+        await client.send(f"gone-{uuid.uuid4().hex[:6]}", "say hi")
+    assert time.monotonic() - started < 20
