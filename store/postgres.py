@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
-from psycopg import AsyncConnection, AsyncPipeline
+from psycopg import AsyncConnection, AsyncPipeline, pq
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from store.interface import StoreError
@@ -87,7 +87,21 @@ def split_pool_options(url: str) -> tuple[str, int, int]:
 _idle_since: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
 
 
+def _left_mid_statement(conn: Conn) -> bool:
+    """A connection a cancelled transaction gave back still in pipeline mode or inside a
+    transaction: a statement run on it later would only be queued (pipeline mode), report
+    success and be lost with the connection."""
+    pgconn = conn.pgconn
+    return (
+        pgconn.pipeline_status != pq.PipelineStatus.OFF
+        or pgconn.transaction_status != pq.TransactionStatus.IDLE
+    )
+
+
 async def _reset(conn: Conn) -> None:
+    if _left_mid_statement(conn):
+        # The pool discards a connection whose reset fails.
+        raise psycopg.InterfaceError("connection returned mid-statement: discarded")
     _idle_since[conn] = time.monotonic()
 
 
@@ -106,7 +120,7 @@ async def _usable(conn: Conn) -> bool:
     """Whether a connection just taken from the pool can be used: one the server has sent
     something while idle (a restart or crash leaves a termination message or EOF there), or
     that sat idle long, is pinged first. A connection in steady use costs no round trip."""
-    if conn.closed or conn.broken:
+    if conn.closed or conn.broken or _left_mid_statement(conn):
         return False
     since = _idle_since.get(conn)
     if since is not None and time.monotonic() - since < PING_AFTER_IDLE_S and not _has_unread(conn):
@@ -235,8 +249,15 @@ class PostgresStore(SqlStore):
         async with self._conn() as conn:
             if not tx:
                 return await body(PgTx(conn, None))
-            async with conn.pipeline() as pipeline, conn.transaction():
-                return await body(PgTx(conn, pipeline))
+            try:
+                async with conn.pipeline() as pipeline, conn.transaction():
+                    return await body(PgTx(conn, pipeline))
+            except BaseException:
+                # Cut short (a cancelled activity, an error): a connection left in pipeline
+                # mode or a transaction is closed (the server rolls back), never reused.
+                if not conn.closed and _left_mid_statement(conn):
+                    await conn.close()
+                raise
 
     def _append_lock(self, key: str) -> list[Statement]:
         # Appends to one session take turns across hosts (other sessions never wait): the next

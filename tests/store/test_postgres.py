@@ -4,8 +4,10 @@ lost in the middle of an append, a server restart under a store in use."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -109,3 +111,41 @@ def test_url_options() -> None:
     assert (low, high) == (1, 4)
     assert "pool_max" not in conninfo and "sslmode=require" in conninfo
     assert "connect_timeout=10" in conninfo
+
+
+async def test_a_write_after_a_cancelled_transaction_is_not_lost(url: str) -> None:
+    # A transaction cancelled mid-pipeline (an activity cancelled by an abort or a timeout)
+    # must not hand its connection back in pipeline mode: a write made on it next was only
+    # queued, reported success and was lost with the connection.
+    import random
+    import uuid
+
+    store = PostgresStore(f"{url}{'&' if '?' in url else '?'}pool_min=1&pool_max=1")
+    await store.open()
+    await store.migrate()
+
+    async def slow(tx: Any) -> int:
+        await tx.fetch_batch([("SELECT pg_sleep(0.05)", ()), ("SELECT 1", ())])
+        await tx.execute("SELECT pg_sleep(0.05)")
+        return 1
+
+    rng = random.Random(7)
+    written: list[str] = []
+    try:
+        for _ in range(200):
+            cut = asyncio.create_task(store._session(slow, tx=True))
+            await asyncio.sleep(rng.uniform(0.0, 0.12))
+            cut.cancel()
+            with contextlib.suppress(BaseException):
+                await cut
+            chain = uuid.uuid4().hex
+            await store.set_run_workspace("cancelled", chain, "w")
+            written.append(chain)
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+            cur = await admin.execute(
+                "SELECT run_chain FROM run_workspaces WHERE session_key = 'cancelled'"
+            )
+            stored = {r[0] for r in await cur.fetchall()}
+        assert set(written) <= stored, f"{len(set(written) - stored)} writes lost"
+    finally:
+        await store.close()
