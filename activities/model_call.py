@@ -342,6 +342,8 @@ class ModelCallActivity:
             and host != self.settings.host_id
         ):
             pass  # on another host's disk: the worker there makes or checks it for the tools
+        elif inp.create_workspace and self.settings.workspaces == "host":
+            pass  # made by the host its first tool call lands on (not on every model call's)
         elif inp.create_workspace:
             # A default workspace, under the data dir: its owner's only, as the rest of it.
             await asyncio.to_thread(make_private_dir, path)

@@ -243,6 +243,9 @@ async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs
         owner = {"p": worker_p, "q": worker_q}[status.workspace_host or ""]
         assert (owner.data_dir / "workspaces" / key / "x.txt").read_text() == "hi"
         assert not (laptop.data_dir / "workspaces").exists()
+        # Nor an empty one on the other host, which ran model calls at most.
+        other = worker_q if owner is worker_p else worker_p
+        assert not (other.data_dir / "workspaces" / key).exists()
         assert [e.text for e in client.transcript(key) if e.role == Role.TOOL][-1] == "hi"
         # A folder this client names is taken to be on its own host's disk, and no worker runs
         # there: the receipt warns at once, saying what to set (the run would wait 10 minutes
