@@ -14,7 +14,15 @@ DIR_MODE = 0o700
 
 
 def make_private_dir(path: Path) -> None:
-    path.mkdir(parents=True, mode=DIR_MODE, exist_ok=True)
+    """`path` and the folders above it that do not exist yet, each 0700 (`mkdir -p` would
+    make those above with the default mode: `sessions/` readable by all lists session keys)."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        folder.mkdir(mode=DIR_MODE, exist_ok=True)
 
 
 def private_open(path: Path, mode: str) -> IO[Any]:
