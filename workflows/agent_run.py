@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
     from workflows.patches import (
+        FINISH_SHIELDED_PATCH,
         PRECISE_FAILURE_PATCH,
         RUN_CODE,
         RUN_FAILS_PATCH,
@@ -421,7 +422,18 @@ class AgentRunWorkflow(LegacyFailover):
             workflow.continue_as_new(
                 RunInput(request=self.req, carry=self._carry_for_next(), code=newest(RUN_CODE))
             )
-        return await self._finish(end)
+        if not self.patches(FINISH_SHIELDED_PATCH):
+            return await self._finish(end)
+        # A cancel that arrives while the run records its end (a parent that told its sub-agent
+        # to stop, then cancels it) must not cut the record short: the run ends as it decided,
+        # its result recorded, not as a bare "Canceled".
+        finishing = asyncio.ensure_future(self._finish(end))
+        while True:
+            try:
+                return await asyncio.shield(finishing)
+            except asyncio.CancelledError:
+                if finishing.done():
+                    raise
 
     def _carry_for_next(self) -> RunCarry:
         # Lifecycle events not yet published go out with the next segment's first activity.

@@ -75,6 +75,8 @@ STREAM_OVERLOAD_PATCH = "run-stream-overload-retried"
 # A session's (or a sub-agent's) background processes are listed for stopping on the host whose
 # disk holds its workspace, where their records are (workflows/process_stop.py).
 STOP_ON_HOST_PATCH = "stop-processes-on-their-host"
+# A cancel that arrives while a run records its end does not cut the record short.
+FINISH_SHIELDED_PATCH = "run-finish-not-cut-by-cancel"
 # A sub-agent's run starts with its identifying search attributes (key, agent, model, source).
 SUBAGENT_ATTRIBUTES_PATCH = "run-subagent-attributes"
 # A run's AgentTurns at its end counts the turn it stopped in (as its result does).
@@ -91,7 +93,14 @@ RUN_CODE: Sequence[CodeLevel] = (
     ),
     CodeLevel(
         "run-code-2026-11-27-night",
-        frozenset({TURNS_AT_END_PATCH, STOP_ON_HOST_PATCH, SUBAGENT_ATTRIBUTES_PATCH}),
+        frozenset(
+            {
+                TURNS_AT_END_PATCH,
+                STOP_ON_HOST_PATCH,
+                SUBAGENT_ATTRIBUTES_PATCH,
+                FINISH_SHIELDED_PATCH,
+            }
+        ),
     ),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
