@@ -119,6 +119,10 @@ PROMPT_DEDUPE_PATCH = "session-prompt-dedupe-by-text"
 # too); one that arrives as the session ends is told so, and the client sends it again.
 CLOSING_TAKES_PATCH = "session-closing-takes-messages"
 
+# A run that ended without a result (terminated in Temporal) has its end announced on the
+# stream by its session (watchers stop at a run's `agent_end`).
+ABNORMAL_END_TOLD_PATCH = "session-announces-abnormal-ends"
+
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
@@ -128,7 +132,13 @@ SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel(
         "session-code-2026-11-27-night",
         frozenset(
-            {QUEUE_ORDER_PATCH, PROMPT_DEDUPE_PATCH, CLOSING_TAKES_PATCH, STOP_ON_HOST_PATCH}
+            {
+                QUEUE_ORDER_PATCH,
+                PROMPT_DEDUPE_PATCH,
+                CLOSING_TAKES_PATCH,
+                STOP_ON_HOST_PATCH,
+                ABNORMAL_END_TOLD_PATCH,
+            }
         ),
     ),
 )

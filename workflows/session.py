@@ -35,6 +35,7 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from agentlane import search_attributes as sa
+    from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
     from agentlane.approvals import (
         ApprovalClosed,
         ApprovalDecision,
@@ -60,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentlane.errors import ExecutionErrorKind
     from agentlane.event_stream import EventsInput
+    from agentlane.events import Announcement, EventKind
     from agentlane.ids import chain_token_of, events_workflow_id, run_workflow_id
     from agentlane.messages import (
         SESSION_ENDING,
@@ -133,6 +135,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_options as opts
     from workflows.agent_run import AgentRunWorkflow
     from workflows.patches import (
+        ABNORMAL_END_TOLD_PATCH,
         BOUNDED_FATES_PATCH,
         CLOSING_TAKES_PATCH,
         EVENTS_CODE,
@@ -1343,6 +1346,7 @@ class SessionWorkflow:
             if ended is None:
                 result = await self._spent_by(self._failed_result(request, err))
                 self._requeue(held, f"{run_id} ended abnormally: {err.cause or err}")
+                await self._announce_abnormal_end(result)
             else:
                 result = ended
                 self._took(result, batch)
@@ -1498,6 +1502,45 @@ class SessionWorkflow:
         result = result.model_copy(update={"turns": spent.turns, "usage": spent.usage})
         self._record(result)
         return result
+
+    async def _announce_abnormal_end(self, result: ExecutionResult) -> None:
+        """A run terminated (or timed out) in Temporal published no end: its watchers, which
+        stop at its `agent_end` (the CLI's send, an adapter's `watch(until_run=...)`), would
+        wait for ever. The session says it ended, and why, on the run's behalf."""
+        if not self.patches(ABNORMAL_END_TOLD_PATCH):
+            return
+        why = result.error.message if result.error else "ended abnormally"
+        now = workflow.time()
+        announce = [
+            Announcement(
+                kind=EventKind.ERROR,
+                ts=now,
+                text=f"{why}; its messages run again in the next run",
+                recoverable=True,
+                data={"code": "abnormal_end"},
+            ),
+            Announcement(
+                kind=EventKind.AGENT_END,
+                ts=now,
+                termination_reason=TerminationReason.ERROR.value,
+                data={
+                    "total_turns": result.turns,
+                    "total_tokens": result.usage.accumulated.total,
+                    "status": ExecutionStatus.ERROR.value,
+                    "abnormal": True,
+                },
+            ),
+        ]
+        try:
+            await workflow.execute_local_activity(
+                PUBLISH_ANNOUNCEMENTS,
+                PublishInput(session_key=self.s.key, run_id=result.run_id, announce=announce),
+                start_to_close_timeout=opts.LOCAL_FINISH_START_TO_CLOSE,
+                retry_policy=opts.FINISH_RETRY,
+                summary=f"announce the end of {result.run_id}",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("end of %s not announced: %s", result.run_id, err)
 
     def _totals(self) -> str:
         """The session's figures for the Temporal UI."""
