@@ -17,6 +17,8 @@ events as plain `data:` messages, each with the offset of the event it came from
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -43,20 +45,36 @@ async def while_token_lives(
     every: float = TOKEN_RECHECK_SECONDS,
 ) -> AsyncIterator[T]:
     """`items` for as long as the token that opened the stream is not revoked: asked again
-    before an event goes out, at most every `every` seconds, so a revoked token's stream sends
-    nothing more than that (a token is checked once, when the request comes; a stream may stay
-    open for days). `farewell`: the last thing sent when it ends so."""
+    every `every` seconds, whether events flow or the session is quiet, so a revoked token's
+    stream ends within that (a token is checked once, when the request comes; a stream may
+    stay open for days). `farewell`: the last thing sent when it ends so."""
+    iterator = items.__aiter__()
     checked = time.monotonic()
+    pending: asyncio.Future[T] | None = None
     try:
-        async for item in items:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(iterator.__anext__())
+            left = every - (time.monotonic() - checked)
+            done, _ = await asyncio.wait({pending}, timeout=max(0.0, left))
             if time.monotonic() - checked >= every:
                 if not await alive():
                     if farewell is not None:
                         yield farewell()
                     return
                 checked = time.monotonic()
-            yield item
+            if pending in done:
+                try:
+                    item = pending.result()
+                except StopAsyncIteration:
+                    return
+                pending = None
+                yield item
     finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
         close = getattr(items, "aclose", None)
         if close is not None:
             await close()

@@ -320,6 +320,18 @@ async def test_a_revoked_tokens_open_stream_ends(
     assert kinds[-1] == "revoked", kinds
     assert second not in "".join(ev.data for ev in got.events), "run 2 reached a revoked token"
 
+    # A quiet session's stream ends too, within the recheck interval: no event needs to come.
+    quiet = gateway.token(name="quiet")
+    async with gateway.http(quiet) as http:
+        reading = asyncio.create_task(
+            read_sse(http, f"/v1/sessions/{k}/events?from=0", lambda ev: ev.event == "revoked")
+        )
+        await asyncio.sleep(1.0)
+        record = next(t for t in gateway.tokens.list() if t.name == "quiet")
+        assert gateway.tokens.revoke(record.id)
+        got = await asyncio.wait_for(reading, TOKEN_RECHECK_SECONDS + 5)
+    assert got.events[-1].event == "revoked"
+
 
 async def test_rate_limit_answers_429_with_retry_after(shared: Deployment) -> None:
     settings = settings_for(shared).model_copy(
