@@ -242,6 +242,24 @@ class StreamItem:
     event: AgentEvent
 
 
+def gap_notice(session_key: str, requested: int, first: Any) -> AgentEvent:
+    """What a watcher is told of events the stream no longer holds (`first`: the first item
+    it still has)."""
+    missed = first.offset - requested
+    return AgentEvent(
+        kind=EventKind.STREAM_GAP,
+        event_id=f"{session_key}/gap/{requested}-{first.offset}",
+        session_key=session_key,
+        run_id=first.data.run_id,
+        text=(
+            f"{missed} earlier event{'s are' if missed != 1 else ' is'} no longer in the stream "
+            f"(offsets {requested}-{first.offset - 1}): `agentlane transcript {session_key}` "
+            "has what was said"
+        ),
+        data={"requested": requested, "first_available": first.offset, "missed": missed},
+    )
+
+
 @dataclass
 class MessageView:
     """Folds events into the text a user should see, one string per assistant message.
@@ -1302,6 +1320,10 @@ class AgentlaneClient:
                     result_type=AgentEvent,
                     poll_cooldown=timedelta(milliseconds=poll_cooldown_ms),
                 ):
+                    if item.offset > offset:
+                        # The stream no longer holds what was asked for (it keeps recent events;
+                        # a closed session's are gone): said, as the gateway's `gap` says it.
+                        yield StreamItem(item.offset - 1, gap_notice(session_key, offset, item))
                     offset = item.offset + 1
                     yield StreamItem(item.offset, item.data)
                     if (

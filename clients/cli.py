@@ -190,7 +190,8 @@ async def _watch(args: argparse.Namespace) -> int:
         return EXIT_NOT_FOUND
     if not await client.session_exists(args.session):
         print(
-            f"session {args.session} is closed; following it when a message reopens it",
+            f"session {args.session} is closed: what its stream still holds follows, then "
+            "this ends (a message opens it again; watch it then)",
             file=sys.stderr,
             flush=True,
         )

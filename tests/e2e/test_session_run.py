@@ -101,6 +101,14 @@ async def test_close_ends_session_and_stream_and_a_new_message_reopens(
     assert (await client.wait_for_run(again.run_id)).reply == "two"
     texts = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
     assert texts == ["say one", "say two"]
+    # The old stream's events are gone with it: a watcher from offset 0 is told so first.
+    from agentlane.events import EventKind
+
+    items = [i async for i in client.watch(session_key, 0, until_run=again.run_id)]
+    gap = items[0].event
+    assert gap.kind == EventKind.STREAM_GAP and gap.data["requested"] == 0
+    assert gap.data["first_available"] == items[1].offset > 0
+    assert f"agentlane transcript {session_key}" in (gap.text or "")
 
 
 async def test_a_message_sent_while_a_closed_session_drains_joins_its_queue(
