@@ -19,6 +19,7 @@ from agentlane.session_records import (
     RecordSessionInput,
     RestoredSession,
     RestoreSessionInput,
+    SessionTotals,
 )
 from store.interface import Store
 
@@ -99,16 +100,24 @@ class SessionRecords:
             queue_override=override,
             reopened=True,
             run_count=int(recorded.get("run_count") or 0),
+            totals=_totals(recorded.get("totals"), inp.key),
         )
 
     async def record(
-        self, key: str, settings: SessionSettings, override: object, run_count: int = 0
+        self,
+        key: str,
+        settings: SessionSettings,
+        override: object,
+        run_count: int = 0,
+        totals: SessionTotals | None = None,
     ) -> None:
-        body = {
+        body: dict[str, Any] = {
             "settings": settings.model_dump(mode="json"),
             "queue_override": override,
             "run_count": run_count,
         }
+        if totals is not None:
+            body["totals"] = totals.model_dump(mode="json")
         await self.store.put_session_record(key, json.dumps(body))
 
     @activity.defn(name=RESTORE_SESSION)
@@ -119,7 +128,7 @@ class SessionRecords:
             if restored.queue_override
             else None
         )
-        await self.record(inp.key, restored.settings, override, restored.run_count)
+        await self.record(inp.key, restored.settings, override, restored.run_count, restored.totals)
         if restored.reopened:
             # The previous incarnation's stream (closed or still draining) tells where its
             # offsets ended; the new stream goes on from there, so no watcher's offset is stale.
@@ -137,4 +146,14 @@ class SessionRecords:
             if inp.queue_override
             else None
         )
-        await self.record(inp.key, inp.settings, override, inp.run_count)
+        await self.record(inp.key, inp.settings, override, inp.run_count, inp.totals)
+
+
+def _totals(raw: object, key: str) -> SessionTotals | None:
+    if raw is None:
+        return None
+    try:
+        return SessionTotals.model_validate(raw)
+    except ValueError as err:
+        log.warning("session %s: ignoring unreadable recorded totals: %s", key, err)
+        return None

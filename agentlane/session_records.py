@@ -8,9 +8,19 @@ from pydantic import BaseModel, Field
 
 from agentlane.queue_settings import QueueOptions
 from agentlane.session import BranchSource, SessionSettings
+from agentlane.usage import Usage
 
 RESTORE_SESSION = "restore_session"
 RECORD_SESSION = "record_session"
+
+
+class SessionTotals(BaseModel):
+    """What a session's runs added up to: a reopened session goes on counting from there, as
+    its run numbers do."""
+
+    turns: int = 0
+    usage: Usage = Usage()
+    dropped_messages: int = 0
 
 
 class RestoreSessionInput(BaseModel):
@@ -32,6 +42,8 @@ class RestoredSession(BaseModel):
     run_count: int = 0
     # Where the key was branched from, if it was (a reopened branch keeps its place in the tree).
     branch: BranchSource | None = None
+    # The totals an earlier incarnation recorded (None: none recorded).
+    totals: SessionTotals | None = None
 
 
 class RecordSessionInput(BaseModel):
@@ -39,3 +51,4 @@ class RecordSessionInput(BaseModel):
     settings: SessionSettings
     queue_override: QueueOptions | None = None
     run_count: int = 0
+    totals: SessionTotals | None = None

@@ -126,6 +126,7 @@ with workflow.unsafe.imports_passed_through():
         RecordSessionInput,
         RestoredSession,
         RestoreSessionInput,
+        SessionTotals,
     )
     from agentlane.static_details import run_details as run_static_details
     from agentlane.task_priority import EVENTS_PRIORITY, RUN_PRIORITY
@@ -1061,6 +1062,11 @@ class SessionWorkflow:
                 settings=self.s.settings,
                 queue_override=self.s.queue_override,
                 run_count=self.s.run_count,
+                totals=SessionTotals(
+                    turns=self.s.turns,
+                    usage=self.s.usage,
+                    dropped_messages=self.s.dropped_messages,
+                ),
             ),
             start_to_close_timeout=SESSION_RECORD_TIMEOUT,
             summary="record session settings",
@@ -1099,6 +1105,11 @@ class SessionWorkflow:
         self.s.settings = restored.settings
         self.s.queue_override = restored.queue_override
         self.s.run_count = max(self.s.run_count, restored.run_count)
+        if restored.totals is not None and restored.reopened:
+            # Its totals go on from the last incarnation's, as its run numbers do.
+            self.s.turns += restored.totals.turns
+            self.s.usage = self.s.usage.plus(restored.totals.usage)
+            self.s.dropped_messages += restored.totals.dropped_messages
         if restored.branch is not None and workflow.memo_value(MEMO_PARENT, None) is None:
             # A branch reopened by a message: it keeps its place in `sessions tree`.
             workflow.upsert_memo(

@@ -84,7 +84,7 @@ async def test_close_ends_session_and_stream_and_a_new_message_reopens(
 
     first = await client.send_and_start(session_key, "say one", workspace=str(workspace))
     assert first.run_id
-    await client.wait_for_run(first.run_id)
+    first_usage = (await client.wait_for_run(first.run_id)).usage.accumulated.total
     await client.close(session_key)
     for workflow_id in (f"session:{session_key}", f"session:{session_key}:events"):
         handle = client.client.get_workflow_handle(workflow_id)
@@ -98,9 +98,14 @@ async def test_close_ends_session_and_stream_and_a_new_message_reopens(
     assert reopened.run_id != closed_run  # a new session workflow
     # Run numbers go on across close and reopen: a run id is never reused.
     assert again.run_id == f"session:{session_key}:run:2"
-    assert (await client.wait_for_run(again.run_id)).reply == "two"
+    second = await client.wait_for_run(again.run_id)
+    assert second.reply == "two"
     texts = [e.text for e in client.transcript(session_key) if e.role == Role.USER]
     assert texts == ["say one", "say two"]
+    # Its totals go on from before the close, as its run numbers do.
+    status = await client.status(session_key)
+    assert status.turns == 2
+    assert status.usage.total == first_usage + second.usage.accumulated.total
     # The old stream's events are gone with it: a watcher from offset 0 is told so first.
     from agentlane.events import EventKind
 
