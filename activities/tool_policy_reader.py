@@ -29,7 +29,7 @@ class ToolPolicyReader:
 
     def _read(self, req: ToolPolicyRequest) -> ToolPolicyInput:
         try:
-            config = self.config.current()
+            config = self.config.current(strict=True)
             try:
                 agent = config.agent(req.agent_id).tool_rules()
             except UnknownAgentError:

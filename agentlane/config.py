@@ -631,6 +631,8 @@ class ConfigWatcher:
         self.env = env
         self._stamp: tuple[str, int] | None = None
         self._config: AgentlaneConfig | None = None
+        # The stamp of the file while it is invalid (the last good config answers meanwhile).
+        self._broken: tuple[str, int] | None = None
 
     def _current_stamp(self) -> tuple[str, int]:
         """Which file holds the configuration and when it changed (asked before every model
@@ -653,17 +655,22 @@ class ConfigWatcher:
             path = ""
         return path or f"no config file (none in {self.data_dir})"
 
-    def current(self) -> AgentlaneConfig:
+    def current(self, strict: bool = False) -> AgentlaneConfig:
+        """The configuration in force. `strict`: raise while the file is invalid rather than
+        answer with the last good one (the tool policy, a security control, fails closed: an
+        edit meant to deny a tool must not leave an older, wider policy in force)."""
         stamp = self._current_stamp()
-        if self._config is None or stamp != self._stamp:
+        if self._config is None or stamp != self._stamp or (strict and self._broken):
             try:
                 self._config = load_config(self.data_dir, self.env)
+                self._broken = None
             except ConfigError as err:
-                if self._config is None:
+                if self._config is None or strict:
                     raise
-                # Kept until the file is good again; said once per change of the file.
+                if self._broken != stamp:  # said once per change of the file
+                    _log.warning("%s; the previous configuration stays in use", err)
+                self._broken = stamp
                 self._stamp = stamp
-                _log.warning("%s; the previous configuration stays in use", err)
                 return self._config
             self._stamp = stamp
         return self._config

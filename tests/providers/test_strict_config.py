@@ -135,6 +135,9 @@ def test_the_config_is_read_again_when_its_file_changes(tmp_path: Path) -> None:
     assert "late/added" in watcher.current().models
     with pytest.raises(ConfigError, match="models\\[0\\]"):
         ConfigWatcher(tmp_path, env={}).current()
+    # The tool policy fails closed: not an older, wider policy while the file is broken.
+    with pytest.raises(ConfigError, match="models\\[0\\]"):
+        watcher.current(strict=True)
     time.sleep(0.01)
     path.write_text("default_model = 'offline/planner'\n")
     assert "late/added" not in watcher.current().models
