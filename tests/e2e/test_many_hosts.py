@@ -213,21 +213,29 @@ async def test_a_command_that_finished_while_the_database_was_down_keeps_its_res
     assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
 
 
+def hosts_per_workspace(
+    server: object, postgres: PostgresCluster, tmp_path: Path, *names: str
+) -> list[Deployment]:
+    """Hosts of one deployment (one database, one task queue), each its own data dir and host
+    id, workspaces per host (the default)."""
+    url = postgres.create_database(f"hosts_{uuid.uuid4().hex[:8]}")
+    queue = f"tq-{uuid.uuid4().hex[:8]}"
+    deps = []
+    for host in names:
+        data = tmp_path / f"data-{host}"
+        data.mkdir()
+        env = {"AGENTLANE_DATABASE_URL": url, "AGENTLANE_HOST_ID": host}
+        deps.append(Deployment(data_dir=data, server=server, task_queue=queue, extra_env=env))
+    return deps
+
+
 async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs_its_tools(
     server: object, postgres: PostgresCluster, tmp_path: Path
 ) -> None:
     # Workspaces per host, each host its own data dir, the client (a laptop's CLI, a gateway)
     # a third: a session given no workspace gets one under the data dir of the host its tools
     # pinned to, not a copy of the client's path made on that host's disk.
-    url = postgres.create_database(f"wsdef_{uuid.uuid4().hex[:8]}")
-    queue = f"tq-{uuid.uuid4().hex[:8]}"
-    deps = []
-    for host in ("p", "q", "laptop"):
-        data = tmp_path / f"data-{host}"
-        data.mkdir()
-        env = {"AGENTLANE_DATABASE_URL": url, "AGENTLANE_HOST_ID": host}
-        deps.append(Deployment(data_dir=data, server=server, task_queue=queue, extra_env=env))
-    worker_p, worker_q, laptop = deps
+    worker_p, worker_q, laptop = hosts_per_workspace(server, postgres, tmp_path, "p", "q", "laptop")
     assert cli(worker_p, "db", "migrate").returncode == 0
     try:
         worker_p.start_worker()
@@ -267,14 +275,7 @@ async def test_a_reset_stops_background_processes_on_the_host_that_runs_them(
     # Workspaces per host: a session's workflow runs on host p, its tools (and so its background
     # processes and their records) on host q, whose disk has its workspace. A reset stops them
     # there; listed on the workflow's own host, they were not found and ran on.
-    url = postgres.create_database(f"procs_{uuid.uuid4().hex[:8]}")
-    queue = f"tq-{uuid.uuid4().hex[:8]}"
-    deps = []
-    for host in ("p", "q"):
-        data = tmp_path / f"data-{host}"
-        data.mkdir()
-        env = {"AGENTLANE_DATABASE_URL": url, "AGENTLANE_HOST_ID": host}
-        deps.append(Deployment(data_dir=data, server=server, task_queue=queue, extra_env=env))
+    deps = hosts_per_workspace(server, postgres, tmp_path, "p", "q")
     worker_p, worker_q = deps
     assert cli(worker_p, "db", "migrate").returncode == 0
     tag = uuid.uuid4().hex[:6]
