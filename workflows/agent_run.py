@@ -511,7 +511,7 @@ class AgentRunWorkflow(LegacyFailover):
             selection = select_tools(
                 self.req.tools, self.c.tool_policy, model.provider, model.model, list(senders)
             )
-            selection = self.subagents.with_depth_refusals(selection)
+            selection = self.subagents.with_inherited_refusals(selection)
             self.tool_selections[key] = selection
         return selection
 

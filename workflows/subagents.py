@@ -108,7 +108,7 @@ class Subagents:
     def depth(self) -> int:
         return depth_of(self.run.req.session_key, self.run.req.spawn_depth)
 
-    def with_depth_refusals(self, selection: ToolSelection) -> ToolSelection:
+    def with_inherited_refusals(self, selection: ToolSelection) -> ToolSelection:
         """A sub-agent calling a tool its parent could not use, or its depth took away, is
         told so (SPEC §13.4), in the spawn gate's words for `sessions_spawn`."""
         if self.depth <= 0:
