@@ -61,7 +61,13 @@ from activities.providers.error_classification import (
     role_ordering_error,
 )
 from activities.providers.overflow_figures import overflow_figures
-from activities.providers.resolve import ModelUnavailable, ProviderResolver, ResolvedModel
+from activities.providers.resolve import (
+    ModelUnavailable,
+    NoCredentials,
+    ProviderResolver,
+    ResolvedModel,
+    UnknownModel,
+)
 from activities.providers.tool_call_ids import session_call_id
 from activities.providers.transport_faults import endpoint_host, transport_kind
 from activities.rejected_call_events import rejected_call_events
@@ -278,6 +284,33 @@ def typed_failure(
     )
 
 
+def unusable_candidate(inp: ModelCallInput, err: NoCredentials | UnknownModel) -> ApplicationError:
+    """A model this host cannot call (no key for its provider, not in its config) as the typed
+    failure of a candidate, not a broken deployment: the run's failover moves to the next profile
+    or fallback model (SPEC §3.3, §3.6), and ends with `auth` / `model_not_found` when none is
+    left. Nothing was sent."""
+    reason = (
+        FailoverReason.AUTH if isinstance(err, NoCredentials) else FailoverReason.MODEL_NOT_FOUND
+    )
+    failure = ModelFailure(
+        reason=reason.value,
+        message=str(err),
+        raw_message=str(err),
+        provider=inp.model.provider,
+        model=inp.model.model,
+        profile_id=inp.profile_id,
+        thinking=inp.thinking,
+    )
+    log.warning("model call not sent: %s", failure.message)
+    return ApplicationError(
+        failure_headline(failure),
+        failure.model_dump(mode="json"),
+        type=MODEL_PROVIDER_ERROR,
+        non_retryable=True,
+        category=ApplicationErrorCategory.BENIGN,
+    )
+
+
 def partial_entry_id(inp: ModelCallInput) -> str:
     return inp.assistant_entry_id + PARTIAL_SUFFIX
 
@@ -408,6 +441,8 @@ class ModelCallActivity:
         await self._prepare_transcript(inp)
         try:
             resolved = await self.resolver.aresolve(inp.model, inp.profile_id)
+        except (NoCredentials, UnknownModel) as err:
+            raise unusable_candidate(inp, err) from err
         except ModelUnavailable as err:
             raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
 

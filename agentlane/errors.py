@@ -19,6 +19,8 @@ class ExecutionErrorKind(StrEnum):
     ABORTED = "aborted"
     QUOTA_EXCEEDED = "quota_exceeded"  # rate limits: retry with backoff
     BILLING = "billing"  # out of credits or plan: not worth retrying until someone pays
+    # No usable key: none configured for the provider, or every one refused (401/403).
+    AUTH = "auth"
     TOOL_ERROR = "tool_error"
     STATE_PERSIST_FAILED = "state_persist_failed"
     # The context did not fit and recovery (compaction, truncation) could not make it fit.

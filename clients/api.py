@@ -339,8 +339,13 @@ class AgentlaneClient:
     def _config(self) -> AgentlaneConfig:
         return self._config_watcher.current()
 
-    def _default_model(self) -> str:
-        """AGENTLANE_MODEL, else the config file's default_model, else the offline model."""
+    def _default_model(self, agent_id: str = "main") -> str:
+        """The model the agent's table names, else AGENTLANE_MODEL, else the config file's
+        default_model, else the offline model. `[agents.main] model = …` is what a user writes
+        to choose the model their sessions talk to: a new session starts on it."""
+        named = self._config().agents.get(agent_id)
+        if named is not None and named.model:
+            return named.model
         if os.environ.get("AGENTLANE_MODEL"):
             return self.settings.default_model
         return self._config().default_model
@@ -377,8 +382,13 @@ class AgentlaneClient:
             else str(self.settings.workspaces_dir / storage_name(key))
         )
         ws = workspace or default
-        chosen = self._model_switch(model or self._default_model())
+        agent_id = str(overrides.get("agent_id") or "main")
+        chosen = self._model_switch(model or self._default_model(agent_id))
         config = self._config()
+        try:
+            thinking = config.agent(agent_id).thinking
+        except UnknownAgentError:
+            thinking = config.agent("main").thinking
         window, source = chosen.context_window, chosen.context_window_source
         provider, name = chosen.provider, chosen.model
         base: dict[str, object] = {
@@ -388,7 +398,7 @@ class AgentlaneClient:
             "approvals": config.approval if config.approval.require else None,
             "context_window": window,
             "context_window_source": source,
-            "thinking": config.agent("main").thinking,
+            "thinking": thinking,
             "host_wait_seconds": self.settings.host_wait_seconds,
         }
         if not create and self.settings.workspaces == "host":
@@ -1175,7 +1185,7 @@ class AgentlaneClient:
             status = await self.status(key)
             exists, agent_id, model = True, status.agent_id, status.model
         except SessionNotFound:
-            exists, agent_id, model = False, "main", self._default_model()
+            exists, agent_id, model = False, "main", self._default_model("main")
         config = self._config()
         try:
             agent: AgentTools | None = config.agent(agent_id).tool_rules()

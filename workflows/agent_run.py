@@ -146,6 +146,8 @@ def _failure(err: ActivityError) -> LoopEnd:
             kind = {
                 "rate_limit": ExecutionErrorKind.QUOTA_EXCEEDED,
                 "billing": ExecutionErrorKind.BILLING,
+                "auth": ExecutionErrorKind.AUTH,
+                "auth_permanent": ExecutionErrorKind.AUTH,
             }.get(failure.reason, ExecutionErrorKind.RUNTIME_ERROR)
             return LoopEnd(
                 TerminationReason.ERROR,

@@ -1188,6 +1188,9 @@ def _error_kind(reason: FailoverReason | None) -> ExecutionErrorKind:
         R.OVERLOADED: ExecutionErrorKind.RUNTIME_UNAVAILABLE,
         R.BILLING: ExecutionErrorKind.BILLING,
         R.TIMEOUT: ExecutionErrorKind.TIMEOUT,
+        R.AUTH: ExecutionErrorKind.AUTH,
+        R.AUTH_PERMANENT: ExecutionErrorKind.AUTH,
+        R.MODEL_NOT_FOUND: ExecutionErrorKind.RUNTIME_UNAVAILABLE,
     }.get(reason or R.UNKNOWN, ExecutionErrorKind.RUNTIME_ERROR)
 
 

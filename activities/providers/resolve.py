@@ -36,6 +36,16 @@ class ModelUnavailable(Exception):
     """The model cannot be used as configured (unknown model, no key, unreadable config)."""
 
 
+class UnknownModel(ModelUnavailable):
+    """This host's config does not have the model: a failed candidate (SPEC §3.3, the original's
+    `model_not_found`), which a fallback model can stand in for."""
+
+
+class NoCredentials(ModelUnavailable):
+    """No key for the model's provider (or its profile): a failed candidate too (SPEC §3.6,
+    reason `auth`); a fallback on another provider can still answer."""
+
+
 @dataclass(frozen=True)
 class ResolvedModel:
     provider: ModelProvider
@@ -101,7 +111,7 @@ class ProviderResolver:
             entry = config.model(ref.label())
         except UnknownModelError as err:
             # Every worker host reads its own file: say which host and which file lacks it.
-            raise ModelUnavailable(
+            raise UnknownModel(
                 f"{err} (worker host {self.settings.host_id} reads {self._watcher.where()}; "
                 "every host needs the model in its own config file)"
             ) from err
@@ -121,6 +131,8 @@ class ProviderResolver:
                 )
             except AuthStoreError as err:
                 if entry.needs_key:
+                    if isinstance(err, MissingCredentialsError):
+                        raise NoCredentials(str(err)) from err
                     raise ModelUnavailable(str(err)) from err
                 if not isinstance(err, MissingCredentialsError):
                     # The call goes on without a profile; say why, or a gateway's 401 is a puzzle.

@@ -400,6 +400,7 @@ async def test_provider_failures_are_typed(
             "billing": "billing",
             "overloaded": "runtime_unavailable",
             "context_overflow": "context_overflow",
+            "auth": "auth",
         }
         assert result.error.kind.value == kinds.get(reason, "runtime_error")
         errors = [e for e in got.events if e.kind == EventKind.ERROR]

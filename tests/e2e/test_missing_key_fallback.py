@@ -1,0 +1,103 @@
+"""A model whose provider has no key is a failed candidate, not the end of the run: with a
+fallback configured the run moves on to it (SPEC §3.6: the failure is a FailoverError when
+fallbacks are configured), says why, and a session without one ends with an `auth` error."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentlane.errors import ExecutionErrorKind
+from agentlane.events import EventKind
+from agentlane.run import ExecutionStatus
+from clients.api import AgentlaneClient
+from tests.conftest import make_deployment, settings_for
+from tests.e2e.support import collect
+from tests.e2e.test_thinking_levels import MODELS, OPENAI_KEY, config_toml
+from tests.fakes.provider_server import FakeProviderServer
+from tests.fakes.scripts import Reply
+from tests.harness import Deployment
+
+AGENTS = f"""
+[agents.main]
+model = "{MODELS["anthropic"]}"
+fallbacks = ["{MODELS["openai-chat"]}"]
+
+[agents.lonely]
+model = "{MODELS["anthropic"]}"
+"""
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer(openai_keys=[OPENAI_KEY]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    server: object, fake: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    root = tmp_path_factory.mktemp("nokey")
+    (root / "config.toml").write_text(config_toml(fake, AGENTS))
+    # Only OpenAI's key: Anthropic has none anywhere (env, profiles, the auth store).
+    dep = make_deployment(server, root, OPENAI_API_KEY=OPENAI_KEY, ANTHROPIC_API_KEY="")
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
+def workspace(dep: Deployment) -> Path:
+    path = dep.data_dir / "ws" / uuid.uuid4().hex[:8]
+    path.mkdir(parents=True)
+    return path
+
+
+async def test_a_model_without_a_key_falls_back_to_the_next(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text="from gpt", api="openai-chat"))
+    key = f"nk-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(key, "hello", workspace=str(workspace(deployment)))
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "from gpt"
+    assert not fake.requests("anthropic")
+    moves = [e for e in got.events if e.kind == EventKind.WARNING]
+    assert [m.data["code"] for m in moves] == ["model_fallback"], [m.text for m in moves]
+    assert "No API key found for provider anthropic" in (moves[0].text or ""), moves[0].text
+    print(moves[0].text)
+    # The session stays on its model (a key set later serves it) and takes its next message.
+    fake.reset()
+    fake.script(Reply(text="again gpt", api="openai-chat"))
+    again = await client.send_and_start(key, "and again")
+    assert again.run_id
+    assert (await client.wait_for_run(again.run_id)).reply == "again gpt"
+
+
+async def test_without_a_fallback_the_run_ends_with_an_auth_error(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    key = f"nk-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        key,
+        "hello",
+        workspace=str(workspace(deployment)),
+        session_overrides={"agent_id": "lonely"},
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.ERROR
+    assert result.error is not None
+    assert result.error.kind == ExecutionErrorKind.AUTH, result.error
+    assert "No API key found for provider anthropic" in result.error.message
+    assert not fake.requests("anthropic")
