@@ -240,6 +240,8 @@ class RunPhase(StrEnum):
     COMPACTING = "compacting"
     WAITING = "waiting"
     FINISHING = "finishing"
+    # The run's workflow has closed (a query of a closed workflow replays it to its end).
+    ENDED = "ended"
 
 
 class RunProgress(BaseModel):

@@ -143,10 +143,14 @@ async def _send(args: argparse.Namespace) -> int:
     except NoWorker as err:
         print(str(err), file=sys.stderr)
         return EXIT_NO_WORKER
+    # Only a queued message waits behind others: a started one is still counted in the queue
+    # until its run takes it (the debounce), which read as "queue=1" for an idle session.
+    waiting = (
+        f" queue={receipt.queue_length}" if receipt.disposition == SendDisposition.QUEUED else ""
+    )
     print(
         f"{receipt.disposition.value}: message #{receipt.message_seq} "
-        f"({receipt.mode.value}) queue={receipt.queue_length}"
-        + (f" — {receipt.note}" if receipt.note else ""),
+        f"({receipt.mode.value}){waiting}" + (f" — {receipt.note}" if receipt.note else ""),
         file=sys.stderr,
     )
     if not args.watch or receipt.disposition in (
@@ -701,7 +705,13 @@ async def _gc(args: argparse.Namespace) -> int:
 def _codec_server(args: argparse.Namespace) -> int:
     from clients.codec_server import serve
 
-    serve(args.host, args.port, args.origin)
+    if args.origin:
+        origins = [args.origin]
+    else:
+        # Where `agentlane server start` put the UI, opened by either name.
+        port = int(os.environ.get("AGENTLANE_UI_PORT", "8233"))
+        origins = [f"http://localhost:{port}", f"http://127.0.0.1:{port}"]
+    serve(args.host, args.port, origins)
     return EXIT_OK
 
 
@@ -1068,7 +1078,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("codec-server", help="decode encrypted payloads for the UI and CLI")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8081)
-    p.add_argument("--origin", default="http://localhost:8233", help="the Temporal UI's origin")
+    p.add_argument(
+        "--origin",
+        default=None,
+        help="the Temporal UI's origin (default http://localhost:<AGENTLANE_UI_PORT or 8233>, "
+        "and the same port on 127.0.0.1)",
+    )
     p.set_defaults(func=_codec_server, sync=True)
 
     p = sub.add_parser("encryption", help="payload encryption keys")

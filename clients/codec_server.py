@@ -44,11 +44,18 @@ async def transform(converter: DataConverter, path: str, payloads: list[Payload]
 
 
 def make_handler(
-    converter: DataConverter, origin: str, token: str | None
+    converter: DataConverter, origins: str | list[str], token: str | None
 ) -> type[BaseHTTPRequestHandler]:
+    allowed = [origins] if isinstance(origins, str) else list(origins)
+
     class Handler(BaseHTTPRequestHandler):
         def _cors(self) -> None:
-            self.send_header("Access-Control-Allow-Origin", origin)
+            # One origin per answer (CORS takes no list): the caller's, when it is allowed.
+            asked = self.headers.get("Origin")
+            self.send_header(
+                "Access-Control-Allow-Origin", asked if asked in allowed else allowed[0]
+            )
+            self.send_header("Vary", "Origin")
             self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
             self.send_header(
                 "Access-Control-Allow-Headers", "Content-Type, X-Namespace, Authorization"
@@ -94,13 +101,14 @@ def make_handler(
     return Handler
 
 
-def serve(host: str, port: int, origin: str) -> None:
+def serve(host: str, port: int, origins: list[str]) -> None:
     settings = Settings.from_env()
     handler = make_handler(
-        build_converter(settings), origin, os.environ.get("AGENTLANE_CODEC_TOKEN")
+        build_converter(settings), origins, os.environ.get("AGENTLANE_CODEC_TOKEN")
     )
     server = ThreadingHTTPServer((host, port), handler)
-    print(f"agentlane codec server on http://{host}:{port} (UI origin {origin})", flush=True)
+    shown = " or ".join(origins)
+    print(f"agentlane codec server on http://{host}:{port} (UI origin {shown})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1017,6 +1017,7 @@ class AgentRunWorkflow(LegacyFailover):
         result.unconsumed = list(self.c.steer)
         self._upsert_attributes(end=result)
         self.telemetry.ended(result)
+        self.phase = RunPhase.ENDED
         if status != ExecutionStatus.SUCCESS and self.patches(RUN_FAILS_PATCH):
             # The workflow's own status says how the run ended (agentlane/run_outcome.py).
             raise outcome_failure(result, attributes.error_label(result.error) or status.value)
