@@ -636,7 +636,35 @@ def _config(args: argparse.Namespace) -> int:
     for line in _chain_lines(config):
         print(line)
     _warn_tool_names(config)
+    _warn_small_windows(config)
     return EXIT_OK
+
+
+def _warn_small_windows(config: AgentlaneConfig) -> None:
+    """The context window guard (SPEC §9) refuses a run on a model whose window is under 16 000
+    tokens before any call, and warns under 32 000: said here, not at a user's first message."""
+    from agentlane.config import CONTEXT_WINDOW_BLOCK_BELOW, CONTEXT_WINDOW_WARN_BELOW
+
+    agents = sorted(config.agents) or ["main"]
+    for ref in sorted(config.models):
+        for agent_id in agents:
+            window = config.context_window(ref, agent_id)
+            whose = f" (agent {agent_id}'s context_tokens)" if len(agents) > 1 else ""
+            if window < CONTEXT_WINDOW_BLOCK_BELOW:
+                print(
+                    f"warning: {ref} has a context window of {window} tokens{whose}, under the "
+                    f"minimum of {CONTEXT_WINDOW_BLOCK_BELOW}: a run on it ends before any call",
+                    file=sys.stderr,
+                )
+            elif window < CONTEXT_WINDOW_WARN_BELOW:
+                print(
+                    f"warning: {ref} has a context window of {window} tokens{whose}, under "
+                    f"{CONTEXT_WINDOW_WARN_BELOW}: its runs warn, and long sessions compact often",
+                    file=sys.stderr,
+                )
+            else:
+                continue
+            break  # once a model
 
 
 def _warn_tool_names(config: AgentlaneConfig) -> None:

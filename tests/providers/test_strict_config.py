@@ -170,3 +170,28 @@ def test_config_check_prints_each_models_chain(tmp_path: Path) -> None:
     assert "mock-ant/claude-m → openai/gpt-4.1" in lines
     assert "nov1/gpt-m → mock-ant/claude-m" in lines
     assert "offline/planner → mock-ant/claude-m" in lines
+
+
+def test_config_check_warns_of_a_window_the_guard_refuses(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENTLANE_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env.pop("AGENTLANE_CONFIG", None)
+    write(
+        tmp_path,
+        "[[models]]\nprovider='ollama'\nid='tiny'\napi='openai-compatible'\n"
+        "base_url='http://localhost:2/v1'\ncontext_window=8000\n\n"
+        "[[models]]\nprovider='ollama'\nid='small'\napi='openai-compatible'\n"
+        "base_url='http://localhost:2/v1'\ncontext_window=20000\n",
+    )
+    ok = subprocess.run(
+        [sys.executable, "-m", "clients.cli", "config", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "ollama/tiny has a context window of 8000 tokens, under the minimum of 16000" in (
+        ok.stderr
+    )
+    assert "ollama/small has a context window of 20000 tokens, under 32000" in ok.stderr
+    assert "offline/planner" not in ok.stderr
