@@ -818,8 +818,12 @@ async def _db(args: argparse.Namespace) -> int:
                 print(f"error: {source} is not a folder", file=sys.stderr)
                 return EXIT_REJECTED
             report = await import_files(source, store)
+            lines = report.lines()
+            if not lines:
+                print(f"nothing to import from {source} (no files of an older version there)")
+                return EXIT_OK
             print(f"imported {source} into the {store.backend} store at {describe(settings)}")
-            for line in report.lines() or ["nothing to import"]:
+            for line in lines:
                 print(f"  {line}")
             return EXIT_OK
         status = await store.status()

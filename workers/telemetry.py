@@ -209,9 +209,14 @@ def setup(metrics_address: str | None, service_name: str = SERVICE_NAME) -> Tele
                 )
             )
         except ValueError as err:
+            advice = (
+                "another process listens there: choose a free port"
+                if "in use" in str(err).lower()
+                else "give host:port, e.g. 0.0.0.0:9464"
+            )
             raise TelemetryConfigError(
                 f"AGENTLANE_METRICS_ADDRESS={telemetry.metrics_address!r} is not usable ({err}): "
-                "give host:port, e.g. 0.0.0.0:9464"
+                + advice
             ) from None
         log.info("metrics on http://%s/metrics", telemetry.metrics_address)
     return telemetry
