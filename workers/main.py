@@ -364,6 +364,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     except TimeoutError:
         log.warning("stopped with events not sent to the stream")
     telemetry.shutdown()
+    if not cut_short:
+        log.info("worker %s stopped (%.1f s)", os.getpid(), time.monotonic() - started)
     if cut_short:
         # `asyncio.run` would now wait for the SDK's shutdown it cancels: that wait is the hang.
         _exit_now(status)
