@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
@@ -1222,11 +1223,20 @@ class AgentlaneClient:
                 continue
             update: dict[str, Any] = {"attempt": pending.attempt}
             if pending.HasField("last_failure") and pending.last_failure.message:
-                update["last_error"] = pending.last_failure.message
+                update["last_error"] = await self._failure_text(pending.last_failure)
             if pending.HasField("next_attempt_schedule_time"):
                 update["next_attempt_at"] = pending.next_attempt_schedule_time.ToSeconds()
             return hook.model_copy(update=update)
         return hook
+
+    async def _failure_text(self, failure: Failure) -> str:
+        """A failure as Temporal holds it, decoded: with payload encryption its message is in
+        the encoded attributes and the plain field reads "Encoded failure"."""
+        try:
+            decoded = await self.client.data_converter.decode_failure(failure)
+        except Exception:  # a key this client lacks: the stored words are all there is
+            return failure.message
+        return getattr(decoded, "message", None) or str(decoded) or failure.message
 
     async def run_progress(self, run_id: str) -> RunProgress | None:
         try:

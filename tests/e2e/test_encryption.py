@@ -141,3 +141,55 @@ def test_a_bad_key_file_stops_the_worker_clearly(server: object, tmp_path: Path)
     with pytest.raises(RuntimeError, match="AES-256 needs 32"):
         dep.start_worker(wait_ready=20)
     assert os.path.exists(keys)
+
+
+async def test_a_failing_webhook_says_why_with_encryption_on(
+    server: object, tmp_path: Path
+) -> None:
+    """`status` reads the delivery's last failure from Temporal, where encryption keeps its words
+    in the encoded attributes: the client decodes it ("HTTP 500", not "Encoded failure")."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    from agentlane.messages import Routing
+
+    class Failing(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    Thread(target=receiver.serve_forever, daemon=True).start()
+    keys = tmp_path / "keys"
+    keys.write_text(new_key_line("k1") + "\n")
+    keys.chmod(0o600)
+    dep = make_deployment(server, tmp_path / "data", AGENTLANE_ENCRYPTION_KEYS_FILE=str(keys))
+    dep.data_dir.mkdir()
+    (dep.data_dir / "config.toml").write_text("[webhooks]\nallow_private = true\n")
+    dep.start_worker()
+    try:
+        client = await AgentlaneClient.connect(settings_for(dep))
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
+        receipt = await client.send_and_start(
+            "wh-enc", "say hello", routing=Routing(callback_url=url)
+        )
+        assert receipt.run_id
+        await client.wait_for_run(receipt.run_id)
+        last = ""
+        for _ in range(100):
+            hook = (await client.status("wh-enc")).webhook
+            if hook is not None and hook.last_error:
+                last = hook.last_error
+                break
+            await asyncio.sleep(0.2)
+        assert "HTTP 500" in last, last
+        assert "Encoded failure" not in last
+    finally:
+        dep.stop_workers()
+        receiver.shutdown()
+        receiver.server_close()
