@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable
 from typing import BinaryIO
 
+from activities.tools.file_holes import punch_hole
 from activities.tools.results import MAX_RESULT_CHARS, ToolResult, clip
 from activities.tools.spawn import spawn
 from activities.tools.specs import ExecArgs
@@ -28,6 +29,14 @@ MAX_CAPTURE_BYTES = 10_000_000
 # Past the cap, the end of the output is read back from the file and shown.
 TAIL_BYTES = MAX_RESULT_CHARS // 2
 FOLLOW_INTERVAL_SECONDS = 0.1
+# Past the cap, what the command goes on writing is released from the disk as it comes (a hole
+# punched in the file, its size kept), all but the last SPOOL_BYTES: `yes` for two minutes
+# would otherwise put ~80 GB on the worker's disk, beside Temporal's database and the store.
+SPOOL_BYTES = 4 << 20
+BOUND_INTERVAL_SECONDS = 0.02
+# Where the filesystem cannot release a stretch of a file, a command whose output passes this
+# is stopped instead (said in its result).
+UNRELEASABLE_LIMIT_BYTES = 256 << 20
 
 
 class _OutputFollower:
@@ -37,14 +46,21 @@ class _OutputFollower:
     tool open by keeping a pipe's write end.
     """
 
-    def __init__(self, file: BinaryIO, on_output: Callable[[str], None]) -> None:
+    def __init__(
+        self, file: BinaryIO, on_output: Callable[[str], None], stop: Callable[[], None]
+    ) -> None:
         self._file = file
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._on_output = on_output
+        self._stop = stop
         self.chunks: list[str] = []
         self.size = 0
         self.total = 0
         self.last = ""
+        # Bytes from the start of the file whose disk was given back (past the cap).
+        self.released = 0
+        self.releasable = True
+        self.stopped_at: int | None = None
 
     def read_new(self) -> bool:
         """Read what arrived (1 MiB at most per call); False when there was nothing to read."""
@@ -63,8 +79,31 @@ class _OutputFollower:
 
     async def follow(self) -> None:
         while True:
-            self.read_new()
-            await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
+            # Caught up each interval, a MiB at a time with the loop let through between:
+            # what waits unread on disk is one interval's output, whatever the command's pace.
+            for _ in range(MAX_CAPTURE_BYTES >> 20):
+                if not self.read_new():
+                    break
+                await asyncio.sleep(0)
+            if self.size < MAX_CAPTURE_BYTES:
+                await asyncio.sleep(FOLLOW_INTERVAL_SECONDS)
+                continue
+            # Two system calls a time: often enough that `yes` holds a few dozen MB, not GBs.
+            self.bound_disk()
+            await asyncio.sleep(BOUND_INTERVAL_SECONDS)
+
+    def bound_disk(self) -> None:
+        """Past the cap: give back the disk of everything but the last SPOOL_BYTES written."""
+        written = os.fstat(self._file.fileno()).st_size
+        keep_from = max(self.size, written - SPOOL_BYTES)
+        if self.releasable and keep_from > self.released:
+            if punch_hole(self._file.fileno(), self.released, keep_from - self.released):
+                self.released = keep_from
+                return
+            self.releasable = False
+        if not self.releasable and written > UNRELEASABLE_LIMIT_BYTES and self.stopped_at is None:
+            self.stopped_at = written
+            self._stop()
 
     def close(self) -> None:
         # Everything the command wrote before it ended, up to the cap (a command that printed
@@ -89,9 +128,15 @@ class _OutputFollower:
             return clip(text)
         head = text[: MAX_RESULT_CHARS // 2]
         shown = len(head.encode("utf-8")) + len(self.last.encode("utf-8"))
+        stopped = (
+            f"\n[the command was stopped: its output passed {UNRELEASABLE_LIMIT_BYTES >> 20} MiB "
+            "and this filesystem cannot give back the part not kept]"
+            if self.stopped_at is not None
+            else ""
+        )
         return (
             f"{head}\n… [{self.total - shown} bytes omitted; the command wrote {self.total} "
-            f"bytes] …\n{self.last}"
+            f"bytes] …\n{self.last}{stopped}"
         )
 
 
@@ -104,7 +149,9 @@ def _output_file() -> tuple[BinaryIO, BinaryIO]:
     """
     fd, name = tempfile.mkstemp(prefix="agentlane-exec-")
     try:
-        reader = open(name, "rb")  # noqa: SIM115 - closed by _OutputFollower.close
+        # Opened for writing too, which giving back disk space (a punched hole) requires;
+        # nothing is written through it.
+        reader = open(name, "r+b")  # noqa: SIM115 - closed by _OutputFollower.close
     finally:
         os.unlink(name)
     return os.fdopen(fd, "wb"), reader
@@ -125,7 +172,7 @@ async def run_exec(
     except BaseException:
         reader.close()
         raise
-    follower = _OutputFollower(reader, on_output)
+    follower = _OutputFollower(reader, on_output, proc.kill_group)
     following = asyncio.create_task(follower.follow())
     timed_out = False
     try:
