@@ -27,7 +27,7 @@ class ProcessStop:
         folder = self.store.session_dir(inp.session_key) / "processes"
         # Asked when the session is reset or closed: what finished is of no more use (its
         # running ones are forgotten once stopped, below).
-        await asyncio.to_thread(process_tool.forget_finished, folder)
+        await process_tool.forget(inp.session_key, folder)
         return ProcessOwners(queues=await asyncio.to_thread(process_tool.owner_queues, folder))
 
     @activity.defn(name=STOP_SESSION_PROCESSES)
@@ -36,5 +36,5 @@ class ProcessStop:
         if stopped:
             activity.logger.info("stopped %s of session %s", ", ".join(stopped), inp.session_key)
             folder = self.store.session_dir(inp.session_key) / "processes"
-            await asyncio.to_thread(process_tool.forget_finished, folder)
+            await process_tool.forget(inp.session_key, folder)
         return ProcessesStopped(stopped=stopped)

@@ -163,6 +163,32 @@ def forget_finished(folder: Path, keep: int = 0) -> list[str]:
     return [str(r.get("id")) for r in gone]
 
 
+def prune_forgotten(session_key: str) -> None:
+    """Let go of this worker's finished processes of the session whose records were forgotten
+    (`forget_finished`): nothing of a process outlives its record here (its stdin pipe was
+    closed when it exited; this drops the rest)."""
+    for (key, pid), bg in list(_running.items()):
+        if key == session_key and not bg.running and not bg.record_path.exists():
+            del _running[(key, pid)]
+
+
+async def forget(session_key: str, folder: Path, keep: int = 0) -> list[str]:
+    """`forget_finished` off the event loop, then what this worker held of those processes."""
+    gone = await asyncio.to_thread(forget_finished, folder, keep)
+    prune_forgotten(session_key)
+    return gone
+
+
+def _close_stdin(bg: Background) -> None:
+    stdin = bg.proc.stdin
+    if stdin is None or stdin.closed:
+        return
+    try:
+        stdin.close()
+    except OSError:  # unflushed input to a process that is gone
+        pass
+
+
 def _record(bg: Background, started_at: float, tool_call_id: str) -> dict[str, Any]:
     return {
         "id": bg.id,
@@ -264,7 +290,7 @@ class ProcessTool:
             )
         root = workspace_root(workspace)
         make_private_dir(self.folder)
-        await asyncio.to_thread(forget_finished, self.folder, KEEP_FINISHED)
+        await forget(self.session_key, self.folder, KEEP_FINISHED)
         # Numbered on from the newest kept (never reusing an id a kept record has).
         pid = f"proc-{max((_number(r) for r in self._records()), default=0) + 1}"
         out_path = self.folder / f"{pid}.out"
@@ -295,6 +321,9 @@ class ProcessTool:
             except TimeoutError:
                 pass
             bg.exit_code = code
+            # Its pipe's write end would otherwise stay open in this worker for good: one file
+            # descriptor per process ever started, until "Too many open files".
+            _close_stdin(bg)
             record = _record(bg, started_at, tool_call_id)
             await asyncio.to_thread(_write_record, record_path, record)
 

@@ -253,3 +253,32 @@ async def test_the_workers_to_ask_on_reset_and_what_this_one_stops(
     record = json.loads((tool.folder / "proc-1.json").read_text())
     assert record["killed"] is True and record["exit_code"] == -9
     assert await process_tool.stop_session(tool.session_key) == []
+
+
+async def test_nothing_of_a_finished_process_stays_open_in_the_worker(
+    tool: ProcessTool, ws: Path
+) -> None:
+    """Each start used to leave its stdin pipe's write end (and its entry) in the worker for good:
+    a long-lived worker ran out of file descriptors."""
+
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    async def start_and_finish(n: int) -> None:
+        text = await call(tool, ws, action="start", command=f"echo p{n}")
+        pid = text.split()[1]
+        done = ""
+        for _ in range(20):
+            done = await call(tool, ws, action="poll", id=pid, wait_seconds=1)
+            if "exited with code 0" in done:
+                break
+        assert "exited with code 0" in done, done
+
+    await start_and_finish(0)
+    before = open_fds()
+    for n in range(1, 3 * KEEP_FINISHED):
+        await start_and_finish(n)
+    assert open_fds() <= before + 1, (before, open_fds())
+    mine = [pid for (key, pid) in _running if key == tool.session_key]
+    # The newest kept finished ones (their records answer later polls), and no more.
+    assert len(mine) <= KEEP_FINISHED + 1, mine
