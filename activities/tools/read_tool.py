@@ -12,12 +12,13 @@
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from activities.tools.file_kinds import FileKind, sniff
-from activities.tools.results import ToolResult
+from activities.tools.results import ToolResult, clip
 from activities.tools.specs import ReadArgs
 from activities.tools.workspace import display_path, resolve_in_workspace
 
@@ -136,14 +137,48 @@ def _read_image(path: Path, shown: str, kind: FileKind, size: int) -> ToolResult
     return ToolResult(head, summary=f"{kind.label} image", images=(image,))
 
 
+# A folder read by mistake is listed, up to this many entries (a `node_modules` or a mail spool
+# holds millions: listed whole, one call put 12 MB in the transcript).
+MAX_LISTED_ENTRIES = 1000
+# Past this the rest is not even counted.
+MAX_COUNTED_ENTRIES = 100_000
+
+
+def _list_folder(path: Path, shown: str) -> ToolResult:
+    names: list[str] = []
+    more = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if len(names) < MAX_LISTED_ENTRIES:
+                try:
+                    folder = entry.is_dir()
+                except OSError:
+                    folder = False
+                names.append(entry.name + ("/" if folder else ""))
+            elif len(names) + more < MAX_COUNTED_ENTRIES:
+                more += 1
+            else:
+                more = -1
+                break
+    names.sort()
+    counted = f"{more} more entries" if more > 0 else f"more than {MAX_COUNTED_ENTRIES} entries"
+    rest = (
+        f"\n… and {counted} (the first {MAX_LISTED_ENTRIES} found are listed); use exec with "
+        "`ls` or `find` to look for what you need"
+        if more
+        else ""
+    )
+    text = f"{shown} is a folder containing:\n" + "\n".join(names) + rest
+    return ToolResult(clip(text), is_error=True, summary="a folder")
+
+
 def read_file(workspace: str, args: ReadArgs) -> ToolResult:
     path = resolve_in_workspace(workspace, args.path)
     shown = display_path(workspace, path)
     if not path.exists():
         return ToolResult(f"File not found: {shown}", is_error=True, summary="not found")
     if path.is_dir():
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-        return ToolResult(f"{shown} is a folder containing:\n" + "\n".join(names), is_error=True)
+        return _list_folder(path, shown)
     if not path.is_file():
         return ToolResult(f"{shown} is not a regular file", is_error=True, summary="not a file")
     size = path.stat().st_size

@@ -198,6 +198,18 @@ def test_read_folder_lists_it(ws: Path) -> None:
     assert res.text == "d is a folder containing:\nb.txt\ninner/"
 
 
+def test_a_huge_folder_is_listed_in_part(ws: Path) -> None:
+    big = ws / "many"
+    big.mkdir()
+    for n in range(2500):
+        (big / f"file_{n:05d}.txt").touch()
+    res = read_file(str(ws), ReadArgs(path="many"))
+    listed = [line for line in res.text.splitlines() if line.startswith("file_")]
+    assert len(listed) == 1000
+    assert "… and 1500 more entries (the first 1000 found are listed)" in res.text
+    assert len(res.text) < 40_000
+
+
 def test_read_invalid_utf8_is_replaced(ws: Path) -> None:
     (ws / "bin").write_bytes(b"ok \xff\xfe end\n")
     res = read_file(str(ws), ReadArgs(path="bin"))
