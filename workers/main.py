@@ -274,7 +274,7 @@ async def _reap_orphans_forever() -> None:
     once and then every few seconds (activities/tools/orphans.py)."""
     while True:
         try:
-            await asyncio.to_thread(orphans.reap_orphans)
+            await asyncio.to_thread(orphans.reap_orphans, spawn.live_calls)
         except Exception as err:  # noqa: BLE001 - a scan that failed is tried again
             log.warning("could not look for orphaned commands: %s", err)
         await asyncio.sleep(orphans.REAP_INTERVAL_SECONDS)

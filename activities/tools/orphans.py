@@ -7,6 +7,11 @@ the model was told it is gone. So every command carries its worker's identity in
 inherited by all it starts (`AGENTLANE_COMMAND_OWNER=<pid>:<start time>`), and each worker looks,
 when it starts and every `REAP_INTERVAL_SECONDS`, for processes whose owner no longer lives
 (a pid and its start time together: a reused pid is another process) and kills them.
+
+A command can also leave its process group while its worker lives (`setsid`, a daemonizing
+server): killing the group when the call ends misses it. So the marker names the call too
+(`<pid>:<start time>:<call>`), and a live worker's scan also kills what carries one of its own
+calls that has ended (`live_calls`: the calls whose command still runs, activities/tools/spawn.py).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from collections.abc import Collection
 from pathlib import Path
 
 log = logging.getLogger("agentlane.tools.orphans")
@@ -42,8 +48,13 @@ def _this_worker() -> str:
 OWNER = _this_worker()
 
 
+def worker_of(marker: str) -> str:
+    """The worker part (`<pid>:<start time>`) of a command's marker."""
+    return ":".join(marker.split(":")[:2])
+
+
 def owner_alive(owner: str) -> bool:
-    pid, _, started = owner.partition(":")
+    pid, _, started = worker_of(owner).partition(":")
     try:
         return _started(int(pid)) == started
     except ValueError:
@@ -62,8 +73,9 @@ def _owner_of(pid: int) -> str | None:
     return None
 
 
-def reap_orphans() -> list[int]:
-    """Kill the commands (and what they started) of workers that are gone; their pids."""
+def reap_orphans(live_calls: Collection[str] = ()) -> list[int]:
+    """Kill the commands (and what they started) of workers that are gone, and what this
+    worker's ended calls left outside their process groups; their pids."""
     if not _PROC.is_dir():
         return []
     killed: list[int] = []
@@ -72,13 +84,21 @@ def reap_orphans() -> list[int]:
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        owner = _owner_of(pid)
-        if owner is None:
+        marker = _owner_of(pid)
+        if marker is None:
             continue
-        if owner not in alive:
-            alive[owner] = owner_alive(owner)
-        if alive[owner] or _started(pid) is None:
-            continue
+        owner = worker_of(marker)
+        if owner == OWNER:
+            # One of ours: left alone while its call runs (a marker without a call is older).
+            # `live_calls` is read as it is now, not copied: a call started during the scan is
+            # in it before its command forks.
+            if marker == owner or marker in live_calls or _started(pid) is None:
+                continue
+        else:
+            if owner not in alive:
+                alive[owner] = owner_alive(owner)
+            if alive[owner] or _started(pid) is None:
+                continue
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -86,7 +106,8 @@ def reap_orphans() -> list[int]:
         killed.append(pid)
     if killed:
         log.warning(
-            "stopped %d processes left running by workers that are gone (pids %s)",
+            "stopped %d processes left running by commands that ended or workers that are gone "
+            "(pids %s)",
             len(killed),
             ", ".join(map(str, killed[:20])),
         )

@@ -20,6 +20,7 @@ pidfd, so a slow fork (a large worker) delays only the command that asked for it
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import shutil
@@ -40,6 +41,10 @@ _SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
 _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentlane-spawn")
 # Process groups of the commands running now, stopped by `kill_all` when the worker exits.
 _live: set[int] = set()
+# The markers of the calls whose command runs now (activities/tools/orphans.py): what carries
+# another of this worker's markers was left behind by a call that ended.
+live_calls: set[str] = set()
+_call_numbers = itertools.count(1)
 _warned = False
 
 
@@ -60,10 +65,11 @@ def parent_death_prefix() -> list[str]:
 class Command:
     """A started command: its own process group, its exit awaitable without blocking."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], call: str = "") -> None:
         self._proc = proc
         self.pid = proc.pid
         self.stdin = proc.stdin
+        self.call = call
 
     @property
     def returncode(self) -> int | None:
@@ -106,6 +112,7 @@ class Command:
         finally:
             if self._proc.returncode is not None:
                 _live.discard(self.pid)
+                live_calls.discard(self.call)
 
 
 async def spawn(
@@ -114,6 +121,9 @@ async def spawn(
     """Start `argv` in a new session with stdout+stderr into `stdout`; stdin closed unless
     `subprocess.PIPE` is asked for (the `process` tool writes to it: `Command.stdin`)."""
     full = [*parent_death_prefix(), *argv]
+    # Live before the fork: a scan meanwhile must not take the new command for a leftover.
+    call = f"{OWNER}:{next(_call_numbers)}"
+    live_calls.add(call)
 
     def start() -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(
@@ -123,8 +133,9 @@ async def spawn(
             stdout=stdout,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            # Inherited by all it starts: a worker that outlives this one stops what is left.
-            env={**os.environ, OWNER_VAR: OWNER},
+            # Inherited by all it starts: a worker that outlives this one stops what is left,
+            # and this one stops what the call left outside its group once the call ends.
+            env={**os.environ, OWNER_VAR: call},
         )
         _live.add(proc.pid)
         return proc
@@ -136,11 +147,14 @@ async def spawn(
     except asyncio.CancelledError:
         # Aborted while the fork was under way: the command must not outlive the abort.
         proc = await started
-        command = Command(proc)
+        command = Command(proc, call)
         command.kill_group()
         await command.wait()
         raise
-    return Command(proc)
+    except BaseException:
+        live_calls.discard(call)
+        raise
+    return Command(proc, call)
 
 
 def kill_all() -> int:
