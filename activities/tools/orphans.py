@@ -9,9 +9,11 @@ when it starts and every `REAP_INTERVAL_SECONDS`, for processes whose owner no l
 (a pid and its start time together: a reused pid is another process) and kills them.
 
 A command can also leave its process group while its worker lives (`setsid`, a daemonizing
-server): killing the group when the call ends misses it. So the marker names the call too
-(`<pid>:<start time>:<call>`), and a live worker's scan also kills what carries one of its own
-calls that has ended (`live_calls`: the calls whose command still runs, activities/tools/spawn.py).
+server): killing the group when the call ends misses it. So a command carries its call too
+(`AGENTLANE_COMMAND_CALL=<n>`, a variable of its own: a worker of an older version on the same
+host reads the owner's as before and takes it for alive), and a live worker's scan also kills
+what carries one of its own calls that has ended (`live_calls`: the calls whose command still
+runs, activities/tools/spawn.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 log = logging.getLogger("agentlane.tools.orphans")
 
 OWNER_VAR = "AGENTLANE_COMMAND_OWNER"
+CALL_VAR = "AGENTLANE_COMMAND_CALL"
 REAP_INTERVAL_SECONDS = 10.0
 _PROC = Path("/proc")
 
@@ -48,29 +51,28 @@ def _this_worker() -> str:
 OWNER = _this_worker()
 
 
-def worker_of(marker: str) -> str:
-    """The worker part (`<pid>:<start time>`) of a command's marker."""
-    return ":".join(marker.split(":")[:2])
-
-
 def owner_alive(owner: str) -> bool:
-    pid, _, started = worker_of(owner).partition(":")
+    pid, _, started = owner.partition(":")
     try:
         return _started(int(pid)) == started
     except ValueError:
         return True  # not ours to judge
 
 
-def _owner_of(pid: int) -> str | None:
+def _marks_of(pid: int) -> tuple[str | None, str | None]:
+    """The owner and the call a process carries (None for each it does not)."""
     try:
         environ = (_PROC / str(pid) / "environ").read_bytes()
     except OSError:
-        return None
-    marker = OWNER_VAR.encode() + b"="
+        return None, None
+    owner_mark, call_mark = OWNER_VAR.encode() + b"=", CALL_VAR.encode() + b"="
+    owner = call = None
     for item in environ.split(b"\0"):
-        if item.startswith(marker):
-            return item[len(marker) :].decode(errors="replace")
-    return None
+        if item.startswith(owner_mark):
+            owner = item[len(owner_mark) :].decode(errors="replace")
+        elif item.startswith(call_mark):
+            call = item[len(call_mark) :].decode(errors="replace")
+    return owner, call
 
 
 def reap_orphans(live_calls: Collection[str] = ()) -> list[int]:
@@ -84,15 +86,13 @@ def reap_orphans(live_calls: Collection[str] = ()) -> list[int]:
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        marker = _owner_of(pid)
-        if marker is None:
+        owner, call = _marks_of(pid)
+        if owner is None:
             continue
-        owner = worker_of(marker)
         if owner == OWNER:
-            # One of ours: left alone while its call runs (a marker without a call is older).
-            # `live_calls` is read as it is now, not copied: a call started during the scan is
-            # in it before its command forks.
-            if marker == owner or marker in live_calls or _started(pid) is None:
+            # One of ours: left alone while its call runs. `live_calls` is read as it is now,
+            # not copied: a call started during the scan is in it before its command forks.
+            if call is None or call in live_calls or _started(pid) is None:
                 continue
         else:
             if owner not in alive:

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
-from activities.tools.orphans import OWNER, OWNER_VAR
+from activities.tools.orphans import CALL_VAR, OWNER, OWNER_VAR
 
 log = logging.getLogger("agentlane.tools.spawn")
 
@@ -122,7 +122,7 @@ async def spawn(
     `subprocess.PIPE` is asked for (the `process` tool writes to it: `Command.stdin`)."""
     full = [*parent_death_prefix(), *argv]
     # Live before the fork: a scan meanwhile must not take the new command for a leftover.
-    call = f"{OWNER}:{next(_call_numbers)}"
+    call = str(next(_call_numbers))
     live_calls.add(call)
 
     def start() -> subprocess.Popen[bytes]:
@@ -135,7 +135,7 @@ async def spawn(
             start_new_session=True,
             # Inherited by all it starts: a worker that outlives this one stops what is left,
             # and this one stops what the call left outside its group once the call ends.
-            env={**os.environ, OWNER_VAR: call},
+            env={**os.environ, OWNER_VAR: OWNER, CALL_VAR: call},
         )
         _live.add(proc.pid)
         return proc

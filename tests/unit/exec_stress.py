@@ -62,6 +62,7 @@ async def main(total: int) -> dict[str, float]:
                 ran += 1
                 if res.text != "exit code 0":
                     failed += 1
+                    print(repr(res.text[:300]), file=sys.stderr)
 
         await asyncio.gather(*(one_lane() for _ in range(CONCURRENCY)))
     elapsed = time.monotonic() - started
