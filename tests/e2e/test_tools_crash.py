@@ -148,7 +148,7 @@ async def test_what_a_killed_workers_commands_started_is_stopped_by_a_worker_of_
         assert time.monotonic() < deadline, "the command never started"
         await asyncio.sleep(0.1)
     pids = {w.pid for w in dep.workers}
-    owners = {orphans._owner_of(pid) for pid in running_commands("sleep 397")}
+    owners = {orphans._marks_of(pid)[0] for pid in running_commands("sleep 397")}
     [owner] = {int(str(o).split(":")[0]) for o in owners}
     assert owner in pids
     next(w for w in dep.workers if w.pid == owner).kill9()
