@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,12 +63,31 @@ def write_keeping_mode(path: Path, content: str) -> None:
         before: os.stat_result | None = path.stat()
     except FileNotFoundError:
         before = None
-    tmp = path.with_name(f".{path.name}.agentlane-tmp")
-    with tmp.open("w", encoding="utf-8", newline="") as f:
-        f.write(content)
-    if before is not None:
-        os.chmod(tmp, stat.S_IMODE(before.st_mode))
-        if (before.st_uid, before.st_gid) != (os.getuid(), os.getgid()):
-            with contextlib.suppress(PermissionError):
-                os.chown(tmp, before.st_uid, before.st_gid)
-    os.replace(tmp, path)
+    tmp, fd = _new_beside(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(content)
+        if before is not None:
+            os.chmod(tmp, stat.S_IMODE(before.st_mode))
+            if (before.st_uid, before.st_gid) != (os.getuid(), os.getgid()):
+                with contextlib.suppress(PermissionError):
+                    os.chown(tmp, before.st_uid, before.st_gid)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _new_beside(path: Path) -> tuple[Path, int]:
+    """A file of a name nobody chose, made here and now (O_EXCL, never through a symlink): a
+    fixed name could be a symlink the workspace holds (a cloned repository's), and writing
+    through it would reach outside the workspace. Mode 0666 less the umask, as `open` makes."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.agentlane-tmp")
+        try:
+            return tmp, os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path.name}")

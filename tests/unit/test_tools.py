@@ -557,3 +557,21 @@ def test_an_edit_of_a_file_that_is_not_utf8_changes_nothing(ws: Path) -> None:
     refused = edit_file(str(ws), EditArgs(path="l1.txt", old_string="x", new_string="y"))
     assert refused.is_error and "not UTF-8 text (byte 0xe9 at offset 3)" in refused.text
     assert latin.read_bytes() == b"caf\xe9\nx\n"
+
+
+def test_a_planted_symlink_beside_a_file_leads_no_write_outside(ws: Path, tmp_path: Path) -> None:
+    """The temporary file a write goes through is made fresh (a name nobody chose, never through
+    a symlink): a workspace that holds a symlink where a fixed temporary name would be (a cloned
+    repository can) does not get its target written."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    (ws / "notes.txt").write_text("old\n")
+    for name in ("notes.txt", "new.txt"):
+        (ws / f".{name}.agentlane-tmp").symlink_to(outside)
+    write_file(str(ws), WriteArgs(path="notes.txt", content="new\n"))
+    write_file(str(ws), WriteArgs(path="new.txt", content="fresh\n"))
+    edit_file(str(ws), EditArgs(path="notes.txt", old_string="new", new_string="newer"))
+    assert outside.read_text() == "precious\n"
+    assert not (ws / "notes.txt").is_symlink() and (ws / "notes.txt").read_text() == "newer\n"
+    assert (ws / "new.txt").read_text() == "fresh\n"
+    assert not [p for p in ws.iterdir() if p.name.endswith(".agentlane-tmp") and not p.is_symlink()]
