@@ -66,10 +66,8 @@ def edit_file(
         return ToolResult(f"Edited {shown} (already applied)", summary=shown)
     count = text.count(old_string)
     if count == 0:
-        # A retry after a crash that happened after the edit landed: the new text is there and
-        # the old one is gone, so report success instead of a confusing failure.
-        if new_string and new_string in text:
-            return ToolResult(f"Edited {shown} (already applied)", summary=shown)
+        # Not "already applied" because new_string is somewhere in the file: that is often
+        # true of an edit that never happened. A retry of one that did is known by its digest.
         return ToolResult(f"old_string not found in {shown}", is_error=True)
     if count > 1:
         return ToolResult(

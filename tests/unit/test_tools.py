@@ -307,12 +307,24 @@ def test_edit_multiple_occurrences(ws: Path) -> None:
 def test_edit_already_applied_is_success(ws: Path) -> None:
     (ws / "f.txt").write_text("hello world\n")
     args = EditArgs(path="f.txt", old_string="world", new_string="there")
-    first = edit_file(str(ws), args)
-    second = edit_file(str(ws), args)  # a retried attempt after the edit landed
+    recorded: list[str] = []
+    first = edit_file(str(ws), args, None, recorded.append)
+    # A retried attempt after the edit landed brings the digest the first one recorded.
+    second = edit_file(str(ws), args, recorded[0], recorded.append)
     assert not first.is_error
     assert not second.is_error
     assert second.text == "Edited f.txt (already applied)"
     assert (ws / "f.txt").read_text() == "hello there\n"
+
+
+def test_an_edit_that_never_happened_is_not_called_applied(ws: Path) -> None:
+    """new_string somewhere in the file says nothing about this edit: the model must hear that
+    old_string was not found, not that its change was made."""
+    (ws / "f.txt").write_text("return total\nreturn total\n")
+    args = EditArgs(path="f.txt", old_string="return totl", new_string="return total")
+    res = edit_file(str(ws), args)
+    assert res.is_error
+    assert res.text == "old_string not found in f.txt"
 
 
 def test_edit_missing_file_and_empty_old_string(ws: Path) -> None:
