@@ -50,6 +50,12 @@ def storage_name(key: str) -> str:
     return "".join(ch if _PLAIN_NAME.fullmatch(ch) else f"%{ord(ch):02X}" for ch in key)
 
 
+def key_of_storage_name(name: str) -> str:
+    """The key a folder name stands for (`storage_name`'s inverse; a name it would not make,
+    such as a bare `%`, is returned as it is)."""
+    return re.sub(r"%([0-9A-F]{2})", lambda m: chr(int(m.group(1), 16)), name)
+
+
 def session_workflow_id(key: str) -> str:
     return f"session:{key}"
 

@@ -33,7 +33,7 @@ from activities.bounded_cache import BoundedCache
 from agentlane.approvals import ApprovalReceipt, PendingApproval
 from agentlane.branches import ResetReceipt, TreeNode
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
-from agentlane.ids import InvalidSessionKey, check_session_key
+from agentlane.ids import InvalidSessionKey, check_session_key, key_of_storage_name
 from agentlane.messages import (
     AbortReceipt,
     FateState,
@@ -518,10 +518,13 @@ def _validation_detail(err: RequestValidationError) -> str:
 _UNREADABLE_BODY = "There was an error parsing the body"
 
 
-def _workspace_inside(settings: Settings, workspace: str) -> str:
+def _workspace_inside(settings: Settings, workspace: str, token: TokenRecord) -> str:
     """A workspace named by an adapter must lie in the data folder's workspaces: an HTTP caller
-    cannot point an agent at any folder of the machine. Errors name the folder as the caller
-    did, never the server's own paths."""
+    cannot point an agent at any folder of the machine. Not the folder of them all (it holds
+    every session's default workspace), and for a token limited to key prefixes only a folder
+    of a session it may use (`workspaces/<key's folder name>`, or one inside it): a tenant's
+    agent cannot read another tenant's files. Errors name the folder as the caller did, never
+    the server's own paths."""
 
     def rejected(why: str) -> Problem:
         return Problem(422, "rejected", "Rejected", f"workspace {workspace!r} {why}")
@@ -531,10 +534,25 @@ def _workspace_inside(settings: Settings, workspace: str) -> str:
         path = (root / workspace).resolve()
     except (OSError, RuntimeError, ValueError) as err:
         raise rejected(f"cannot be used: {type(err).__name__}") from err
-    if path != root and root not in path.parents:
+    if path == root:
+        raise rejected(
+            "is the gateway's workspaces folder itself, which holds every session's workspace; "
+            "name a folder inside it"
+        )
+    if root not in path.parents:
         raise rejected(
             "is outside the gateway's workspaces folder; name a folder inside it (relative "
             "paths are taken from it)"
+        )
+    owner = key_of_storage_name(path.relative_to(root).parts[0])
+    if not token.allows_key(owner):
+        raise Problem(
+            403,
+            "forbidden",
+            "Forbidden",
+            f"workspace {workspace!r} is the folder of session {owner!r}, which this token may "
+            f"not use (it may use keys starting with {', '.join(token.prefixes)}); name a "
+            "folder of one of its own sessions",
         )
     if path.exists() and not path.is_dir():
         raise rejected("is not a folder")
@@ -676,7 +694,7 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             name: getattr(body, name) for name in given if name in _SEND_PARAMS
         }
         if body.workspace is not None:
-            kwargs["workspace"] = _workspace_inside(gw.settings, body.workspace)
+            kwargs["workspace"] = _workspace_inside(gw.settings, body.workspace, token)
         return await _call(gw, lambda c: c.send(key, body.text, **kwargs), token)
 
     @app.get(

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agentlane.ids import storage_name
 from agentlane.messages import MAX_MESSAGE_CHARS
 from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient
@@ -258,6 +259,23 @@ async def test_tokens_scopes_and_read_only(gateway: GatewayServer, token: str) -
         assert mine in got["detail"]
         problem(await http.get(f"/v1/sessions/{k_out}"), 403)
         problem(await http.get(f"/v1/sessions/{k_out}/events"), 403)
+        # Nor another session's files: not its workspace folder, nor the folder of them all.
+        root = gateway.settings.workspaces_dir
+        (root / storage_name(k_out)).mkdir(parents=True, exist_ok=True)
+        (root / storage_name(f"{mine}C2") / "src").mkdir(parents=True, exist_ok=True)
+        for named in (storage_name(k_out), f"{storage_name(k_out)}/", "."):
+            got = problem(
+                await http.post(
+                    f"/v1/sessions/{mine}C9/messages", json={"text": "hi", "workspace": named}
+                ),
+                403 if named != "." else 422,
+            )
+            assert (k_out if named != "." else "workspaces folder itself") in got["detail"], got
+        ok = await http.post(
+            f"/v1/sessions/{mine}C9/messages",
+            json={"text": "say hi", "workspace": f"{storage_name(mine + 'C2')}/src"},
+        )
+        assert ok.status_code == 200, ok.text
     async with gateway.http(token) as http:
         assert (
             await http.post(f"/v1/sessions/{k_out}/messages", json={"text": "say hi"})
@@ -266,7 +284,7 @@ async def test_tokens_scopes_and_read_only(gateway: GatewayServer, token: str) -
         assert {k_in, k_out} <= everything
     async with gateway.http(scoped) as http:
         listed = {s["key"] for s in (await http.get("/v1/sessions")).json()["sessions"]}
-        assert listed == {k_in}
+        assert listed == {k_in, f"{mine}C9"}
     async with gateway.http(reader) as http:
         assert (await http.get(f"/v1/sessions/{k_in}")).status_code == 200
         assert (await http.get("/v1/models")).json()["default_model"]
