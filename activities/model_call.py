@@ -70,6 +70,7 @@ from activities.providers.resolve import (
 )
 from activities.providers.tool_call_ids import session_call_id
 from activities.providers.transport_faults import endpoint_host, transport_kind
+from activities.providers.unicode_repair import mended
 from activities.rejected_call_events import rejected_call_events
 from activities.stream_gaps import record_run_start
 from activities.stream_publishers import EventLease, SessionPublishers
@@ -666,7 +667,7 @@ class ModelCallActivity:
         progress = ModelProgress(inp.model.label())
         beats = asyncio.create_task(heartbeat_forever(details=progress.details))
         try:
-            stream = resolved.provider.stream(request, resolved.credentials)
+            stream = mended(resolved.provider.stream(request, resolved.credentials))
             async for event in with_idle_limit(stream, inp.idle_timeout_seconds):
                 if isinstance(event, TextDelta):
                     received += len(event.text)
