@@ -161,6 +161,7 @@ with workflow.unsafe.imports_passed_through():
         held_upto,
     )
     from workflows.policy.approvals import closed_after, decision_problem
+    from workflows.policy.context_guard import message_too_large
     from workflows.policy.fates import forgotten, kept, settled
     from workflows.policy.history_rollover import HistoryBounds, rollover_due
     from workflows.policy.idle_limit import idle_limit_seconds
@@ -496,6 +497,18 @@ class SessionWorkflow:
     def validate_send(self, msg: InboundMessage) -> None:
         self._check_message(msg)
         self._check_room(msg)
+        # Here only, not in `_check_message`: validators do not run on replay, and a signal
+        # taken by older code must be taken the same way again.
+        self._check_fits(msg)
+
+    def _check_fits(self, msg: InboundMessage) -> None:
+        switch = msg.switch_model
+        model = self.s.settings.model
+        ref = f"{switch.provider}/{switch.model}" if switch else model.label()
+        window = switch.context_window if switch else (self.s.settings.context_window or 0)
+        why = message_too_large(msg.text, window, ref)
+        if why is not None:
+            raise ValueError(why)
 
     def _check_message(self, msg: InboundMessage) -> None:
         check_inbound(msg)

@@ -4,6 +4,7 @@ fallbacks are configured), says why, and a session without one ends with an `aut
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from agentlane.errors import ExecutionErrorKind
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus
-from clients.api import AgentlaneClient
+from clients.api import AgentlaneClient, SendRejected
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import collect
 from tests.e2e.test_thinking_levels import MODELS, OPENAI_KEY, config_toml
@@ -21,6 +22,7 @@ from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Reply
 from tests.harness import Deployment
 
+TINY = "openai/tiny-gpt"
 AGENTS = f"""
 [agents.main]
 model = "{MODELS["anthropic"]}"
@@ -42,7 +44,11 @@ def deployment(
     server: object, fake: FakeProviderServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("nokey")
-    (root / "config.toml").write_text(config_toml(fake, AGENTS))
+    tiny = (
+        f'\n[[models]]\nprovider = "openai"\nid = "tiny-gpt"\napi = "openai-chat"\n'
+        f'base_url = "{fake.openai_base_url}"\ncontext_window = 16000\n'
+    )
+    (root / "config.toml").write_text(config_toml(fake, tiny + AGENTS))
     # Only OpenAI's key: Anthropic has none anywhere (env, profiles, the auth store).
     dep = make_deployment(server, root, OPENAI_API_KEY=OPENAI_KEY, ANTHROPIC_API_KEY="")
     dep.start_worker()
@@ -101,3 +107,27 @@ async def test_without_a_fallback_the_run_ends_with_an_auth_error(
     assert result.error.kind == ExecutionErrorKind.AUTH, result.error
     assert "No API key found for provider anthropic" in result.error.message
     assert not fake.requests("anthropic")
+
+
+async def test_a_message_larger_than_the_whole_window_is_refused(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    """Accepted, it would stay in every later request of the session and fail each one until a
+    reset; refused, its sender keeps it and the session is as it was."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text="fine", api="openai-chat"))
+    key = f"big-{uuid.uuid4().hex[:8]}"
+    first = await client.send_and_start(
+        key, "hello", workspace=str(workspace(deployment)), model=TINY
+    )
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    with pytest.raises(SendRejected, match="more than openai/tiny-gpt's whole context window"):
+        await client.send(key, "word " * 16_000)
+    entries = await asyncio.to_thread(client.transcript, key)
+    assert not [e for e in entries if e.text and e.text.startswith("word word")]
+    fake.script(Reply(text="still here", api="openai-chat"))
+    after = await client.send_and_start(key, "a short one")
+    assert after.run_id
+    assert (await client.wait_for_run(after.run_id)).reply == "still here"

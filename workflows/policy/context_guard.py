@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 from agentlane.config import CONTEXT_WINDOW_BLOCK_BELOW, CONTEXT_WINDOW_WARN_BELOW
 from agentlane.errors import FailoverReason
+from workflows.policy.preemptive_check import CHARS_PER_TOKEN
 
 __all__ = [
     "CONTEXT_WINDOW_BLOCK_BELOW",
     "CONTEXT_WINDOW_WARN_BELOW",
     "ContextGuardResult",
     "evaluate_context_window",
+    "message_too_large",
 ]
 
 
@@ -59,4 +61,20 @@ def evaluate_context_window(
             f"Minimum is {CONTEXT_WINDOW_BLOCK_BELOW}."
         ),
         block_reason=FailoverReason.UNKNOWN,
+    )
+
+
+def message_too_large(text: str, window: int, model: str) -> str | None:
+    """Why a message cannot be taken, when its text alone is larger than the model's whole
+    window: accepted, it would stay in every later request of the session and fail each one
+    until a reset. None: it may fit (the run's own checks decide the rest)."""
+    if window <= 0:
+        return None
+    tokens = -(-len(text) // CHARS_PER_TOKEN)
+    if tokens <= window:
+        return None
+    return (
+        f"the message is about {tokens} tokens, more than {model}'s whole context window "
+        f"({window} tokens): no request could carry it. Shorten it, or put the text in a file "
+        "in the workspace and ask the agent to read it"
     )
