@@ -71,6 +71,7 @@ from activities.providers.resolve import (
 from activities.providers.tool_call_ids import session_call_id
 from activities.providers.transport_faults import endpoint_host, transport_kind
 from activities.providers.unicode_repair import mended
+from activities.refused_images import mark_refused, refused_images, without_refused_images
 from activities.rejected_call_events import rejected_call_events
 from activities.stream_gaps import record_run_start
 from activities.stream_publishers import EventLease, SessionPublishers
@@ -107,6 +108,9 @@ from agentlane.usage import Usage
 from workflows.policy.preemptive_check import PRECHECK_OVERFLOW_TEXT
 
 log = logging.getLogger(__name__)
+
+# A retryable failure: the call is made again, without the images the provider refused.
+IMAGE_REFUSED_ERROR = "ImageRefused"
 
 
 @functools.lru_cache(maxsize=256)
@@ -476,6 +480,8 @@ class ModelCallActivity:
         # leave it out anyway (`without_answered_partials`).
         retrying = partial_entry_id(inp)
         entries = [e for e in context.entries if e.id != retrying]
+        if resolved.entry.capabilities.images:
+            entries = await without_refused_images(self.store.store, inp.session_key, entries)
         tools = tool_specs(inp.tools)
         request = ModelRequest(
             model=resolved.model_id,
@@ -724,6 +730,17 @@ class ModelCallActivity:
             )
             raise
         except ProviderError as err:
+            refused = refused_images(request, err)
+            if refused:
+                # Nothing was shown (a 400 comes before any text): marked, the images are left
+                # out of this call made again by Temporal, and of every later request.
+                await mark_refused(self.store.store, inp.session_key, refused, err.message)
+                log.warning("the provider refused an image of %s: %s", inp.session_key, err)
+                raise ApplicationError(
+                    f"the provider refused an image in the request ({err.message[:200]}); "
+                    "the call is made again without it",
+                    type=IMAGE_REFUSED_ERROR,
+                ) from err
             failure = typed_failure(
                 err,
                 resolved,

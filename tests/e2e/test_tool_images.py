@@ -21,7 +21,7 @@ from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid
 from tests.fakes.images import tiny_png
 from tests.fakes.provider_server import FakeProviderServer
-from tests.fakes.scripts import Reply, ScriptedToolCall
+from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
 from tests.harness import Deployment
 
 ANTHROPIC_KEY = "sk-ant-api03-" + secrets.token_hex(24)
@@ -170,3 +170,37 @@ async def test_apply_patch_under_its_alias(
     assert tool.text == "Applied the patch:\nM a.txt" and not tool.is_error
     first = fake.requests()[0].body
     assert "apply_patch" in [t["name"] for t in first["tools"]]
+
+
+@pytest.mark.parametrize("model", ["anthropic/fake-claude-vision", "openai/fake-gpt-vision"])
+async def test_an_image_the_provider_refuses_is_left_out_and_the_session_goes_on(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, model: str
+) -> None:
+    """A provider's 400 naming an image (a corrupt file, a size it does not take): the call is
+    made again without it, with a note the model reads, and so is every later request. It used
+    to fail every later message of the session until a reset."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(
+        Reply(tool_calls=[ScriptedToolCall(name="read", arguments={"path": "red.png"})]),
+        Reply.error(Fault.http(400, message="messages.2.content.0.image: Could not process image")),
+        Reply(text="I could not see it."),
+        Reply(text="Still here."),
+    )
+    key = f"imgx-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        key, "what is in red.png?", workspace=str(ws), model=model
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "I could not see it."
+    sent = [r.body for r in fake.requests()]
+    assert len(sent) == 3
+    retried = json.dumps(sent[2])
+    assert base64.b64encode(tiny_png(3, 2)).decode() not in retried
+    assert "the model's provider refused it" in retried and "Could not process image" in retried
+    again = await client.send_and_start(key, "and now?")
+    assert again.run_id
+    assert (await client.wait_for_run(again.run_id)).reply == "Still here."
+    assert base64.b64encode(tiny_png(3, 2)).decode() not in json.dumps(fake.requests()[-1].body)
