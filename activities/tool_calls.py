@@ -46,6 +46,7 @@ from activities.tools.specs import (
     WriteArgs,
     parse_args,
 )
+from activities.tools.tool_threads import in_tool_thread
 from activities.tools.workspace import PathOutsideWorkspace, WorkspaceMissing, local_workspace
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.errors import TRANSCRIPT_CORRUPT, WORKSPACE_MISSING
@@ -388,7 +389,7 @@ class ToolActivities:
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(ReadArgs, call.arguments)
-            return await asyncio.to_thread(read_file, inp.workspace, args)
+            return await in_tool_thread(read_file, inp.workspace, args)
 
         return await self._run(inp, execute)
 
@@ -399,7 +400,7 @@ class ToolActivities:
         async def execute(call: ToolCall, _: EventLease) -> ToolResult:
             self._check_arguments(call)
             args = parse_args(WriteArgs, call.arguments)
-            return await asyncio.to_thread(write_file, inp.workspace, args)
+            return await in_tool_thread(write_file, inp.workspace, args)
 
         return await self._run(inp, execute)
 
@@ -419,7 +420,7 @@ class ToolActivities:
                     self._mark(inp, "edit-applied", digest), loop
                 ).result()
 
-            return await asyncio.to_thread(edit_file, inp.workspace, args, applied, remember)
+            return await in_tool_thread(edit_file, inp.workspace, args, applied, remember)
 
         return await self._run(inp, execute)
 
@@ -469,7 +470,7 @@ class ToolActivities:
                     self._mark(inp, "patch-plan", json.dumps(plan)), loop
                 ).result()
 
-            return await asyncio.to_thread(apply_patch, inp.workspace, args.input, saved, remember)
+            return await in_tool_thread(apply_patch, inp.workspace, args.input, saved, remember)
 
         return await self._run(inp, execute)
 

@@ -42,6 +42,8 @@ UPDATE = "*** Update File: "
 DELETE = "*** Delete File: "
 MOVE = "*** Move to: "
 EOF_MARK = "*** End of File"
+# The largest file a patch may update (`edit`'s bound, activities/tools/file_tools.py).
+MAX_PATCHED_BYTES = 5_000_000
 
 
 class PatchError(ValueError):
@@ -239,6 +241,13 @@ def plan_patch(workspace: str, patch: str) -> tuple[list[Change], list[str]]:
             changes.append(Change(str(path), None))
             report.append(f"D {shown}")
             continue
+        size = path.stat().st_size
+        if size > MAX_PATCHED_BYTES:
+            # As `edit`: the file is read whole and its new content kept until the patch lands.
+            raise PatchError(
+                f"cannot update {shown}: it is {size} bytes, more than the {MAX_PATCHED_BYTES} "
+                "a patch may change; use exec (sed -i, a script) for a file this large"
+            )
         text, style = decode(path.read_bytes(), shown)
         updated = style.apply(apply_hunks(text, op.hunks, shown) if op.hunks else text)
         if op.move_to is not None:

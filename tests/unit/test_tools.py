@@ -587,3 +587,36 @@ def test_a_planted_symlink_beside_a_file_leads_no_write_outside(ws: Path, tmp_pa
     assert not (ws / "notes.txt").is_symlink() and (ws / "notes.txt").read_text() == "newer\n"
     assert (ws / "new.txt").read_text() == "fresh\n"
     assert not [p for p in ws.iterdir() if p.name.endswith(".agentlane-tmp") and not p.is_symlink()]
+
+
+def test_a_page_far_into_a_file_is_the_same_lines_as_reading_up_to_it(tmp_path: Path) -> None:
+    """Lines are skipped by counting newlines a MiB at a time; the page is what reading line by
+    line gives, long lines (counted as one) and a last line without a newline included."""
+    import random
+
+    from activities.tools.read_tool import read_page
+
+    rng = random.Random(7)
+    pieces = []
+    for n in range(30_000):
+        size = rng.choice([0, 1, 5, 40, 300, 70_000]) if n % 997 else 200_000
+        pieces.append(("x" * size) + f"#{n}")
+    path = tmp_path / "mixed.txt"
+    path.write_text("\n".join(pieces))  # no newline at the end
+    for offset in (0, 1, 996, 997, 5_000, 29_990, 29_999):
+        lines, cut = read_page(path, offset, 20, page_bytes=100_000)
+        assert lines, offset
+        assert lines[0].endswith(f"#{offset}") or cut, (offset, lines[0][-20:])
+        assert lines[0][-len(f"#{offset}") :] == f"#{offset}" or len(lines[0]) >= 99_000
+
+
+def test_a_patch_to_a_file_larger_than_edit_takes_is_refused(ws: Path) -> None:
+    from activities.tools.apply_patch import MAX_PATCHED_BYTES
+
+    big = ws / "big.txt"
+    big.write_text("FIRST\n" + "x" * MAX_PATCHED_BYTES)
+    patch = "*** Begin Patch\n*** Update File: big.txt\n@@\n-FIRST\n+CHANGED\n*** End Patch"
+    res = apply_patch(str(ws), patch)
+    assert res.is_error
+    assert "more than the 5000000 a patch may change" in res.text
+    assert big.read_text().startswith("FIRST\n")
