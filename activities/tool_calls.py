@@ -472,7 +472,11 @@ class ToolActivities:
 
             return await in_tool_thread(apply_patch, inp.workspace, args.input, saved, remember)
 
-        return await self._run(inp, execute)
+        outcome = await self._run(inp, execute)
+        # The plan holds the whole new content of every file it changes: kept only while a
+        # retry could need it, until the result is in the transcript.
+        await self.store.store.forget_tool_mark(inp.session_key, inp.tool_call_id, "patch-plan")
+        return outcome
 
     @activity.defn(name=tool_activity_name("process"))
     async def tool_process(self, inp: ToolCallInput) -> ToolCallOutcome:

@@ -148,6 +148,10 @@ class Store(abc.ABC):
     async def tool_mark(self, key: str, tool_call_id: str, kind: str) -> str | None: ...
 
     @abc.abstractmethod
+    async def forget_tool_mark(self, key: str, tool_call_id: str, kind: str) -> None:
+        """Drop a note no attempt needs any more (its call's result is in the transcript)."""
+
+    @abc.abstractmethod
     async def set_stream_start(self, key: str, run_id: str, offset: int) -> None:
         """The offset in the session's event stream at which `run_id` began: one row per
         session, overwritten by each run (one run at a time), so it never grows."""

@@ -515,6 +515,12 @@ class SqlStore(Store):
             )
         )
 
+    async def forget_tool_mark(self, key: str, tool_call_id: str, kind: str) -> None:
+        await self._count(
+            "DELETE FROM tool_marks WHERE session_key = ? AND tool_call_id = ? AND kind = ?",
+            (key, tool_call_id, kind),
+        )
+
     async def set_stream_start(self, key: str, run_id: str, offset: int) -> None:
         await self._count(
             "INSERT INTO stream_starts (session_key, run_id, stream_offset, updated) "

@@ -292,3 +292,12 @@ async def test_tool_marks_are_written_once(store: Store) -> None:
     assert sorted(outcomes) == [False, True]
     assert await store.tool_mark("s", "c1", "exec-started") in ("ls", "ls -l")
     assert await store.tool_mark("s", "c1", "edit-applied") is None
+
+
+async def test_a_tool_mark_no_attempt_needs_is_forgotten(store: Store) -> None:
+    await store.mark_tool_call("s", "c2", "patch-plan", "x" * 1000)
+    await store.mark_tool_call("s", "c2", "image-refused", "corrupt")
+    await store.forget_tool_mark("s", "c2", "patch-plan")
+    assert await store.tool_mark("s", "c2", "patch-plan") is None
+    assert await store.tool_mark("s", "c2", "image-refused") == "corrupt"
+    await store.forget_tool_mark("s", "c2", "patch-plan")  # twice: nothing to do
