@@ -919,6 +919,13 @@ class ModelCallActivity:
             except json.JSONDecodeError as err:
                 raw = complete.arguments_json
                 problem = f"tool arguments are not valid JSON: {err.msg} at position {err.pos}"
+                if acc.stop_reason == "max_tokens":
+                    # Made again, the same call is cut at the same place.
+                    problem += (
+                        "; your reply reached the output-token limit inside these arguments, "
+                        "so they were cut off: do it in smaller parts (several smaller writes "
+                        "or edits)"
+                    )
             # The workflow runs the tool under its canonical name (`apply-patch` is
             # `apply_patch`, SPEC §13.1); the transcript keeps the name the model wrote.
             name = canonical_tool_name(complete.name)

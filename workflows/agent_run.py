@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import (
         FINISH_SHIELDED_PATCH,
         PRECISE_FAILURE_PATCH,
+        REJECTED_COUNTED_PATCH,
         RUN_CODE,
         RUN_FAILS_PATCH,
         TURNS_AT_END_PATCH,
@@ -746,6 +747,13 @@ class AgentRunWorkflow(LegacyFailover):
         self.phase = RunPhase.TOOLS
         spawned: set[str] = set()
         for i, call in enumerate(calls):
+            if call.rejected and self.patches(REJECTED_COUNTED_PATCH):
+                # Answered already by the model call; counted, so a model that makes it again
+                # and again is blocked and stopped instead of looping for the run's 48 hours.
+                ended = self._count_rejected(turn, call)
+                if ended is not None:
+                    return ended
+                continue
             if call.rejected or call.id in spawned:
                 continue
             if self._aborted():  # safe point: after the model call, between two tools
@@ -831,6 +839,24 @@ class AgentRunWorkflow(LegacyFailover):
             state = record_call(state, call.name, call.signature, call.id, call.known_poll, config)
         self.loops = state
         return verdict
+
+    def _count_rejected(self, turn: int, call: ToolCallRef) -> LoopEnd | None:
+        verdict = self._check_loop(turn, call)
+        if verdict.blocked:
+            self.c.blocked_calls += 1
+            if self.c.blocked_calls >= MAX_BLOCKED_CALLS:
+                return self._stopped_for_loop(verdict.message)
+            return None
+        # Its outcome is its rejection, the same each time for the same call.
+        self.loops = record_outcome(
+            self.loops,
+            call.id,
+            call.name,
+            call.signature,
+            f"rejected:{call.signature}",
+            self.req.loop_detection,
+        )
+        return None
 
     def _record_outcome(self, call: ToolCallRef, outcome: ToolCallOutcome) -> None:
         if not outcome.outcome_hash:

@@ -81,6 +81,9 @@ FINISH_SHIELDED_PATCH = "run-finish-not-cut-by-cancel"
 SUBAGENT_ATTRIBUTES_PATCH = "run-subagent-attributes"
 # A run's AgentTurns at its end counts the turn it stopped in (as its result does).
 TURNS_AT_END_PATCH = "run-turns-at-end"
+# Calls the model activity rejected (arguments not JSON, an unknown or refused tool) count for
+# loop detection like calls that ran: repeated without end, they are blocked and the run stops.
+REJECTED_COUNTED_PATCH = "run-rejected-calls-counted"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
@@ -102,6 +105,7 @@ RUN_CODE: Sequence[CodeLevel] = (
             }
         ),
     ),
+    CodeLevel("run-code-2026-11-28", frozenset({REJECTED_COUNTED_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).

@@ -1001,6 +1001,23 @@ async def settled_waits(client: AgentlaneClient, ws: Path) -> None:
     await wait_idle(client, "waits", runs=2)
 
 
+async def rejected_calls(client: AgentlaneClient, ws: Path) -> None:
+    """Code level 2026-11-28: calls the model activity rejected count for loop detection: one
+    unknown tool then an answer; a write whose arguments the output limit cut, made again until
+    the run is stopped."""
+    from tests.fakes.scripts import Reply, ScriptedToolCall
+
+    cut = ScriptedToolCall(name="write", arguments='{"path": "t.txt", "content": "partial')
+    unknown = ScriptedToolCall(name="frobnicate", arguments={"x": 1})
+    with fallback_providers() as (fake, dep, _key_a, _key_b):
+        solo: dict[str, object] = {"agent_id": "solo"}
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("rjone", [Reply(tool_calls=[unknown]), Reply(text="done")], solo),
+            ("rjloop", [Reply(tool_calls=[cut], stop_reason="max_tokens")] * 40, solo),
+        ]
+        await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -1039,6 +1056,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "settled_waits": settled_waits,
     "events_settled": events_settled,
     "stops_told": stops_told,
+    "rejected_calls": rejected_calls,
 }
 
 
