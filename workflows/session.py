@@ -96,6 +96,7 @@ with workflow.unsafe.imports_passed_through():
         QueueOptions,
         QueueSettings,
     )
+    from agentlane.redaction import redact
     from agentlane.run import (
         EntrySource,
         ExecutionError,
@@ -237,6 +238,9 @@ ROLLOVER_BYTES = 256 * 1024
 # waiting callers never crowd out sends and aborts.
 MAX_START_WAITERS = 4
 
+
+# Enough of a prompt for a summary line, and for a secret it starts with to be recognised whole.
+PREVIEW_SOURCE_CHARS = 2000
 
 @workflow.defn(name="SessionWorkflow")
 class SessionWorkflow:
@@ -1317,7 +1321,8 @@ class SessionWorkflow:
         self.s.queue = remove(self.s.queue, batch.seqs)
         self.metrics.m.queue_depth(self.s.key, len(self.s.queue))
         self.current_run_id = run_id
-        preview = plain(batch.turns[0].text)
+        # The summary is each row of the UI's workflow list: redacted, as the details are.
+        preview = plain(redact(batch.turns[0].text[:PREVIEW_SOURCE_CHARS]))
         held = self.s.in_flight
         run_attributes = self._attributes_at_run_start(request, batch)
         try:

@@ -167,6 +167,10 @@ async def test_a_running_exec_shows_its_command_progress_and_preview(
     assert "**model:** offline/planner" in run_page and "**source:** chat" in run_page
     assert "**sender:** alice" in run_page
     assert "> run `MY_SERVICE_KEY=" in run_page and SECRET not in run_page
+    # The summary, each row of the UI's workflow list, is redacted as the details are.
+    run_summary = await (await run.describe()).static_summary()
+    assert run_summary is not None and "MY_SERVICE_KEY=" in run_summary, run_summary
+    assert SECRET not in run_summary
 
     # At the end, the run's page says how it ended; the session's that it is idle.
     assert "success (no_tool_calls)" in await current_details(run)
