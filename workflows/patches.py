@@ -84,6 +84,9 @@ TURNS_AT_END_PATCH = "run-turns-at-end"
 # Calls the model activity rejected (arguments not JSON, an unknown or refused tool) count for
 # loop detection like calls that ran: repeated without end, they are blocked and the run stops.
 REJECTED_COUNTED_PATCH = "run-rejected-calls-counted"
+# With a fallback configured, transient errors are made again on a model for 30 s of waits
+# (FALLBACK_AFTER_SECONDS), not the run's whole wait budget, before the next model is tried.
+TRANSIENT_CAP_PATCH = "run-transient-retries-capped-before-fallback"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
@@ -106,6 +109,7 @@ RUN_CODE: Sequence[CodeLevel] = (
         ),
     ),
     CodeLevel("run-code-2026-11-28", frozenset({REJECTED_COUNTED_PATCH})),
+    CodeLevel("run-code-2026-11-28-b", frozenset({TRANSIENT_CAP_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         MALFORMED_RETRY_PATCH,
         PRECISE_FAILURE_PATCH,
         STREAM_OVERLOAD_PATCH,
+        TRANSIENT_CAP_PATCH,
         Patches,
     )
     from workflows.policy.auth_profiles import (
@@ -115,12 +116,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy.transient_retry import (
         CHAIN_RETRY_DELAY_SECONDS,
         CHAIN_RETRY_STATUSES,
+        FALLBACK_AFTER_SECONDS,
         MAX_OVERLOAD_RETRIES,
         OVERLOAD,
         SERVER,
         TRANSPORT,
         chain_retry_text,
         gave_up_text,
+        moving_on_text,
         plan_transient_retry,
         retrying_text,
         seconds_text,
@@ -422,9 +425,23 @@ class Failover:
                 failure.received_chars,
             )
             if transport
-            else None
+            # Said inside a 200 stream (an `overloaded_error` event): no status to name.
+            else (
+                f"an {'overload' if overload else 'error'} reported in the stream by "
+                f"{failure.provider}"
+                if not status
+                else None
+            )
         )
-        if plan is None or f.waits >= MAX_WAITS:
+        capped = (
+            plan is not None
+            and not overload
+            and self.h.patches(TRANSIENT_CAP_PATCH)
+            and self._settings().fallback_configured
+            and self._models_left()
+            and f.transient_waited + plan.delay > FALLBACK_AFTER_SECONDS
+        )
+        if plan is None or capped or f.waits >= MAX_WAITS:
             if overload:
                 return failure  # its cooldown and the table's rotation decide
             told = failure.retry_after_seconds
@@ -442,7 +459,13 @@ class Failover:
                 retry_after=told if told is not None and told >= 0 else None,
                 run_waited_seconds=f.waited_seconds,
                 what=what,
-                why=unresolved_text(failure.code) if transport else None,
+                why=(
+                    moving_on_text(FALLBACK_AFTER_SECONDS)
+                    if capped
+                    else unresolved_text(failure.code)
+                    if transport
+                    else None
+                ),
             )
             f.transient_retries, f.transient_waited = 0, 0.0
             if self._settings().fallback_configured:
@@ -658,6 +681,12 @@ class Failover:
         self.h.show(text)
 
     # -- model fallback (SPEC §8) ------------------------------------------------------------
+
+    def _models_left(self) -> bool:
+        """Whether the chain has a model after this one to try (the last keeps the whole wait
+        budget)."""
+        chain = self._chain()
+        return chain is not None and chain.position < len(chain.candidates)
 
     def _chain(self) -> FallbackChain | None:
         saved = self.f.chain

@@ -242,6 +242,7 @@ MAX_START_WAITERS = 4
 # Enough of a prompt for a summary line, and for a secret it starts with to be recognised whole.
 PREVIEW_SOURCE_CHARS = 2000
 
+
 @workflow.defn(name="SessionWorkflow")
 class SessionWorkflow:
     @workflow.init

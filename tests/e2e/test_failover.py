@@ -298,6 +298,10 @@ async def test_a_failure_after_text_was_shown_is_retried_cleanly(
     first, again = (r.body["messages"] for r in fake.requests("anthropic")[:2])
     assert again == first and again[-1]["role"] == "user"
     assert [key_of(r) for r in fake.requests("anthropic")[:2]] == [ENV_KEY, ENV_KEY]
+    # No status to name: the notice says where the overload was reported.
+    told = [e.text or "" for e in done.got.events if e.kind == EventKind.WARNING]
+    assert any(t.startswith("An overload reported in the stream by anthropic;") for t in told), told
+    assert not any("HTTP 0" in t for t in told), told
     client = done.client
     receipt = await client.send_and_start(done.key, "and then?")
     assert receipt.run_id

@@ -311,6 +311,25 @@ async def test_past_the_budget_the_chain_falls_back_with_the_status_in_the_notic
     assert notice[0].endswith("); falling back to openai/fake-gpt")
 
 
+async def test_with_a_fallback_a_model_is_left_after_30_s_of_retries_not_the_whole_budget(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """An outage of one provider must not hold every run for the session's 10-minute wait
+    budget when a fallback model is configured: a wait that would take this model's retries
+    past 30 s (here the server's Retry-After of 31 s) moves the run to the next model at once."""
+    fake.script(
+        Reply.error(Fault.http(503, retry_after=31), api="anthropic"),
+        Reply(text="from GPT", api="openai-chat"),
+    )
+    started = time.monotonic()
+    done = await run(deployment, ws, MODELS["anthropic"], agent_id="chain")
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "from GPT"
+    assert time.monotonic() - started < 20
+    notice = [text for code, text in warnings(done) if code == "model_fallback"]
+    assert len(notice) == 1 and "HTTP 503" in notice[0], notice
+
+
 async def test_the_whole_chain_is_tried_once_more_when_budget_is_left(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:

@@ -79,6 +79,11 @@ MAX_MALFORMED_RETRIES = 2
 TIMED_OUT_CODE = "ETIMEDOUT"
 # The provider SDKs' default: two more tries before the error reaches the caller.
 MAX_OVERLOAD_RETRIES = 2
+# With a fallback model configured, a server error or transport fault is made again on the same
+# model for at most this long (of waits) before the next model is tried: about what the
+# providers' own SDKs retry (the original falls back after them), while the session's
+# `max_wait_seconds` stays the bound for the last model of the chain.
+FALLBACK_AFTER_SECONDS = 30.0
 # A Retry-After of 0 still gets a timer of its own (a zero-length timer is not a wait).
 MIN_DELAY_SECONDS = 0.1
 MAX_DELAY_SECONDS = 60.0
@@ -245,6 +250,15 @@ def retrying_text(status: int, provider: str, plan: TransientRetry, what: str | 
     told = " as the server asked (Retry-After)" if plan.retry_after else ""
     failed = f"{what[:1].upper()}{what[1:]}" if what else f"HTTP {status} from {provider}"
     return f"{failed}; retrying in {seconds_text(plan.delay)}{told} (attempt {plan.attempt})"
+
+
+def moving_on_text(after_seconds: float) -> str:
+    """Why a model is left while the run could still wait: a fallback model is configured, and
+    an outage of one provider should not hold every run for the whole wait budget."""
+    return (
+        f"a fallback model is configured, so it is tried after {seconds_text(after_seconds)} of "
+        "retries on this one."
+    )
 
 
 def gave_up_text(
