@@ -1018,6 +1018,19 @@ async def rejected_calls(client: AgentlaneClient, ws: Path) -> None:
         await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
 
 
+async def capped_fallback(client: AgentlaneClient, ws: Path) -> None:
+    """Code level 2026-11-28-b: with a fallback configured, a 503 whose Retry-After would take
+    the model's retries past 30 s moves the run to the next model at once."""
+    from tests.fakes.scripts import Fault, Reply
+
+    with fallback_providers() as (fake, dep, _key_a, _key_b):
+        busy = Reply.error(Fault.http(503, retry_after=31), api="anthropic")
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("cfb", [busy, Reply(text="GPT took over.", api="openai-chat")], {}),
+        ]
+        await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -1057,6 +1070,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "events_settled": events_settled,
     "stops_told": stops_told,
     "rejected_calls": rejected_calls,
+    "capped_fallback": capped_fallback,
 }
 
 
