@@ -17,12 +17,14 @@ itself asked for the cancel, and the cancel command carries no details, so the r
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from agentlane.errors import ExecutionErrorKind
 from agentlane.failure_converter import RunOutcomeError
-from agentlane.run import ExecutionError, ExecutionResult, ExecutionStatus
+from agentlane.run import ExecutionError, ExecutionResult, ExecutionStatus, TerminationReason
 
 
 def outcome_failure(result: ExecutionResult, error_type: str) -> RunOutcomeError:
@@ -77,3 +79,32 @@ def last_run_line(result: ExecutionResult, label: str | None, limit: int = 300) 
     if len(message) > limit:
         message = message[: limit - 1] + "…"
     return f"{line} ({label or result.error.kind.value}): {message}"
+
+
+# `ExecutionError.detail` of a run that Temporal ended (terminated, timed out) without a result:
+# its session runs its messages again in its next run, which a waiting client may follow.
+ENDED_IN_TEMPORAL = "ended in Temporal"
+
+
+def ended_in_temporal(
+    session_key: str, run_id: str, how: str, why: str, started: datetime, ended: datetime
+) -> ExecutionResult:
+    """The result a client reads for a run Temporal ended without one (`how`: terminated,
+    timed out), instead of the SDK's bare failure."""
+    said_why = f": {why}" if why else ""
+    return ExecutionResult(
+        session_key=session_key,
+        run_id=run_id,
+        status=ExecutionStatus.ERROR,
+        termination_reason=TerminationReason.ERROR,
+        started_at=started,
+        ended_at=ended,
+        error=ExecutionError(
+            kind=ExecutionErrorKind.RUNTIME_ERROR,
+            message=(
+                f"run {run_id} was {how} in Temporal{said_why}; its session runs its messages "
+                "again in the next run"
+            ),
+            detail=ENDED_IN_TEMPORAL,
+        ),
+    )

@@ -85,7 +85,7 @@ from agentlane.queue_settings import (
     parse_queue_directive,
 )
 from agentlane.run import EntrySource, ExecutionRequest, ExecutionResult, ModelRef
-from agentlane.run_outcome import result_of_failure
+from agentlane.run_outcome import ended_in_temporal, result_of_failure
 from agentlane.search_attribute_values import read as read_attributes
 from agentlane.search_attribute_values import typed as typed_attributes
 from agentlane.session import (
@@ -1283,14 +1283,44 @@ class AgentlaneClient:
                 # (agentlane/run_outcome.py); any other failure (terminated, timed out) is
                 # raised.
                 failed = result_of_failure(err)
-                if failed is None:
-                    raise
-                return failed
+                if failed is not None:
+                    return failed
+                return await self._ended_in_temporal(handle, err)
             except RPCError as err:
                 if err.status != RPCStatusCode.NOT_FOUND or time.monotonic() >= created_by:
                     raise
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.5)
+
+    async def _ended_in_temporal(
+        self, handle: WorkflowHandle[Any, ExecutionResult], err: WorkflowFailureError
+    ) -> ExecutionResult:
+        """A run terminated or timed out in Temporal has no result of its own: what happened,
+        as a result (its session announced the end and queues its messages again)."""
+        described = await handle.describe()
+        status = described.status
+        how = (
+            {
+                WorkflowExecutionStatus.TERMINATED: "terminated",
+                WorkflowExecutionStatus.TIMED_OUT: "timed out",
+                WorkflowExecutionStatus.CANCELED: "cancelled",
+            }.get(status)
+            if status is not None
+            else None
+        )
+        if how is None:
+            raise err
+        cause = err.cause
+        why = str(getattr(cause, "message", "") or "") if cause is not None else ""
+        started = described.start_time
+        return ended_in_temporal(
+            session_key_from_workflow_id(handle.id),
+            handle.id,
+            how,
+            why,
+            started,
+            described.close_time or started,
+        )
 
     async def events_offset(self, session_key: str) -> int:
         """The offset the session's next event will have: 0 for a session not started yet (its

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from agentlane.reset_help import RESET_HELP
 if TYPE_CHECKING:
     from agentlane.config import AgentlaneConfig, AuthProfile
     from agentlane.messages import Routing
+    from agentlane.run import ExecutionResult
     from agentlane.settings import Settings
     from clients.api import AgentlaneClient
 
@@ -52,6 +54,9 @@ def ui_link(settings: Settings, workflow_id: str) -> str:
 
 # Exit codes (README "CLI exit codes"): scripts can tell the outcome without parsing output.
 EXIT_OK = 0
+# How long `send` waits for the session to take a message again after its run was ended in
+# Temporal (it queues it at once; this covers a busy worker).
+RERUN_WAIT_SECONDS = 60.0
 EXIT_ERROR = 1
 EXIT_REJECTED = 2
 EXIT_RUN_FAILED = 3
@@ -165,9 +170,19 @@ async def _send(args: argparse.Namespace) -> int:
         return EXIT_RUN_FAILED if fate.state == FateState.FAILED else EXIT_OK
     print(f"run {fate.run_id} started", file=sys.stderr)
     renderer = TerminalRenderer()
-    async for item in client.watch(args.session, offset, until_run=fate.run_id):
-        renderer.render(item.event)
-    result = await client.wait_for_run(fate.run_id)
+    run_id = fate.run_id
+    while True:
+        async for item in client.watch(args.session, offset, until_run=run_id):
+            renderer.render(item.event)
+            offset = item.offset + 1
+        result = await client.wait_for_run(run_id)
+        again = await _rerun_of(client, args.session, receipt.message_seq, result)
+        if again is None:
+            break
+        assert result.error is not None
+        ended = result.error.message.split(";")[0]
+        print(f"{ended}; the message runs again in {again}", file=sys.stderr)
+        run_id = again
     print(
         f"\nrun {result.run_id}: {result.status.value} "
         f"({result.termination_reason.value}), {result.turns} turns, "
@@ -182,6 +197,27 @@ async def _send(args: argparse.Namespace) -> int:
             print(f"error: {result.error.message}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return EXIT_OK
+
+
+async def _rerun_of(
+    client: AgentlaneClient, session_key: str, seq: int, result: ExecutionResult
+) -> str | None:
+    """The run that takes message `seq` again after `result`'s run was ended in Temporal (the
+    session queues its messages again), or None when there is nothing to follow."""
+    from agentlane.messages import FateState
+    from agentlane.run_outcome import ENDED_IN_TEMPORAL
+
+    if result.error is None or result.error.detail != ENDED_IN_TEMPORAL:
+        return None
+    deadline = time.monotonic() + RERUN_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        fate = await client.wait_started(session_key, seq)
+        if fate.state != FateState.STARTED or fate.run_id is None:
+            return None
+        if fate.run_id != result.run_id:
+            return fate.run_id
+        await asyncio.sleep(0.2)  # the session has not seen the end yet
+    return None
 
 
 async def _watch(args: argparse.Namespace) -> int:

@@ -351,3 +351,51 @@ async def test_a_broken_config_file_is_one_line_of_rejected_input(
     assert proc.returncode == 2, proc.stderr
     assert str(broken) in proc.stderr and "agentlane config check" in proc.stderr
     assert "ConfigError" not in proc.stderr
+
+
+async def test_send_follows_its_message_into_the_next_run_when_an_operator_terminates_its_run(
+    shared: Deployment, workspace: Path
+) -> None:
+    """Terminated in Temporal, a run has no result; its session runs the message again. `send`
+    says so and follows it to that run's answer (it ended with the SDK's bare
+    WorkflowFailureError, exit 1, though the message was answered)."""
+    from agentlane.ids import run_workflow_id
+    from tests.e2e.test_control import wait_turn
+
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    sending = asyncio.create_task(
+        acli(shared, "send", key, "run `sleep 30` then say finally", "--workspace", str(workspace))
+    )
+    client = await AgentlaneClient.connect(settings_for(shared))
+    first = run_workflow_id(key, 1)
+    for _ in range(100):
+        if await client.session_exists(key):
+            break
+        await asyncio.sleep(0.1)
+    await wait_turn(client, key, first, 0)
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(
+        subprocess.run,
+        [
+            devserver.temporal_binary(),
+            "workflow",
+            "terminate",
+            "--address",
+            shared.address,
+            "--workflow-id",
+            first,
+            "--reason",
+            "operator",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    out = await asyncio.wait_for(sending, 120)
+    assert out.returncode == 0, out.stderr
+    assert f"run {first} was terminated in Temporal: operator" in out.stderr, out.stderr
+    assert f"; the message runs again in {run_workflow_id(key, 2)}" in out.stderr, out.stderr
+    assert "finally" in out.stdout + out.stderr
+    assert "WorkflowFailureError" not in out.stderr
+    ended = await client.wait_for_run(first)
+    assert ended.status == ExecutionStatus.ERROR and ended.error is not None
+    assert ended.error.message.startswith(f"run {first} was terminated in Temporal: operator")
