@@ -93,8 +93,10 @@ def openai_reasoning_effort(level: str, supported: Sequence[str]) -> str | None:
     if level == "adaptive":
         return None
     if level == "off":
-        reasons = any(lvl not in ("off", "adaptive") for lvl in supported)
-        return "none" if reasons and "off" in supported else None
+        # No parameter, not "none": o-series models and most compatible servers refuse "none"
+        # (a model whose list holds "off" sent it on every plain request, and lowering a refused
+        # level to off sent it again), and GPT-5.1, which takes it, defaults to it.
+        return None
     return level
 
 
