@@ -28,7 +28,9 @@ def test_a_dead_workers_command_is_killed_a_live_ones_is_not() -> None:
         time.sleep(0.1)
         assert orphans.owner_alive(orphans.OWNER)
         killed = orphans.reap_orphans()
-        assert orphan.pid in killed and kept.pid not in killed
+        # Killed by this scan, or by the scan of another worker of the host (the suite runs
+        # several) that came first: killed either way.
+        assert kept.pid not in killed
         assert orphan.wait(5) == -9
         assert kept.poll() is None
     finally:
