@@ -245,6 +245,11 @@ class AgentConfig(BaseModel):
     tools_deny: list[str] = Field(default_factory=list)
     # Caps the model's window when smaller (SPEC §9, agents.defaults.contextTokens).
     context_tokens: int | None = Field(default=None, gt=0)
+    # A new session's LLM idle limit (seconds of model silence; 0: none) and its bound on
+    # waiting for cooling profiles and server errors; None: the defaults (120 s for chat runs,
+    # 600 s).
+    idle_timeout_seconds: int | None = Field(default=None, ge=0)
+    max_wait_seconds: int | None = Field(default=None, ge=0)
 
     @field_validator("thinking")
     @classmethod

@@ -387,9 +387,10 @@ class AgentlaneClient:
         chosen = self._model_switch(model or self._default_model(agent_id))
         config = self._config()
         try:
-            thinking = config.agent(agent_id).thinking
+            agent = config.agent(agent_id)
         except UnknownAgentError:
-            thinking = config.agent("main").thinking
+            agent = config.agent("main")
+        thinking = agent.thinking
         window, source = chosen.context_window, chosen.context_window_source
         provider, name = chosen.provider, chosen.model
         base: dict[str, object] = {
@@ -402,6 +403,11 @@ class AgentlaneClient:
             "thinking": thinking,
             "host_wait_seconds": self.settings.host_wait_seconds,
         }
+        # The agent's limits for its new sessions (the session's settings keep them after).
+        if agent.idle_timeout_seconds is not None:
+            base["idle_timeout_seconds"] = agent.idle_timeout_seconds
+        if agent.max_wait_seconds is not None:
+            base["max_wait_seconds"] = agent.max_wait_seconds
         if not create and self.settings.workspaces == "host":
             # A workspace named here was checked on this host's disk: its tools run here.
             base["workspace_host"] = self.settings.host_id

@@ -17,7 +17,12 @@ from workflows.policy.model_fallback import (
     rate_limit_cooldown_reply,
     reply_failure_text,
 )
-from workflows.policy.transient_retry import seconds_text, too_long_text, wait_bound_text
+from workflows.policy.transient_retry import (
+    WAIT_SETTING,
+    seconds_text,
+    too_long_text,
+    wait_bound_text,
+)
 
 R = FailoverReason
 _TRANSIENT = frozenset({R.RATE_LIMIT, R.OVERLOADED})
@@ -134,7 +139,10 @@ def idle_end_text(model: str, idle_seconds: int, produced_output: bool) -> str:
             f"The model ({model}) did not produce a response before the LLM idle timeout "
             f"({idle_seconds} s without output)."
         )
-    return f"{what} Please try again, or raise the session's `idle_timeout_seconds`."
+    return (
+        f"{what} Please try again, or raise `idle_timeout_seconds` (`[agents.main]` in the "
+        "config: sessions made from then on)."
+    )
 
 
 def escalation_text(
@@ -151,7 +159,7 @@ def escalation_text(
     bound, and the provider's own words when they say more than `said`."""
     text = (
         f"{said} {model} kept refusing ({answered}); the run waited {seconds_text(waited)} of "
-        f"{wait_bound_text(wait_bound)} on waiting (the session's `max_wait_seconds`)."
+        f"{wait_bound_text(wait_bound)} on waiting ({WAIT_SETTING})."
     )
     return text if not last_error or last_error == said else f"{text} Last error: {last_error}"
 

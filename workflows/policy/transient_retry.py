@@ -84,6 +84,8 @@ MAX_OVERLOAD_RETRIES = 2
 # providers' own SDKs retry (the original falls back after them), while the session's
 # `max_wait_seconds` stays the bound for the last model of the chain.
 FALLBACK_AFTER_SECONDS = 30.0
+# Where the bound on waiting is set, as the texts that name it say.
+WAIT_SETTING = "the session's `max_wait_seconds`, from `[agents.main]` in the config"
 # A Retry-After of 0 still gets a timer of its own (a zero-length timer is not a wait).
 MIN_DELAY_SECONDS = 0.1
 MAX_DELAY_SECONDS = 60.0
@@ -284,8 +286,8 @@ def gave_up_text(
         why = why[0].lower() + why[1:]
     elif why is None:
         why = (
-            f"the next wait would pass {wait_bound_text(budget_seconds)} on waiting (the "
-            "session's `max_wait_seconds`)."
+            f"the next wait would pass {wait_bound_text(budget_seconds)} on waiting "
+            f"({WAIT_SETTING})."
         )
     failed = what or f"HTTP {status} from {provider}"
     return (
@@ -300,10 +302,10 @@ def too_long_text(retry_after: float, budget_seconds: float, waited_seconds: flo
     if retry_after > budget_seconds:
         return (
             f"The provider asked to wait {seconds_text(retry_after)} (Retry-After), more than "
-            f"{wait_bound_text(budget_seconds)} on waiting (the session's `max_wait_seconds`)."
+            f"{wait_bound_text(budget_seconds)} on waiting ({WAIT_SETTING})."
         )
     return (
         f"The provider asked to wait {seconds_text(retry_after)} (Retry-After), more than the "
-        f"{seconds_text(left)} left of {wait_bound_text(budget_seconds)} on waiting (the "
-        "session's `max_wait_seconds`)."
+        f"{seconds_text(left)} left of {wait_bound_text(budget_seconds)} on waiting "
+        f"({WAIT_SETTING})."
     )
