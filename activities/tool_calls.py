@@ -28,6 +28,7 @@ from activities.context.token_estimate import IMAGES_META_KEY
 from activities.known_secrets import KnownSecrets
 from activities.liveness import heartbeat_forever, heartbeats_reach_temporal
 from activities.progress_details import ToolProgress
+from activities.redacted_stream import RedactedStream
 from activities.stream_publishers import EventLease, SessionPublishers
 from activities.stream_republish import RUNS_SEEN, Republisher
 from activities.tools.apply_patch import apply_patch, load_plan
@@ -435,19 +436,22 @@ class ToolActivities:
             if not await self._mark(inp, "exec-started", args.command):
                 return ToolResult(INTERRUPTED_EXEC, is_error=True, summary="interrupted")
             update = self._event(inp, EventKind.TOOL_EXECUTION_UPDATE)
-            position = 0
+            # The stream carries a redacted preview of the output; the whole of it (up to the
+            # capture cap) goes to the transcript.
+            shown = RedactedStream(
+                STREAM_OUTPUT_CHARS,
+                await self._secrets(),
+                lambda at, text: publisher.text(update, at, text),
+            )
 
             def on_output(chunk: str) -> None:
-                # The stream carries a preview of the output; the whole of it (up to the
-                # capture cap) goes to the transcript.
-                nonlocal position
-                room = STREAM_OUTPUT_CHARS - position
-                if room > 0:
-                    publisher.text(update, position, chunk[:room])
-                position += len(chunk)
+                shown.feed(chunk)
                 progress.feed(chunk)
 
-            return await run_exec(inp.workspace, args, on_output, inp.exec_timeout_seconds)
+            try:
+                return await run_exec(inp.workspace, args, on_output, inp.exec_timeout_seconds)
+            finally:
+                shown.flush()
 
         progress = ToolProgress("exec")
         return await self._run(inp, execute, progress)
