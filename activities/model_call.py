@@ -210,8 +210,11 @@ def typed_failure(
     reaction (wait and make the call again inside the run's wait budget, rotate the profile,
     lower thinking, compact, fall back) is the workflow's, on its durable, abortable timers.
     Temporal's retries are left to lost workers.
+
+    Everything it says goes into history and before users: redacted (a provider may echo the
+    key, the URL may carry a password).
     """
-    text = err.message
+    text = redact(err.message)
     lowered = text.lower()
     classification = classify_error(text, err.status, err.code, err.provider)
     if role_ordering_error(text):
@@ -244,7 +247,7 @@ def typed_failure(
     transport = transport_kind(err)
     failure = ModelFailure(
         reason=reason,
-        message=user_text,
+        message=redact(user_text),
         provider=err.provider,
         model=err.model,
         profile_id=resolved.credentials.profile_id if resolved.credentials else None,

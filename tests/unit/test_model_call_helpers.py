@@ -334,3 +334,22 @@ async def test_one_timer_serves_the_whole_stream() -> None:
     finally:
         del loop.call_at
     assert len(got) == 201 and scheduled == 1
+
+
+def test_a_password_in_the_base_url_never_reaches_the_failure(resolved: ResolvedModel) -> None:
+    base = dataclasses.replace(
+        resolved,
+        entry=resolved.entry.model_copy(
+            update={"base_url": "http://bob:hunter2secret@10.1.2.3:9/v1"}
+        ),
+    )
+    error = provider_error(
+        "Connection refused to http://bob:hunter2secret@10.1.2.3:9/v1/messages",
+        transport=True,
+        code="ECONNREFUSED",
+    )
+    err = typed_failure(error, base, "off", received_chars=0)
+    failure = failure_of(err)
+    for said in (err.message, failure.message, failure.raw_message):
+        assert "hunter2secret" not in said, said
+    assert "bob:<redacted>@10.1.2.3" in failure.message
