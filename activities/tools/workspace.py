@@ -46,7 +46,12 @@ def resolve_in_workspace(workspace: str, raw_path: str) -> Path:
         candidate = root / candidate
     # resolve() follows symlinks, including a final component that is a symlink, so a link to
     # /etc/passwd inside the workspace resolves outside it and is refused.
-    resolved = candidate.resolve()
+    try:
+        resolved = candidate.resolve()
+    except (RuntimeError, OSError) as err:
+        # A symlink loop (RuntimeError before Python 3.13), a name too long: the model's to
+        # hear, not the run's end.
+        raise PathOutsideWorkspace(f"path {raw_path!r} cannot be resolved: {err}") from err
     if resolved != root and not resolved.is_relative_to(root):
         raise PathOutsideWorkspace(
             f"path {raw_path!r} is outside the workspace ({root}); tools may only touch files "

@@ -620,3 +620,10 @@ def test_a_patch_to_a_file_larger_than_edit_takes_is_refused(ws: Path) -> None:
     assert res.is_error
     assert "more than the 5000000 a patch may change" in res.text
     assert big.read_text().startswith("FIRST\n")
+
+
+def test_a_symlink_loop_is_the_models_error_not_the_runs(ws: Path) -> None:
+    (ws / "a").symlink_to(ws / "b")
+    (ws / "b").symlink_to(ws / "a")
+    with pytest.raises(PathOutsideWorkspace, match="cannot be resolved"):
+        resolve_in_workspace(str(ws), "a/x.txt")
