@@ -46,6 +46,9 @@ POLL_BYTES = 32 * 1024
 POLL_INTERVAL_SECONDS = 0.1
 # After a process exits, how long its last output may take to come through the pipe.
 EXIT_DRAIN_SECONDS = 1.0
+# How long a `write` waits for a process to take its input (a pipe holds 64 KB).
+STDIN_WRITE_SECONDS = 5.0
+_WRITE_CHUNK = 64 * 1024
 
 HOST = socket.gethostname()
 # This worker process, as process records name it.
@@ -177,6 +180,38 @@ async def forget(session_key: str, folder: Path, keep: int = 0) -> list[str]:
     gone = await asyncio.to_thread(forget_finished, folder, keep)
     prune_forgotten(session_key)
     return gone
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _write_within(fd: int, data: bytes, seconds: float) -> int:
+    """Write `data` to a pipe without blocking a thread: as much as the reader takes within
+    `seconds`; the bytes written."""
+    os.set_blocking(fd, False)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    sent = 0
+    while sent < len(data):
+        try:
+            sent += os.write(fd, data[sent : sent + _WRITE_CHUNK])
+            continue
+        except BlockingIOError:
+            pass
+        left = deadline - loop.time()
+        if left <= 0:
+            break
+        writable: asyncio.Future[None] = loop.create_future()
+        loop.add_writer(fd, _settle, writable)
+        try:
+            await asyncio.wait_for(writable, left)
+        except TimeoutError:
+            break
+        finally:
+            loop.remove_writer(fd)
+    return sent
 
 
 def _close_stdin(bg: Background) -> None:
@@ -380,17 +415,23 @@ class ProcessTool:
         if stdin is None or stdin.closed:
             return ToolResult(f"the stdin of {bg.id} is closed", is_error=True)
 
-        def send() -> None:
-            if text:
-                stdin.write(text.encode("utf-8"))
-                stdin.flush()
-            if close:
-                stdin.close()
-
+        data = text.encode("utf-8")
         try:
-            await asyncio.to_thread(send)
+            sent = await _write_within(stdin.fileno(), data, STDIN_WRITE_SECONDS)
         except BrokenPipeError:
             return ToolResult(f"{bg.id} no longer reads its stdin", is_error=True)
+        if sent < len(data):
+            # Not a thread blocked for good on a full pipe: six of those stopped every session
+            # of the worker.
+            return ToolResult(
+                f"{bg.id} took only {sent} of {len(data)} bytes within "
+                f"{STDIN_WRITE_SECONDS:g} s: it is not reading its stdin (the rest was not "
+                "sent). Poll it to see what it does, or kill it.",
+                is_error=True,
+                summary=f"stdin of {bg.id} full",
+            )
+        if close:
+            _close_stdin(bg)
         closed = " and closed its stdin" if close else ""
         return ToolResult(
             f"Wrote {len(text)} characters to {bg.id}{closed}.", summary=f"wrote to {bg.id}"

@@ -282,3 +282,20 @@ async def test_nothing_of_a_finished_process_stays_open_in_the_worker(
     mine = [pid for (key, pid) in _running if key == tool.session_key]
     # The newest kept finished ones (their records answer later polls), and no more.
     assert len(mine) <= KEEP_FINISHED + 1, mine
+
+
+async def test_a_write_to_a_process_that_does_not_read_gives_up_without_a_thread(
+    tool: ProcessTool, ws: Path
+) -> None:
+    """A pipe holds 64 KB: more to a process that never reads blocked a pool thread for good
+    (six such writes stopped every session of the worker). The write takes what the process
+    takes within a few seconds and says so; the worker's threads stay free."""
+    started = await call(tool, ws, action="start", command="sleep 30")
+    pid = started.split()[1]
+    began = time.monotonic()
+    text = await call(tool, ws, action="write", id=pid, input="x" * 300_000)
+    assert time.monotonic() - began < 10
+    assert "took only" in text and "of 300000 bytes" in text and "not reading its stdin" in text
+    # Nothing of it holds a thread: the loop's default pool answers at once.
+    assert await asyncio.wait_for(asyncio.to_thread(lambda: 1), 1) == 1
+    assert (await call(tool, ws, action="kill", id=pid)).startswith("Killed")
