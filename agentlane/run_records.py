@@ -13,6 +13,12 @@ from agentlane.wire import CompactModel
 FINISH_RUN = "finish_run"
 
 
+def engine_task_queue(workflow_task_queue: str) -> str:
+    """The queue of the engine's own bookkeeping activities (a run's finish): slots of their
+    own, so long tool calls holding the workflow queue's slots do not hold up every run's end."""
+    return f"{workflow_task_queue}-engine"
+
+
 class FinishRunInput(CompactModel):
     result: ExecutionResult
     unanswered_reason: str

@@ -49,6 +49,7 @@ from agentlane.data_converter import LocalFileStorageDriver
 from agentlane.encryption import EncryptionConfigError
 from agentlane.payload_gc import collect_forever
 from agentlane.private_files import make_private_dir
+from agentlane.run_records import engine_task_queue
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
 from agentlane.temporal_client import connect
@@ -83,6 +84,9 @@ WORKFLOWS: Sequence[type] = (
     ScheduledMessageWorkflow,
 )
 
+
+# A run's finish (the engine's bookkeeping queue): one per run ending at once; short.
+ENGINE_ACTIVITY_SLOTS = 64
 
 # How long a stopping worker may spend sending the events its activities left behind.
 PUBLISHERS_CLOSE_TIMEOUT_SECONDS = 10.0
@@ -190,6 +194,15 @@ def build_workers(
             ],
             max_concurrent_workflow_tasks=settings.max_concurrent_workflow_tasks,
             max_concurrent_activities=settings.max_concurrent_tool_calls,
+            **common,  # type: ignore[arg-type]
+        ),
+        # The engine's own bookkeeping (a run's finish), in slots of its own: long tool calls
+        # in the slots above do not hold up every run's end (agentlane/run_records.py).
+        Worker(
+            client,
+            task_queue=engine_task_queue(settings.workflow_task_queue),
+            activities=[finish.finish_run],
+            max_concurrent_activities=ENGINE_ACTIVITY_SLOTS,
             **common,  # type: ignore[arg-type]
         ),
         # This host's own queue: the tool calls of the sessions whose workspace is on its disk

@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         UserTurn,
     )
     from agentlane.run_outcome import aborted_error, outcome_failure, said
-    from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult
+    from agentlane.run_records import FINISH_RUN, FinishRunInput, FinishRunResult, engine_task_queue
     from agentlane.session import RunPhase, RunProgress
     from agentlane.subagents import SPAWN_TOOL
     from agentlane.tool_calls import ToolCallInput, ToolCallOutcome, tool_activity_name
@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.legacy_failover import LegacyFailover
     from workflows.loop_end import LoopEnd
     from workflows.patches import (
+        ENGINE_QUEUE_PATCH,
         FINISH_SHIELDED_PATCH,
         PRECISE_FAILURE_PATCH,
         REJECTED_COUNTED_PATCH,
@@ -1035,6 +1036,11 @@ class AgentRunWorkflow(LegacyFailover):
                     start_to_close_timeout=opts.FINISH_START_TO_CLOSE,
                     retry_policy=opts.FINISH_RETRY,
                     summary=f"finish: {reason.value}",
+                    task_queue=(
+                        engine_task_queue(workflow.info().task_queue)
+                        if self.patches(ENGINE_QUEUE_PATCH)
+                        else None
+                    ),
                 )
             result.reply = finished.reply
         except ActivityError as err:

@@ -87,6 +87,9 @@ REJECTED_COUNTED_PATCH = "run-rejected-calls-counted"
 # With a fallback configured, transient errors are made again on a model for 30 s of waits
 # (FALLBACK_AFTER_SECONDS), not the run's whole wait budget, before the next model is tried.
 TRANSIENT_CAP_PATCH = "run-transient-retries-capped-before-fallback"
+# A run's finish goes to the engine's own queue (agentlane/run_records.py `engine_task_queue`):
+# eight long `exec`s of other sessions held every run's end for their whole length.
+ENGINE_QUEUE_PATCH = "run-finish-on-engine-queue"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
@@ -110,6 +113,7 @@ RUN_CODE: Sequence[CodeLevel] = (
     ),
     CodeLevel("run-code-2026-11-28", frozenset({REJECTED_COUNTED_PATCH})),
     CodeLevel("run-code-2026-11-28-b", frozenset({TRANSIENT_CAP_PATCH})),
+    CodeLevel("run-code-2026-11-28-c", frozenset({ENGINE_QUEUE_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).
