@@ -1031,6 +1031,19 @@ async def capped_fallback(client: AgentlaneClient, ws: Path) -> None:
         await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
 
 
+async def engine_queue(client: AgentlaneClient, ws: Path) -> None:
+    """Code level 2026-11-28-c: a run's finish on the engine's own queue; a run with a tool call
+    and one aborted while its command runs."""
+    r = await client.send_and_start(
+        "engineq", "read notes.txt then run `echo hi` then say done", workspace=str(ws)
+    )
+    await client.wait_for_run(r.run_id or "")
+    r = await client.send_and_start("engineq", "run `sleep 20` then say never")
+    await _until(client, "engineq", r.run_id or "", EventKind.TOOL_EXECUTION_START)
+    await client.abort("engineq", "recorded")
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -1071,6 +1084,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "stops_told": stops_told,
     "rejected_calls": rejected_calls,
     "capped_fallback": capped_fallback,
+    "engine_queue": engine_queue,
 }
 
 
