@@ -90,6 +90,9 @@ TRANSIENT_CAP_PATCH = "run-transient-retries-capped-before-fallback"
 # A run's finish goes to the engine's own queue (agentlane/run_records.py `engine_task_queue`):
 # eight long `exec`s of other sessions held every run's end for their whole length.
 ENGINE_QUEUE_PATCH = "run-finish-on-engine-queue"
+# A stream that ends without a stop reason is made again twice, as a malformed one is (it was
+# made again for the whole wait budget).
+INCOMPLETE_RETRY_PATCH = "run-incomplete-stream-tried-twice"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
@@ -114,6 +117,7 @@ RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11-28", frozenset({REJECTED_COUNTED_PATCH})),
     CodeLevel("run-code-2026-11-28-b", frozenset({TRANSIENT_CAP_PATCH})),
     CodeLevel("run-code-2026-11-28-c", frozenset({ENGINE_QUEUE_PATCH})),
+    CodeLevel("run-code-2026-11-28-d", frozenset({INCOMPLETE_RETRY_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_options as opts
     from workflows.loop_end import LoopEnd
     from workflows.patches import (
+        INCOMPLETE_RETRY_PATCH,
         MALFORMED_RETRY_PATCH,
         PRECISE_FAILURE_PATCH,
         STREAM_OVERLOAD_PATCH,
@@ -415,6 +416,7 @@ class Failover:
             kind=TRANSPORT if transport else SERVER,
             code=failure.code,
             few_for_malformed=self.h.patches(MALFORMED_RETRY_PATCH),
+            few_for_incomplete=self.h.patches(INCOMPLETE_RETRY_PATCH),
         )
         what = (
             transport_what(

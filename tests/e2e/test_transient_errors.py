@@ -475,6 +475,27 @@ async def test_a_cut_stream_is_made_again_with_a_jittered_backoff_announced(
     assert 0.35 <= gap <= 3.0, gap
 
 
+async def test_a_stream_that_never_says_it_finished_is_made_again_twice_only(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """A server (or proxy) that closes every stream cleanly without a stop reason: the same
+    answer was generated again and again for the whole 10-minute budget (61 paid calls)."""
+    fake.script(
+        *[
+            Reply(
+                text="the same whole answer",
+                fault=Fault.truncate(after_deltas=3),
+                api="openai-chat",
+            )
+            for _ in range(8)
+        ]
+    )
+    done = await run(deployment, ws, MODELS["openai-chat"])
+    assert done.result.status == ExecutionStatus.ERROR and done.result.error is not None
+    assert len(fake.requests("openai-chat")) == 3
+    assert "ends without a stop reason is tried 2 more times only" in done.result.error.message
+
+
 async def test_an_overload_is_retried_twice_then_its_retry_after_is_waited_before_rotating(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:

@@ -1044,6 +1044,21 @@ async def engine_queue(client: AgentlaneClient, ws: Path) -> None:
     await client.wait_for_run(r.run_id or "")
 
 
+async def incomplete_streams(client: AgentlaneClient, ws: Path) -> None:
+    """Code level 2026-11-28-d: streams that end without a stop reason, made again twice, then
+    the run's end; one that is cut once, then answers."""
+    from tests.fakes.scripts import Fault, Reply
+
+    with fallback_providers() as (fake, dep, _key_a, _key_b):
+        solo: dict[str, object] = {"agent_id": "solo"}
+        cut = Reply(text="the same whole answer", fault=Fault.truncate(after_deltas=2))
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("incend", [cut, cut, cut, cut], solo),
+            ("incok", [cut, Reply(text="whole")], solo),
+        ]
+        await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -1085,6 +1100,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "rejected_calls": rejected_calls,
     "capped_fallback": capped_fallback,
     "engine_queue": engine_queue,
+    "incomplete_streams": incomplete_streams,
 }
 
 

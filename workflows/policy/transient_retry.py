@@ -75,6 +75,10 @@ MAX_UNRESOLVED_RETRIES = 1
 # server or proxy that sends malformed events sends them every time (not ten minutes of them).
 MALFORMED_CODE = "malformed_response"
 MAX_MALFORMED_RETRIES = 2
+# A stream the server closed cleanly but never said was finished (no stop reason). Some
+# OpenAI-compatible servers and proxies always end so: the same whole answer came back 61 times
+# in 10 minutes. Tried as often as a malformed stream.
+INCOMPLETE_CODE = "stream_incomplete"
 # No answer in the SDK client's own time (with the idle limit off, say).
 TIMED_OUT_CODE = "ETIMEDOUT"
 # The provider SDKs' default: two more tries before the error reaches the caller.
@@ -156,6 +160,7 @@ def plan_transient_retry(
     kind: str = SERVER,
     code: str | None = None,
     few_for_malformed: bool = True,
+    few_for_incomplete: bool = True,
 ) -> TransientRetry | None:
     """The next wait, or None when it does not fit in what is left of the wait budget (or,
     for a host that does not resolve or a malformed stream, when it was tried again enough;
@@ -170,6 +175,13 @@ def plan_transient_retry(
         kind == TRANSPORT
         and few_for_malformed
         and code == MALFORMED_CODE
+        and retries_so_far >= MAX_MALFORMED_RETRIES
+    ):
+        return None
+    if (
+        kind == TRANSPORT
+        and few_for_incomplete
+        and code == INCOMPLETE_CODE
         and retries_so_far >= MAX_MALFORMED_RETRIES
     ):
         return None
@@ -199,6 +211,12 @@ def unresolved_text(code: str | None) -> str | None:
         return (
             f"a stream of unreadable events is tried {MAX_MALFORMED_RETRIES} more times only: "
             "the server (or a proxy before it) does not speak this provider's streaming API."
+        )
+    if code == INCOMPLETE_CODE:
+        return (
+            f"a stream that ends without a stop reason is tried {MAX_MALFORMED_RETRIES} more "
+            "times only: the server (or a proxy before it) ends its streams early, or never "
+            "sends one."
         )
     return None
 
