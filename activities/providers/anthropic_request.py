@@ -27,6 +27,7 @@ from agentlane.transcript import Role, TranscriptEntry
 
 THINKING_META_KEY = "anthropic_thinking"
 _CACHE = {"type": "ephemeral"}
+_THINKING_BLOCKS = ("thinking", "redacted_thinking")
 
 
 def build_messages_body(
@@ -36,11 +37,18 @@ def build_messages_body(
     that takes no tools."""
     system_parts = [request.system] if request.system.strip() else []
     system_parts += [e.text for e in request.entries if e.role == Role.SYSTEM and e.text.strip()]
-    thinking, max_tokens = anthropic_thinking(request.thinking, max_tokens)
+    messages = to_messages(request.entries, images=request.images)
+    thinking, thought_max = anthropic_thinking(request.thinking, max_tokens)
+    if thinking is not None and _continues_unsigned_tool_use(messages):
+        # With thinking on, the API takes a tool-use turn only if it starts with the model's
+        # signed thinking; one made by another provider (a fallback mid-loop) or with thinking
+        # off has none. This call finishes that turn without thinking, as the API advises;
+        # the next turn has it again.
+        thinking = None
     body: dict[str, Any] = {
         "model": request.model,
-        "max_tokens": max_tokens,
-        "messages": to_messages(request.entries, images=request.images),
+        "max_tokens": thought_max if thinking is not None else max_tokens,
+        "messages": messages,
     }
     if system_parts:
         block: dict[str, Any] = {"type": "text", "text": "\n\n".join(system_parts)}
@@ -52,6 +60,24 @@ def build_messages_body(
     if thinking is not None:
         body["thinking"] = thinking
     return body
+
+
+def _continues_unsigned_tool_use(messages: list[dict[str, Any]]) -> bool:
+    """Whether the request continues a tool-use turn (its last assistant message, answered by
+    tool results) whose assistant message does not start with a thinking block."""
+    for message in reversed(messages):
+        blocks = message.get("content")
+        if not isinstance(blocks, list):
+            return False
+        if message.get("role") == "user":
+            if not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
+                return False  # a new user turn: earlier turns' thinking is not required
+            continue
+        if not any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks):
+            return False
+        first = blocks[0] if blocks else {}
+        return not (isinstance(first, dict) and first.get("type") in _THINKING_BLOCKS)
+    return False
 
 
 def to_tool(tool: ToolSpec) -> dict[str, Any]:
