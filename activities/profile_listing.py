@@ -48,6 +48,21 @@ def _usage(row: UsageRow | None) -> ProfileUsage | None:
     return None if row is None else ProfileUsage.model_validate_json(row.usage)
 
 
+async def clear_health(store: Store, profile_id: str) -> bool:
+    """Forget a profile's cooldown, disable and error counts (an operator who set a new key or
+    paid the bill); its last use stays. False when it had nothing to forget."""
+    for _ in range(5):  # compare-and-set against the runs that write it too
+        row = await store.usage_row(profile_id)
+        usage = _usage(row)
+        if usage is None or usage == ProfileUsage(last_used=usage.last_used):
+            return False
+        cleared = ProfileUsage(last_used=usage.last_used)
+        assert row is not None
+        if await store.set_usage(profile_id, row.version, cleared.model_dump_json()):
+            return True
+    return False
+
+
 class SharedCooldowns:
     """The shared state as a model call sees it just before sending. A run picks its profile
     when it schedules the call; the call may then wait for a free slot while another session's

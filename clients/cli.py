@@ -578,6 +578,21 @@ def _auth(args: argparse.Namespace) -> int:
             print(f"error: {err}; nothing stored", file=sys.stderr)
             return 2
         print(f"stored key for profile {args.profile} ({args.provider}) in {path}")
+        # A new key starts afresh: what the old one earned (a billing disable of hours, a
+        # cooldown) is not this key's.
+        if _clear_health(settings, args.profile):
+            print(f"cleared the cooldown of {args.profile}")
+        return 0
+    if args.action == "clear":
+        if not args.profile:
+            print("usage: agentlane auth clear PROFILE", file=sys.stderr)
+            return 2
+        cleared = _clear_health(settings, args.profile)
+        print(
+            f"cleared the cooldown of {args.profile}: runs use it again"
+            if cleared
+            else f"{args.profile} was not cooling down"
+        )
         return 0
     if args.action == "remove":
         removed = store.remove(args.profile or "")
@@ -603,6 +618,13 @@ def _auth(args: argparse.Namespace) -> int:
             f"{source}\t{health.get(profile.id, 'ready')}"
         )
     return 0
+
+
+def _clear_health(settings: Settings, profile_id: str) -> bool:
+    from activities.profile_listing import clear_health
+    from store.sync import run_sync
+
+    return run_sync(settings, lambda store: clear_health(store, profile_id))
 
 
 def _profile_health(settings: Settings) -> dict[str, str]:
@@ -1107,7 +1129,11 @@ def build_parser() -> argparse.ArgumentParser:
     _schedule_parser(sub)
 
     p = sub.add_parser("auth", help="provider keys in the auth store (never in history)")
-    p.add_argument("action", choices=["set", "list", "remove"])
+    p.add_argument(
+        "action",
+        choices=["set", "list", "remove", "clear"],
+        help="clear: forget a profile's cooldown or billing disable (after paying, say)",
+    )
     p.add_argument("profile", nargs="?", help="profile id, e.g. anthropic:work")
     p.add_argument("--provider", help="anthropic, openai, or a compatible server's name")
     p.add_argument("--base-url", help="for an OpenAI-compatible server")
