@@ -22,6 +22,18 @@ def subagent_key(target_agent: str, uuid: str) -> str:
     return f"agent:{target_agent}{SUBAGENT_SEGMENT}{uuid}"
 
 
+def subagent_key_refusal(key: str) -> str | None:
+    """Why a sub-agent's key cannot take a message (from `send`, a schedule, a branch), or None
+    for any other key: its run is a child of the run that spawned it, which reads its reply."""
+    if SUBAGENT_SEGMENT not in key:
+        return None
+    return (
+        f"{key} is a sub-agent's session: the run that spawned it drives it and reads its "
+        "reply, so it takes no messages; send to the session that spawned it (watch this one, "
+        "read its transcript, decide its approvals)"
+    )
+
+
 class SubagentTools(BaseModel):
     """`[subagents.tools]` (the original's `tools.subagents.tools`)."""
 

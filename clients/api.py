@@ -100,7 +100,7 @@ from agentlane.session import (
 from agentlane.session_query import RUN_PHASES, RUNS_WAITING_OR_COMPACTING, SessionFilter
 from agentlane.settings import WORKSPACES_FOLDER, Settings
 from agentlane.static_details import branch_details, session_details
-from agentlane.subagents import SUBAGENT_SEGMENT
+from agentlane.subagents import SUBAGENT_SEGMENT, subagent_key_refusal
 from agentlane.task_priority import SESSION_PRIORITY
 from agentlane.temporal_client import connect
 from agentlane.tool_policy_config import AgentTools, ToolReport, policy_input
@@ -453,14 +453,10 @@ class AgentlaneClient:
         from workflows.session import SessionWorkflow
 
         key = check_session_key(session_key)
-        if SUBAGENT_SEGMENT in key:
-            # Its run is a child of the run that spawned it, which reads its reply: a message
-            # here would start a second run on the same transcript, beside it.
-            raise SendRejected(
-                f"{key} is a sub-agent's session: the run that spawned it drives it and reads "
-                "its reply, so it takes no messages; send to the session that spawned it (watch "
-                "this one, read its transcript, decide its approvals)"
-            )
+        refused = subagent_key_refusal(key)
+        if refused is not None:
+            # A message here would start a second run on the same transcript, beside it.
+            raise SendRejected(refused)
         if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
         unserved = (
@@ -972,6 +968,11 @@ class AgentlaneClient:
                 "--all` shows every entry id"
             ) from None
         key = check_session_key(new_key) if new_key else await self._free_branch_key(parent)
+        if subagent_key_refusal(key) is not None:
+            raise BranchRejected(
+                f"{key} is the form of a sub-agent's key, which the engine makes and which takes "
+                "no messages; choose another key for the branch (--to)"
+            )
         if await self._key_taken(key):
             raise BranchRejected(
                 f"session {key} already exists; choose another key for the branch (--to)"
@@ -1352,6 +1353,9 @@ class AgentlaneClient:
 
         Survives server restarts and reconnects: it resumes from the last offset it delivered.
         """
+        if from_offset < 0:
+            # Taken on, it read as events lost before the stream's first.
+            raise ValueError(f"offset {from_offset} is before the stream's first event (0)")
         from datetime import timedelta
 
         offset = from_offset

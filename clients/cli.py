@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from agentlane.headers import AUTH_HEADER_STYLES
 from agentlane.ids import InvalidSessionKey, check_session_key
@@ -67,16 +67,38 @@ EXIT_UNREACHABLE = 7
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 
+class MessageInputError(ValueError):
+    """The message as given cannot be sent (both text and --file, more than the limit)."""
+
+
 def _message_text(args: argparse.Namespace) -> str:
     """The text from the arguments, a file (`--file`), or standard input (`-` or no text): a
-    message longer than the OS argument limit can still be sent."""
+    message longer than the OS argument limit can still be sent. A file or standard input is
+    read up to what the limit allows (`/dev/zero` or `yes |` end at once, refused), and a
+    UTF-8 byte-order mark an editor put first is not part of the message."""
     if args.file:
-        return Path(args.file).read_text(encoding="utf-8", errors="strict")
+        if args.text and args.text != ["-"]:
+            raise MessageInputError("give the message as text or with --file, not both")
+        with open(args.file, "rb") as f:
+            return _bounded_text(f)
     if args.text in ([], ["-"]):
         if sys.stdin.isatty() and not args.text:
             raise SystemExit("agentlane send: give the text, `-` for standard input, or --file")
-        return sys.stdin.buffer.read().decode("utf-8", errors="strict")
+        return _bounded_text(sys.stdin.buffer)
     return " ".join(args.text)
+
+
+def _bounded_text(source: BinaryIO) -> str:
+    from agentlane.messages import MAX_MESSAGE_CHARS
+
+    # Four bytes a character at most, and one more to know there is more.
+    data = source.read(MAX_MESSAGE_CHARS * 4 + 1)
+    if len(data) > MAX_MESSAGE_CHARS * 4:
+        raise MessageInputError(
+            f"the message is longer than {MAX_MESSAGE_CHARS} characters, the limit (send a "
+            "file's name and let the agent read it)"
+        )
+    return data.decode("utf-8-sig", errors="strict")
 
 
 async def _offset_before_send(client: AgentlaneClient, key: str) -> int:
@@ -95,6 +117,17 @@ async def _offset_before_send(client: AgentlaneClient, key: str) -> int:
         return call.result()
     except Exception:
         return 0
+
+
+def _offset(value: str) -> int:
+    """A stream offset from the command line: a whole number, 0 or more."""
+    try:
+        offset = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if offset < 0:
+        raise argparse.ArgumentTypeError(f"{offset} is before the stream's first event (0)")
+    return offset
 
 
 def _tell_waiting(why: str) -> None:
@@ -120,6 +153,9 @@ async def _send(args: argparse.Namespace) -> int:
     except OSError as err:
         # The message's file, not the server: the catch-all below would call it unreachable.
         print(f"rejected: cannot read the message file: {err}", file=sys.stderr)
+        return EXIT_REJECTED
+    except MessageInputError as err:
+        print(f"rejected: {err}", file=sys.stderr)
         return EXIT_REJECTED
     try:
         routing = _callback_routing(args)  # before connecting: a bad URL is the input's fault
@@ -1024,7 +1060,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("watch", help="follow a session's events live")
     p.add_argument("session")
-    p.add_argument("--from", dest="from_offset", type=int, default=0, help="stream offset")
+    p.add_argument(
+        "--from", dest="from_offset", type=_offset, default=0, help="stream offset (0 or more)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON event per line")
     p.set_defaults(func=_watch)
 

@@ -44,6 +44,7 @@ from agentlane.scheduled_runs import (
     check_schedule_id,
     firing_workflow_id,
 )
+from agentlane.subagents import subagent_key_refusal
 from clients.schedule_spec import (
     ScheduleSpecError,
     format_duration,
@@ -132,6 +133,9 @@ async def create_schedule(
     try:
         sid = check_schedule_id(schedule_id)
         key = check_session_key(session_key)
+        refused = subagent_key_refusal(key)
+        if refused is not None:
+            raise ScheduleRejected(refused)
         check_inbound(InboundMessage(text=text))
         timing = parse_timing(cron, every)
         policy = SchedulePolicy(

@@ -399,3 +399,41 @@ async def test_send_follows_its_message_into_the_next_run_when_an_operator_termi
     ended = await client.wait_for_run(first)
     assert ended.status == ExecutionStatus.ERROR and ended.error is not None
     assert ended.error.message.startswith(f"run {first} was terminated in Temporal: operator")
+
+
+async def test_message_input_edges_are_refused_clearly(
+    shared: Deployment, workspace: Path, tmp_path: Path
+) -> None:
+    key = f"cli-{uuid.uuid4().hex[:8]}"
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbfsay with a bom")
+    both = await acli(shared, "send", key, "some text", "--file", str(bom))
+    assert both.returncode == 2 and "as text or with --file, not both" in both.stderr
+    endless = await acli(shared, "send", key, "--file", "/dev/zero")
+    assert endless.returncode == 2, endless.stderr
+    assert "longer than 100000 characters" in endless.stderr
+    negative = await acli(shared, "watch", key, "--from", "-5")
+    assert negative.returncode == 2 and "before the stream's first event" in negative.stderr
+    # A byte-order mark is not part of the message: the model reads "say with a bom".
+    sent = await acli(shared, "send", key, "--file", str(bom), "--workspace", str(workspace))
+    assert sent.returncode == 0, sent.stderr
+    assert "with a bom" in sent.stdout and "\ufeff" not in sent.stdout
+    # A sub-agent's key takes no messages: not from a schedule, not as a branch.
+    sub = "agent:main:subagent:0123456789abcdef"
+    schedule = await acli(
+        shared,
+        "schedule",
+        "create",
+        f"s-{key}",
+        "--session",
+        sub,
+        "--message",
+        "x",
+        "--every",
+        "1h",
+    )
+    assert schedule.returncode == 2 and "is a sub-agent's session" in schedule.stderr
+    client = await AgentlaneClient.connect(settings_for(shared))
+    entry = client.transcript(key)[0].id
+    branch = await acli(shared, "branch", key, "--from", entry, "--to", sub)
+    assert branch.returncode == 2 and "form of a sub-agent's key" in branch.stderr, branch.stderr
