@@ -24,6 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.cancellation import cancelled_for_good
+from activities.config_failure import config_failure
 from activities.context.compaction_plan import compaction_reserve_tokens
 from activities.context.context_cache import ContextCache
 from activities.context.context_check import ContextCheck, check_context
@@ -83,7 +84,6 @@ from activities.tools.workspace import local_workspace
 from activities.transcript_store import TranscriptStore, tool_result_entry, user_entries
 from agentlane.config import AgentlaneConfig
 from agentlane.errors import (
-    CONFIG_ERROR,
     MODEL_IDLE_TIMEOUT,
     MODEL_PROVIDER_ERROR,
     WORKSPACE_MISSING,
@@ -452,7 +452,7 @@ class ModelCallActivity:
         except (NoCredentials, UnknownModel) as err:
             raise unusable_candidate(inp, err) from err
         except ModelUnavailable as err:
-            raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
+            raise config_failure(err) from err
 
         stored = await self.store.read_context(inp.session_key, recheck=False)
         window = min(resolved.entry.context_window, inp.context_window_cap or 1 << 62)

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.liveness import heartbeat_forever
 from agentlane.entry_source import EntrySource
@@ -105,6 +105,8 @@ class ScheduledDelivery:
                 f"session {msg.session_key} refused the scheduled message: {err}",
                 type="ScheduledMessageRejected",
                 non_retryable=True,
+                # A refusal the firing's record says: one line in the log, not a traceback.
+                category=ApplicationErrorCategory.BENIGN,
             ) from err
         seq = receipt.message_seq
         if receipt.disposition == SendDisposition.DUPLICATE and receipt.duplicate_of is not None:

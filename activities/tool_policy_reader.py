@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from activities.config_failure import config_failure
 from agentlane.config import ConfigError, ConfigWatcher, UnknownAgentError
-from agentlane.errors import CONFIG_ERROR
 from agentlane.tool_policy_config import (
     READ_TOOL_POLICY,
     ToolPolicyInput,
@@ -36,5 +35,5 @@ class ToolPolicyReader:
                 agent = None  # an agent the config does not name has no layer of its own
         except ConfigError as err:
             # Nothing runs on a policy it could not read.
-            raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
+            raise config_failure(err) from err
         return policy_input(config.tools, agent, req.agent_id, req.routing, req.sender)

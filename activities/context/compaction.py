@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from activities.config_failure import config_failure
 from activities.context.compaction_plan import (
     CompactionSplit,
     check_baseline,
@@ -83,7 +83,6 @@ from agentlane.context_ops import (
     CompactionOutcome,
     CompactionResult,
 )
-from agentlane.errors import CONFIG_ERROR
 from agentlane.events import Announcement, EventKind
 from agentlane.ids import storage_name
 from agentlane.pricing import priced
@@ -185,7 +184,7 @@ class CompactionActivity:
         try:
             resolved = await self.resolver.aresolve(inp.model, inp.profile_id)
         except ModelUnavailable as err:
-            raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
+            raise config_failure(err) from err
         window = min(
             resolved.entry.context_window,
             inp.observed_limit or 1 << 62,

@@ -12,15 +12,14 @@ from __future__ import annotations
 import time
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from activities.config_failure import config_failure
 from activities.context.context_view import context_entries, is_summary
 from activities.context.token_estimate import estimate_tokens
 from activities.context.tool_result_truncation import apply_replacements, plan_recovery_truncation
 from activities.providers.resolve import ModelUnavailable, ProviderResolver
 from activities.transcript_store import TranscriptStore
 from agentlane.context_ops import TRUNCATE_TOOL_RESULTS, TruncationInput, TruncationResult
-from agentlane.errors import CONFIG_ERROR
 from agentlane.transcript import Role, TranscriptEntry
 
 
@@ -38,7 +37,7 @@ class TruncationActivity:
         try:
             resolved = await self.resolver.aresolve(inp.model, None)
         except ModelUnavailable as err:
-            raise ApplicationError(str(err), type=CONFIG_ERROR, non_retryable=True) from err
+            raise config_failure(err) from err
         window = resolved.entry.context_window
         if inp.observed_limit:
             window = min(window, inp.observed_limit)
