@@ -30,10 +30,13 @@ class InvalidSessionKey(ValueError):
 def check_session_key(key: str) -> str:
     """Return the key if it is usable in workflow ids and file names, else raise."""
     if not SESSION_KEY_PATTERN.fullmatch(key) or ".." in key:
-        raise InvalidSessionKey(
-            f"invalid session key {key!r}: use 1-128 characters from letters, digits and ._@:- "
-            "starting with a letter or digit"
+        rule = (
+            "two dots in a row are not allowed (a key names folders)"
+            if SESSION_KEY_PATTERN.fullmatch(key)
+            else "use 1-128 characters from letters, digits and ._@:- starting with a letter or "
+            "digit"
         )
+        raise InvalidSessionKey(f"invalid session key {key!r}: {rule}")
     reserved = sorted(set(key.split(":")[1:]) & RESERVED_SEGMENTS)
     if reserved:
         raise InvalidSessionKey(

@@ -899,7 +899,10 @@ class AgentlaneClient:
 
         # A sub-agent's approvals are decided in its top-level session.
         key = await self.top_session_of(check_session_key(session_key))
-        decision = ApprovalDecision(id=approval_id, approve=approve, reason=reason, by=by)
+        try:
+            decision = ApprovalDecision(id=approval_id, approve=approve, reason=reason, by=by)
+        except ValueError as err:  # a pydantic ValidationError: say which field, plainly
+            raise ApprovalRejected(rejection_text(err)) from None
         handle = await self._running_session(key)
         call = asyncio.ensure_future(
             self._with_backoff(

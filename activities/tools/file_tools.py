@@ -27,6 +27,9 @@ def _read_text(path: Path, shown: str) -> tuple[str, TextStyle]:
 
 
 def write_file(workspace: str, args: WriteArgs) -> ToolResult:
+    if args.path.endswith(("/", "\\")):
+        # `resolve` drops the slash: "a.txt/" would write the file a.txt.
+        return ToolResult(f"{args.path} names a folder; give a file's path", is_error=True)
     path = resolve_in_workspace(workspace, args.path)
     if path.is_dir():
         return ToolResult(f"{display_path(workspace, path)} is a folder", is_error=True)

@@ -41,6 +41,9 @@ class TokenError(ValueError):
     pass
 
 
+MAX_NAME_CHARS = 200
+
+
 class TokenRecord(BaseModel):
     """One token as stored: never the token itself."""
 
@@ -107,6 +110,11 @@ class TokenStore:
         self, name: str = "", prefixes: list[str] | None = None, read_only: bool = False
     ) -> tuple[TokenRecord, str]:
         """A new token: its record, and the token itself (shown once, never stored)."""
+        if len(name) > MAX_NAME_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise TokenError(
+                f"a token's name is at most {MAX_NAME_CHARS} characters, without control "
+                "characters (it is printed by `token list`)"
+            )
         scopes = [check_prefix(p) for p in prefixes or []]
         while True:
             token_id = secrets.token_hex(4)

@@ -86,3 +86,12 @@ def test_token_bucket() -> None:
     assert limiter.take("a", now=0.5) == 0.0  # refilled one
     assert limiter.take("a", now=0.5) > 0
     assert RateLimiter(rate=0, burst=0).take("a") == 0.0  # 0: no limit
+
+
+def test_a_token_name_is_bounded_and_printable(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path)
+    for bad in ("x" * 201, "a\x01b", "line\nbreak"):
+        with pytest.raises(TokenError, match="at most 200 characters, without control"):
+            store.create(name=bad)
+    assert not store.list()
+    assert store.create(name="ops team")[0].name == "ops team"

@@ -627,3 +627,9 @@ def test_a_symlink_loop_is_the_models_error_not_the_runs(ws: Path) -> None:
     (ws / "b").symlink_to(ws / "a")
     with pytest.raises(PathOutsideWorkspace, match="cannot be resolved"):
         resolve_in_workspace(str(ws), "a/x.txt")
+
+
+def test_write_to_a_path_ending_in_a_slash_is_refused(ws: Path) -> None:
+    res = write_file(str(ws), WriteArgs(path="a.txt/", content="x"))
+    assert res.is_error and "names a folder" in res.text
+    assert not (ws / "a.txt").exists()
