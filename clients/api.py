@@ -54,7 +54,13 @@ from agentlane.branches import (
     TreeNode,
     branch_key,
 )
-from agentlane.config import AgentlaneConfig, ConfigError, ConfigWatcher, UnknownAgentError
+from agentlane.config import (
+    CONTEXT_WINDOW_BLOCK_BELOW,
+    AgentlaneConfig,
+    ConfigError,
+    ConfigWatcher,
+    UnknownAgentError,
+)
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
     check_session_key,
@@ -360,6 +366,13 @@ class AgentlaneClient:
             raise SendRejected(str(err)) from err
         provider, _, name = ref.partition("/")
         window = config.context_window(ref, "main")
+        if 0 < window < CONTEXT_WINDOW_BLOCK_BELOW:
+            # Every run on it would end before its first call (SPEC §9's guard).
+            raise SendRejected(
+                f"{ref}'s context window is {window} tokens, under the "
+                f"{CONTEXT_WINDOW_BLOCK_BELOW} a run needs; choose another model, or give this "
+                "one a larger `context_window` in the config"
+            )
         return ModelSwitch(
             provider=provider,
             model=name or "default",

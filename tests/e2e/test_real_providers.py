@@ -20,7 +20,7 @@ from agentlane.errors import ExecutionErrorKind
 from agentlane.events import EventKind
 from agentlane.run import ExecutionResult, ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
-from clients.api import AgentlaneClient
+from clients.api import AgentlaneClient, SendRejected
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import Collected, assert_transcript_valid, collect
 from tests.fakes.provider_server import FakeProviderServer
@@ -709,15 +709,15 @@ base_url = "{fake.openai_base_url}"
 async def test_the_context_window_guard(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:
-    """SPEC §9: under 16 000 tokens the run fails before any provider call; under 32 000 it
-    warns once and goes on."""
-    tiny = await send_and_finish(deployment, fake, ws, "hello", "openai/fake-tiny")
-    assert tiny.result.status == ExecutionStatus.ERROR and tiny.result.error is not None
-    assert "context window too small (8000 tokens)" in tiny.result.error.message
+    """SPEC §9: under 16 000 tokens no run can start, so a message naming such a model is
+    refused at send, nothing stored (the run's own guard stays for a window the config shrank
+    later); under 32 000 the run warns once and goes on."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = f"tiny-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(SendRejected, match="context window is 8000 tokens, under the 16000"):
+        await client.send(key, "hello", workspace=str(ws), model="openai/fake-tiny")
     assert fake.requests("openai-chat") == []
-    # The message is in the transcript all the same, answered by the run's end.
-    users = [e.text for e in tiny.client.transcript(tiny.key) if e.role == Role.USER]
-    assert users == ["hello"]
+    assert not await client.session_exists(key)
     small = await send_and_finish(
         deployment, fake, ws, "hello", "openai/fake-small", Reply(text="small but fine")
     )
