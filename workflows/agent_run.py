@@ -991,7 +991,13 @@ class AgentRunWorkflow(LegacyFailover):
             ended_at=workflow.now(),
             error=end.error,
             last_entry_id=self.c.last_entry_id,
-            fallback_model=self.failover.fallback_model(),
+            # The model that answered: none when the run ended on the models' failure (the
+            # last one tried did not answer, and the session's model stays what it was).
+            fallback_model=(
+                None
+                if end.error is not None and end.error.failure is not None
+                else self.failover.fallback_model()
+            ),
             profile_pin=self.failover.result_pin() if keyed and self._v2() else None,
             source=self.req.source,
             workspace_host=self.c.workspace_host,

@@ -214,6 +214,9 @@ async def test_every_model_failing_says_all_models_failed(
     assert done.result.status == ExecutionStatus.ERROR and error is not None
     assert "All models failed (2): anthropic/fake-claude:" in error.message, error.message
     assert "| openai/fake-gpt:" in error.message and "(auth)" in error.message
+    # No model answered: the result names no fallback, and the session keeps its model.
+    assert done.result.fallback_model is None
+    assert (await done.client.status(done.key)).model == CLAUDE
 
 
 async def test_a_stalled_stream_gets_the_single_idle_retry(
