@@ -576,6 +576,24 @@ def _declared_profiles(settings: Settings) -> dict[str, AuthProfile]:
         return {}
 
 
+def _unused_stored(settings: Settings, profile_id: str, provider: str) -> str | None:
+    """Why a stored profile is never chosen, or None: the config's profile list or order for its
+    provider (SPEC §7.3) does not name it."""
+    from agentlane.config import ConfigError, load_config
+
+    try:
+        config = load_config(settings.data_dir)
+    except ConfigError:
+        return None
+    order = config.auth_order.get(provider)
+    if order:
+        return None if profile_id in order else f"[auth.order] {provider} = {order}"
+    declared = [pid for pid, p in config.auth_profiles.items() if p.provider == provider]
+    if declared and profile_id not in declared:
+        return f"the config declares {', '.join(sorted(declared))} for {provider}"
+    return None
+
+
 def _auth(args: argparse.Namespace) -> int:
     """Keys go into the store (sealed when encryption is on); they are read from a prompt or
     stdin, never argv. So can
@@ -614,6 +632,14 @@ def _auth(args: argparse.Namespace) -> int:
             print(f"error: {err}; nothing stored", file=sys.stderr)
             return 2
         print(f"stored key for profile {args.profile} ({args.provider}) in {path}")
+        unused = _unused_stored(settings, args.profile, args.provider)
+        if unused is not None:
+            print(
+                f"warning: runs will not use {args.profile}: {unused}, and a provider's profiles "
+                f'come from there when it does; add [auth.profiles."{args.profile}"] provider = '
+                f'"{args.provider}" (or the id to the order) in the config',
+                file=sys.stderr,
+            )
         # A new key starts afresh: what the old one earned (a billing disable of hours, a
         # cooldown) is not this key's.
         if _clear_health(settings, args.profile):
@@ -649,9 +675,13 @@ def _auth(args: argparse.Namespace) -> int:
         source = profile.source
         if source.isupper():
             source = f"{source} (this shell's; a worker reads its own environment)"
+        ready = health.get(profile.id, "ready")
+        unused = _unused_stored(store.settings, profile.id, profile.provider)
+        if unused is not None:
+            ready = f"not used ({unused})"
         print(
             f"{profile.id}\t{profile.provider}\t{profile.type}\t{state}\t{auth}\t{names}\t"
-            f"{source}\t{health.get(profile.id, 'ready')}"
+            f"{source}\t{ready}"
         )
     return 0
 

@@ -57,3 +57,27 @@ async def test_the_cli_says_what_it_cleared(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "cleared the cooldown of openai:main: runs use it again" in out.stdout
+
+
+async def test_a_stored_profile_the_config_leaves_out_is_said_to_be_unused(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[auth.profiles."fchat:main"]\nprovider = "fchat"\n')
+    env = {"AGENTLANE_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}
+
+    def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "clients.cli", "auth", *args],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    stored = await asyncio.to_thread(
+        cli, "set", "fchat:store", "--provider", "fchat", stdin="k-1\n"
+    )
+    assert stored.returncode == 0, stored.stderr
+    assert "warning: runs will not use fchat:store: the config declares fchat:main" in stored.stderr
+    listed = await asyncio.to_thread(cli, "list")
+    line = next(ln for ln in listed.stdout.splitlines() if ln.startswith("fchat:store"))
+    assert line.endswith("not used (the config declares fchat:main for fchat)"), line
