@@ -497,6 +497,10 @@ class AgentlaneClient:
             if message.routing.callback_url is not None:
                 # A literal address inside the network is refused here; names when connecting.
                 check_callback_target(message.routing.callback_url, self._config().webhooks)
+            ref = message.routing.callback_secret_ref
+            if ref is not None:
+                # Missing, every delivery would fail for a day; said now, to the sender.
+                await self._secret_exists(ref)
         except ValueError as err:
             raise SendRejected(rejection_text(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})
@@ -791,6 +795,14 @@ class AgentlaneClient:
             fate = await self.wait_started(session_key, receipt.message_seq)
             receipt = receipt.model_copy(update={"run_id": fate.run_id})
         return receipt
+
+    async def _secret_exists(self, ref: str) -> None:
+        from agentlane.webhook_secrets import SecretMissing, WebhookSecretStore
+
+        try:
+            await asyncio.to_thread(WebhookSecretStore(self.settings).get, ref)
+        except SecretMissing as err:
+            raise ValueError(str(err)) from None
 
     async def wait_started(self, session_key: str, seq: int) -> MessageFate:
         """Until message `seq` is taken by a run (or steered, dropped or given up)."""

@@ -984,7 +984,13 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
         responses=errors,
     )
     async def subagents(key: SessionKey) -> SubagentList:
-        nodes = await _call(gw, lambda c: c.session_tree())
+        async def tree(c: AgentlaneClient) -> list[TreeNode]:
+            # An unknown session is 404, as on every other route of a session.
+            if not await c.session_ever_existed(key):
+                raise SessionNotFound(f"session {key} does not exist")
+            return await c.session_tree()
+
+        nodes = await _call(gw, tree)
         return SubagentList(session_key=key, subagents=subagents_of(nodes, key))
 
     @app.get(

@@ -203,6 +203,7 @@ async def test_every_validation_error_is_a_problem_and_reaches_no_workflow(
         problem(await http.get(f"/v1/sessions/{k}/transcript"), 404)
         problem(await http.get(f"/v1/sessions/{k}/events?from=0"), 404)
         problem(await http.post(f"/v1/sessions/{k}/abort"), 404)
+        problem(await http.get(f"/v1/sessions/{k}/subagents"), 404)
     # Another token: the cases above use up the first one's burst.
     async with gateway.http(gateway.token(name="issue-19")) as http:
         more: list[tuple[dict[str, Any], int, str]] = [

@@ -249,6 +249,16 @@ async def test_bad_callback_urls_are_refused_with_a_reason(
     ]:
         with pytest.raises((SendRejected, ValueError), match=words):
             await client.send(session_key, "hi", routing=Routing(callback_url=url))
+    # A secret that is not stored: every delivery would fail for a day; refused at send.
+    with pytest.raises(SendRejected, match="webhook secret 'no-such-ref' is not stored"):
+        await client.send(
+            session_key,
+            "hi",
+            routing=Routing(
+                callback_url="https://example.com/x", callback_secret_ref="no-such-ref"
+            ),
+        )
+    assert not await client.session_ever_existed(session_key)
 
 
 async def test_targets_inside_the_network_are_refused_by_default(
