@@ -93,6 +93,9 @@ ENGINE_QUEUE_PATCH = "run-finish-on-engine-queue"
 # A stream that ends without a stop reason is made again twice, as a malformed one is (it was
 # made again for the whole wait budget).
 INCOMPLETE_RETRY_PATCH = "run-incomplete-stream-tried-twice"
+# A provider's Retry-After (or another model's failure widening the window) moves a profile's
+# active cooldown out to its end instead of being lost (workflows/policy/auth_profiles.py).
+TOLD_COOLDOWN_PATCH = "run-told-cooldown-lengthens"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
@@ -118,6 +121,7 @@ RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11-28-b", frozenset({TRANSIENT_CAP_PATCH})),
     CodeLevel("run-code-2026-11-28-c", frozenset({ENGINE_QUEUE_PATCH})),
     CodeLevel("run-code-2026-11-28-d", frozenset({INCOMPLETE_RETRY_PATCH})),
+    CodeLevel("run-code-2026-11-28-e", frozenset({TOLD_COOLDOWN_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).

@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         MALFORMED_RETRY_PATCH,
         PRECISE_FAILURE_PATCH,
         STREAM_OVERLOAD_PATCH,
+        TOLD_COOLDOWN_PATCH,
         TRANSIENT_CAP_PATCH,
         Patches,
     )
@@ -580,6 +581,7 @@ class Failover:
         if failed and reason is not None:
             self.h.telemetry.cooled(model.provider, reason.value)
             cooldowns = self.f.config.cooldowns
+            told_lengthens = self.h.patches(TOLD_COOLDOWN_PATCH)
             await self._update_shared(
                 model.provider,
                 failed,
@@ -592,6 +594,7 @@ class Failover:
                     model_id=model.model,
                     cooldowns=cooldowns,
                     retry_after=failure.retry_after_seconds,
+                    told_lengthens=told_lengthens,
                 ),
                 f"mark {failed}: {reason.value}",
             )

@@ -1059,6 +1059,20 @@ async def incomplete_streams(client: AgentlaneClient, ws: Path) -> None:
         await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
 
 
+async def told_cooldown(client: AgentlaneClient, ws: Path) -> None:
+    """Code level 2026-11-28-e: a 429 asking for 900 s marks its profile for that long; the run
+    rotates to the other profile and answers."""
+    from tests.fakes.scripts import Fault, Reply
+
+    with fallback_providers() as (fake, dep, key_a, _key_b):
+        solo: dict[str, object] = {"agent_id": "solo"}
+        limited = Reply.error(Fault.http(429, retry_after=900), key=key_a)
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("told", [limited, Reply(text="the other key answers")], solo),
+        ]
+        await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -1101,6 +1115,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "capped_fallback": capped_fallback,
     "engine_queue": engine_queue,
     "incomplete_streams": incomplete_streams,
+    "told_cooldown": told_cooldown,
 }
 
 

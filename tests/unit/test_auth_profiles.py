@@ -573,3 +573,38 @@ def test_all_cooled_probe_only_when_allowed_and_probeable() -> None:
     bare = with_usage(p1=ProfileUsage(cooldown_until=NOW + 9))
     got = select_initial(["p1"], bare, "m", NOW, allow_transient_probe=True)
     assert (got.index, got.probe) == (0, True)  # inferred unknown is probe-able
+
+
+def test_a_retry_after_on_another_model_moves_an_active_window_out() -> None:
+    """A profile cooling for model A (a second left) gets a 429 on model B asking for 900 s: the
+    window widens to the whole profile and ends when the provider said. Without the flag (runs
+    recorded before it), the active window is kept as it was, the Retry-After lost."""
+    cooling = ProfileState(
+        usage={
+            "p": ProfileUsage(
+                cooldown_until=NOW + 1,
+                cooldown_reason=R.RATE_LIMIT,
+                cooldown_model="a",
+                error_count=1,
+                last_failure_at=NOW - 30,
+            )
+        }
+    )
+    kw = dict(provider="anthropic", now=NOW, model_id="b", retry_after=900.0)
+    told = mark_failure(cooling, "p", R.RATE_LIMIT, told_lengthens=True, **kw)  # type: ignore[arg-type]
+    assert told.usage["p"].cooldown_until == NOW + 900
+    assert told.usage["p"].cooldown_model is None
+    kept = mark_failure(cooling, "p", R.RATE_LIMIT, **kw)  # type: ignore[arg-type]
+    assert kept.usage["p"].cooldown_until == NOW + 1
+    # Never moved in: a shorter Retry-After leaves a longer window as it is.
+    short = mark_failure(
+        told,
+        "p",
+        R.RATE_LIMIT,
+        told_lengthens=True,
+        provider="anthropic",
+        now=NOW,
+        model_id="b",
+        retry_after=5.0,
+    )
+    assert short.usage["p"].cooldown_until == NOW + 900

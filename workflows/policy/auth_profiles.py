@@ -331,6 +331,7 @@ def mark_failure(
     model_id: str | None = None,
     cooldowns: AuthCooldowns | None = None,
     retry_after: float | None = None,
+    told_lengthens: bool = False,
 ) -> ProfileState:
     """SPEC §7.7 `markAuthProfileFailure` (T35–T41), returning the new state.
 
@@ -341,7 +342,10 @@ def mark_failure(
     Beyond the original: a rate limit or overload whose provider said when to come back
     (`retry_after`, seconds) opens a window of exactly that (at least 1 s, at most a day): the
     provider knows its own limits better than the ladder, shorter or longer (issue 24: a
-    429 asking for 700 s is not recorded as 30 s). An active window is still never changed.
+    429 asking for 700 s is not recorded as 30 s). An active window is otherwise never changed;
+    with `told_lengthens`, one the provider's Retry-After or another model's failure (which
+    widens a model's window to the whole profile) says ends later is moved out to that end,
+    never in: a 900 s Retry-After was lost to a window of another model ending a second later.
     """
     if reason is None or reason == R.TIMEOUT or cooldown_bypassed(provider):
         return state
@@ -364,11 +368,17 @@ def mark_failure(
     else:
         backoff = cooldown_seconds(error_count)
         hint = _valid_time(retry_after)
-        if hint is not None and reason in (R.RATE_LIMIT, R.OVERLOADED):
+        told = hint is not None and reason in (R.RATE_LIMIT, R.OVERLOADED)
+        if told and hint is not None:
             backoff = min(MAX_RETRY_AFTER_SECONDS, max(MIN_RETRY_AFTER_SECONDS, hint))
-        update["cooldown_until"] = _keep_active(existing.cooldown_until, now, now + backoff)
+        scope = _cooldown_scope(existing, reason, model_id, now)
+        widened = scope is None and existing.cooldown_model is not None
+        until = _keep_active(existing.cooldown_until, now, now + backoff)
+        if told_lengthens and (told or widened) and _active(existing.cooldown_until, now):
+            until = max(until, now + backoff)
+        update["cooldown_until"] = until
         update["cooldown_reason"] = reason
-        update["cooldown_model"] = _cooldown_scope(existing, reason, model_id, now)
+        update["cooldown_model"] = scope
     return _with_usage(state, profile_id, existing.model_copy(update=update))
 
 
