@@ -60,7 +60,7 @@ class SessionSettings(BaseModel):
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     # `[tools.approval]` (issue 21): None when no tool needs approval.
     approvals: ApprovalConfig | None = None
-    max_turns: int | None = None
+    max_turns: int | None = Field(default=None, ge=1)
     # The model's context window as the config gave it when the session was made (SPEC §9);
     # None: unknown, not checked.
     context_window: int | None = None

@@ -424,15 +424,21 @@ class AgentlaneClient:
         if not create and self.settings.workspaces == "host":
             # A workspace named here was checked on this host's disk: its tools run here.
             base["workspace_host"] = self.settings.host_id
-        settings = SessionSettings.model_validate(
-            {
-                **base,
-                "workspace": str(Path(ws).resolve()) if not create else ws,
-                "create_workspace": create,
-                "model": ModelRef(provider=provider, model=name),
-                **overrides,
-            }
-        )
+        unknown = sorted(set(overrides) - set(SessionSettings.model_fields))
+        if unknown:
+            raise SendRejected(f"unknown session setting(s): {', '.join(unknown)}")
+        try:
+            settings = SessionSettings.model_validate(
+                {
+                    **base,
+                    "workspace": str(Path(ws).resolve()) if not create else ws,
+                    "create_workspace": create,
+                    "model": ModelRef(provider=provider, model=name),
+                    **overrides,
+                }
+            )
+        except ValueError as err:  # pydantic's ValidationError: which setting, plainly
+            raise SendRejected(rejection_text(err)) from None
         return SessionState(key=key, settings=settings)
 
     async def send(

@@ -1,6 +1,8 @@
 """A model whose provider has no key is a failed candidate, not the end of the run: with a
 fallback configured the run moves on to it (SPEC §3.6: the failure is a FailoverError when
-fallbacks are configured), says why, and a session without one ends with an `auth` error."""
+fallbacks are configured), says why, and a session without one ends with an `auth` error.
+And what `send` refuses before anything is stored: a message larger than the model's whole
+window, session settings that are unknown or out of range."""
 
 from __future__ import annotations
 
@@ -131,3 +133,15 @@ async def test_a_message_larger_than_the_whole_window_is_refused(
     after = await client.send_and_start(key, "a short one")
     assert after.run_id
     assert (await client.wait_for_run(after.run_id)).reply == "still here"
+
+
+async def test_bad_session_settings_are_refused_plainly(deployment: Deployment) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = f"bad-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(SendRejected, match="unknown session setting"):
+        await client.send(key, "hi", session_overrides={"bogus": 1})
+    with pytest.raises(SendRejected, match="max_turns"):
+        await client.send(key, "hi", session_overrides={"max_turns": "lots"})
+    with pytest.raises(SendRejected, match="max_turns"):
+        await client.send(key, "hi", session_overrides={"max_turns": -1})
+    assert not await client.session_ever_existed(key)
