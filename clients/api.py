@@ -134,6 +134,10 @@ class SendRejected(Exception):
     """The session refused the message (empty, too long, unknown mode, queue full...)."""
 
 
+class UnknownMessage(LookupError):
+    """`wait_started` for a message number the session never gave."""
+
+
 class ApprovalRejected(Exception):
     """A decision for an approval the session does not have waiting (unknown, or already
     decided or expired): the message says which."""
@@ -818,9 +822,13 @@ class AgentlaneClient:
         handle = self.client.get_workflow_handle(session_workflow_id(key))
         pause = 0.05
         while True:
-            fate: MessageFate = await self._with_backoff(
-                lambda: handle.execute_update(SessionWorkflow.wait_started, seq)
-            )
+            try:
+                fate: MessageFate = await self._with_backoff(
+                    lambda: handle.execute_update(SessionWorkflow.wait_started, seq)
+                )
+            except WorkflowUpdateFailedError as err:
+                # The session's own words ("session s1 has no message #99999"), not the SDK's.
+                raise UnknownMessage(_failure_text(err)) from None
             if fate.state == FateState.DUPLICATE and fate.duplicate_of not in (None, seq):
                 # A redelivery: answer with the run that takes (or took) the message it repeats.
                 assert fate.duplicate_of is not None

@@ -13,7 +13,7 @@ from agentlane.ids import InvalidSessionKey, session_workflow_id
 from agentlane.messages import MAX_MESSAGE_CHARS
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
-from clients.api import AgentlaneClient, SendRejected
+from clients.api import AgentlaneClient, SendRejected, UnknownMessage
 from tests.e2e.support import assert_transcript_valid
 
 
@@ -40,6 +40,9 @@ async def test_validator_rejects_with_clear_messages(
     assert "Failed decoding arguments" in str(raised.value.cause)
     with pytest.raises(InvalidSessionKey):
         await client.send_and_start("../etc", "hi")
+    # Waiting for a message the session never gave says so in its own words.
+    with pytest.raises(UnknownMessage, match="99999"):
+        await client.wait_started(session_key, 99999)
     # Nothing was queued or run by the rejected messages, and the session still works.
     status = await client.status(session_key)
     assert status.runs == 1 and status.queue_length == 0
