@@ -94,6 +94,7 @@ from agentlane.run import EntrySource, ExecutionRequest, ExecutionResult, ModelR
 from agentlane.run_outcome import ended_in_temporal, result_of_failure
 from agentlane.search_attribute_values import read as read_attributes
 from agentlane.search_attribute_values import typed as typed_attributes
+from agentlane.seen_events import SeenEvents
 from agentlane.session import (
     BranchSource,
     RunProgress,
@@ -1401,6 +1402,7 @@ class AgentlaneClient:
         from datetime import timedelta
 
         offset = from_offset
+        seen = SeenEvents()
         if until_run is not None and await self._ended_before(session_key, until_run, offset):
             return  # e.g. the run a redelivered message's original took, long over
         while True:
@@ -1427,6 +1429,8 @@ class AgentlaneClient:
                         # a closed session's are gone): said, as the gateway's `gap` says it.
                         yield StreamItem(item.offset - 1, gap_notice(session_key, offset, item))
                     offset = item.offset + 1
+                    if not seen.first_time(item.data.event_id):
+                        continue  # the same event again (agentlane/seen_events.py)
                     yield StreamItem(item.offset, item.data)
                     if (
                         until_run is not None

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from sse_starlette import ServerSentEvent
 
 from agentlane.events import AgentEvent
+from agentlane.seen_events import SeenEvents
 from clients.api import StreamItem
 from clients.gateway.fanout import Lagging
 
@@ -138,11 +139,14 @@ async def session_events(
 ) -> AsyncIterator[ServerSentEvent]:
     """SSE events for `items`, which were asked for from offset `start`."""
     expected = start
+    seen = SeenEvents()
     try:
         async for item in items:
             if item.offset != expected:
                 yield gap_event(key, expected, item.offset)
             expected = item.offset + 1
+            if not seen.first_time(item.event.event_id):
+                continue  # the same event again (agentlane/seen_events.py)
             if translate is None:
                 payload = item.event.model_dump_json(exclude_none=True)
                 yield ServerSentEvent(
