@@ -553,6 +553,9 @@ class AgentlaneClient:
             if unserved is not None:
                 note = f"{receipt.note}; {unserved}" if receipt.note else unserved
                 receipt = receipt.model_copy(update={"note": note})
+            if workspace is not None and receipt.message_seq > 1:
+                # Not a session this message made: it may have a workspace of its own already.
+                receipt = await self._with_workspace_note(key, state, receipt)
             return receipt
         except WorkflowUpdateFailedError as err:
             raise SendRejected(_failure_text(err)) from err
@@ -806,6 +809,25 @@ class AgentlaneClient:
             fate = await self.wait_started(session_key, receipt.message_seq)
             receipt = receipt.model_copy(update={"run_id": fate.run_id})
         return receipt
+
+    async def _with_workspace_note(
+        self, key: str, asked: SessionState, receipt: SendReceipt
+    ) -> SendReceipt:
+        """A workspace named for a session that has one already is not taken (it is fixed when
+        the session is made): the receipt says so rather than nothing."""
+        try:
+            status = await self.status(key)
+        except (SessionNotFound, RPCError):
+            return receipt
+        if not status.workspace or status.workspace == asked.settings.workspace:
+            return receipt
+        said = (
+            f"the session's workspace is fixed when it is made: it stays {status.workspace} "
+            "(reset keeps it too; a new session key takes a new one)"
+        )
+        return receipt.model_copy(
+            update={"note": f"{receipt.note}; {said}" if receipt.note else said}
+        )
 
     async def _secret_exists(self, ref: str) -> None:
         from agentlane.webhook_secrets import SecretMissing, WebhookSecretStore

@@ -145,3 +145,21 @@ async def test_bad_session_settings_are_refused_plainly(deployment: Deployment) 
     with pytest.raises(SendRejected, match="max_turns"):
         await client.send(key, "hi", session_overrides={"max_turns": -1})
     assert not await client.session_ever_existed(key)
+
+
+async def test_a_workspace_named_for_an_existing_session_is_said_to_be_kept(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
+    fake.script(Reply(text="one", api="openai-chat"), Reply(text="two", api="openai-chat"))
+    key = f"ws-{uuid.uuid4().hex[:8]}"
+    first_ws, other_ws = workspace(deployment), workspace(deployment)
+    first = await client.send_and_start(
+        key, "hello", workspace=str(first_ws), model=MODELS["openai-chat"]
+    )
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    second = await client.send(key, "again", workspace=str(other_ws))
+    assert f"it stays {first_ws.resolve()}" in second.note, second.note
+    assert (await client.status(key)).workspace == str(first_ws.resolve())
