@@ -60,6 +60,9 @@ from agentlane.tool_preview import tool_preview
 from agentlane.tool_signatures import outcome_hash
 from agentlane.transcript import ToolCall, TranscriptEntry
 
+# The tool mark that holds the host a session's first call ran on (`_claim_host`).
+HOST_CLAIM = "host"
+
 log = logging.getLogger(__name__)
 
 INTERRUPTED_EXEC = (
@@ -175,6 +178,12 @@ class ToolActivities:
         when an earlier attempt noted it already."""
         return await self.store.store.mark_tool_call(inp.session_key, inp.tool_call_id, kind, value)
 
+    async def _claim_host(self, inp: ToolCallInput) -> str:
+        assert self.host is not None
+        if await self._mark(inp, HOST_CLAIM, self.host):
+            return self.host
+        return await self._mark_of(inp, HOST_CLAIM) or self.host
+
     async def _mark_of(self, inp: ToolCallInput, kind: str) -> str | None:
         return await self.store.store.tool_mark(inp.session_key, inp.tool_call_id, kind)
 
@@ -217,6 +226,14 @@ class ToolActivities:
             # Meant for the host that has the files (a local attempt on the worker that holds
             # the workflow, which is on another host): touch nothing.
             return ToolCallOutcome(wrong_host=True, host=self.host)
+        if inp.host is None and self.host is not None:
+            # A session's first call, on any host: the first attempt to start claims the call
+            # for its host before touching anything. A retry elsewhere (the first worker was
+            # killed) touches nothing and names that host, where the workspace and whatever the
+            # call did are (the run sends it there).
+            claimed = await self._claim_host(inp)
+            if claimed != self.host:
+                return ToolCallOutcome(wrong_host=True, host=claimed)
         new_here = RUNS_SEEN.first_here(inp.run_id)
         in_stream: set[str] = set()
         if activity.info().attempt > 1 or new_here:

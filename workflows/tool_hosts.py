@@ -87,7 +87,17 @@ class ToolHosts:
         host = self.h.c.workspace_host
         if host is None:
             # No host yet (or shared workspaces): any worker, which names its host.
-            return self._ran(await self._remote(name, inp, summary, None, None))
+            outcome = await self._remote(name, inp, summary, None, None)
+            if outcome.wrong_host and outcome.host is not None:
+                # An earlier attempt started on another host (its worker died): the call, and
+                # the session's workspace, are that host's (activities/tool_calls.py).
+                host = outcome.host
+                if self.h.patches(HOST_ROUTING_PATCH):
+                    self.h.c.workspace_host = host  # pinned now: a wait for it says so
+                routed = inp.model_copy(update={"host": host})
+                ran = await self._on_host(host, name, routed, summary)
+                return ran if isinstance(ran, LoopEnd) else self._ran(ran)
+            return self._ran(outcome)
         ran = await self._on_host(host, name, inp, summary)
         return ran if isinstance(ran, LoopEnd) else self._ran(ran)
 

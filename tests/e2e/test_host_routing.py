@@ -222,3 +222,32 @@ async def test_shared_workspaces_run_tools_anywhere(server: object, tmp_path: Pa
         assert tool_hosts(client.transcript("shared")) == [None, None]
     finally:
         dep.stop_workers()
+
+
+async def test_a_first_call_whose_worker_dies_stays_with_the_host_it_started_on(
+    hosts: Hosts,
+) -> None:
+    """The session's first tool call started on host a (its default workspace made there, its
+    command running there) when a's worker was killed: the retry, taken by host b, touches
+    nothing; the run waits for host a and the call is answered there, and the session's tools
+    stay on a. It used to run on b and pin the session there, away from its files."""
+    hosts.a.start_worker()
+    client = await AgentlaneClient.connect(settings_for(hosts.a))
+    key = "first-dies"
+    first = await client.send_and_start(key, "run `sleep 20` then say done")
+    assert first.run_id
+    victim = await worker_running_activity(client, hosts.a, first.run_id, "tool_exec", 30)
+    hosts.b.start_worker()
+    await asyncio.sleep(0.5)
+    victim.kill9()
+    deadline = time.monotonic() + 60
+    while (await client.status(key)).waiting_reason != "host a unavailable":
+        assert time.monotonic() < deadline, await client.status(key)
+        await asyncio.sleep(0.3)
+    hosts.a.start_worker()
+    result = await client.wait_for_run(first.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    entries = client.transcript(key)
+    assert tool_hosts(entries) == ["a"]
+    assert (await client.status(key)).workspace_host == "a"
+    assert_transcript_valid(entries)
