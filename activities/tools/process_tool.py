@@ -345,7 +345,19 @@ class ProcessTool:
         output.follow()
         bg = Background(pid, self.session_key, args.command, proc, output, record_path)
         _running[(self.session_key, pid)] = bg
-        await asyncio.to_thread(_write_record, record_path, _record(bg, started_at, tool_call_id))
+        try:
+            await asyncio.to_thread(
+                _write_record, record_path, _record(bg, started_at, tool_call_id)
+            )
+        except BaseException:
+            # Untracked, it would run on with no handle (not listed, never stopped by a reset)
+            # while the model is told it did not start: it does not start.
+            del _running[(self.session_key, pid)]
+            proc.kill_group()
+            await asyncio.shield(proc.wait())
+            output.close()
+            _close_stdin(bg)
+            raise
 
         async def wait_exit() -> None:
             code = await proc.wait()

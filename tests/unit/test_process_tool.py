@@ -299,3 +299,24 @@ async def test_a_write_to_a_process_that_does_not_read_gives_up_without_a_thread
     # Nothing of it holds a thread: the loop's default pool answers at once.
     assert await asyncio.wait_for(asyncio.to_thread(lambda: 1), 1) == 1
     assert (await call(tool, ws, action="kill", id=pid)).startswith("Killed")
+
+
+async def test_a_start_whose_record_cannot_be_written_runs_nothing(
+    tool: ProcessTool, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: the model is told the start failed, so nothing of it may run on, untracked
+    (not listed, never stopped by a reset)."""
+    import activities.tools.process_tool as process_tool
+
+    def full(path: Path, record: dict[str, object]) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(process_tool, "_write_record", full)
+    marker = f"sleep 3{uuid.uuid4().int % 1000:03d}7"
+    with pytest.raises(OSError, match="No space left"):
+        await call(tool, ws, action="start", command=marker)
+    assert not [k for k in _running if k[0] == tool.session_key]
+    found = await asyncio.to_thread(
+        subprocess.run, ["pgrep", "-f", marker], capture_output=True, text=True
+    )
+    assert found.stdout.strip() == "", found.stdout
