@@ -143,6 +143,10 @@ CLOSING_TAKES_PATCH = "session-closing-takes-messages"
 # stream by its session (watchers stop at a run's `agent_end`).
 ABNORMAL_END_TOLD_PATCH = "session-announces-abnormal-ends"
 
+# The queue cap drops the oldest messages by number, accepted interrupts last (it took the
+# queue's head, where interrupts wait: workflows/policy/queue.py `apply_cap`).
+CAP_BY_AGE_PATCH = "session-cap-drops-oldest"
+
 SESSION_CODE: Sequence[CodeLevel] = (
     CodeLevel("session-code-2026-11"),
     CodeLevel("session-code-2026-11-26", frozenset({BOUNDED_FATES_PATCH})),
@@ -161,6 +165,7 @@ SESSION_CODE: Sequence[CodeLevel] = (
             }
         ),
     ),
+    CodeLevel("session-code-2026-11-28", frozenset({CAP_BY_AGE_PATCH})),
 )
 # A stream segment younger than the server's minimal interval between runs of one workflow id
 # does not hand over (workflows/session_events.py).

@@ -139,6 +139,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.patches import (
         ABNORMAL_END_TOLD_PATCH,
         BOUNDED_FATES_PATCH,
+        CAP_BY_AGE_PATCH,
         CLOSING_TAKES_PATCH,
         EVENTS_CODE,
         PROMPT_DEDUPE_PATCH,
@@ -563,7 +564,13 @@ class SessionWorkflow:
         """Queue a message under the cap (SPEC §17.4): the drop policy makes room, and whatever it
         drops is counted, summarised, given its fate and recorded (`_drop`). False: `drop:new`
         turned this message away (`exempt`, an interrupt, is queued anyway)."""
-        capped = apply_cap(self.s.queue, self.s.overflow, qs.cap, qs.drop)
+        capped = apply_cap(
+            self.s.queue,
+            self.s.overflow,
+            qs.cap,
+            qs.drop,
+            by_age=self.patches(CAP_BY_AGE_PATCH),
+        )
         self.s.queue, self.s.overflow = capped.queue, capped.overflow
         for dropped in capped.dropped:
             self._drop(dropped, qs)

@@ -1073,6 +1073,19 @@ async def told_cooldown(client: AgentlaneClient, ws: Path) -> None:
         await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
 
 
+async def cap_by_age(client: AgentlaneClient, ws: Path) -> None:
+    """Session code level 2026-11-28: under a full queue the cap drops the oldest follow-ups and
+    keeps the interrupts it accepted, which then run in the order they were sent."""
+    r = await client.send_and_start("capage", "count slowly to 30", workspace=str(ws))
+    await client.configure_queue("capage", "followup cap:2 drop:summarize debounce:0")
+    await client.send("capage", "say f1", mode="followup")
+    await client.send("capage", "say f2", mode="followup")
+    await client.send("capage", "say i1", mode="interrupt")
+    await client.send("capage", "say i2", mode="interrupt")
+    await client.wait_for_run(r.run_id or "")
+    await wait_idle(client, "capage", runs=3, timeout=60)
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -1116,6 +1129,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "engine_queue": engine_queue,
     "incomplete_streams": incomplete_streams,
     "told_cooldown": told_cooldown,
+    "cap_by_age": cap_by_age,
 }
 
 

@@ -1015,3 +1015,25 @@ def test_interrupts_keep_their_order_at_the_head_and_requeued_steering_goes_behi
     back = [item(9, QueueMode.FOLLOWUP)]
     assert [q.seq for q in with_requeued(queue, back)] == [2, 3, 9, 1]
     assert seq_of("slack:T1.abc:m12") == 12 and seq_of("k.abc:m12:backlog") is None
+
+
+def test_the_cap_drops_the_oldest_by_number_and_an_accepted_interrupt_last() -> None:
+    """Interrupts wait at the queue's head: taking the head dropped the interrupt just accepted
+    (its receipt said it stops the run) while older follow-ups ran."""
+    from agentlane.messages import QueueMode
+    from workflows.policy.queue import with_interrupt
+
+    def item(seq: int, mode: QueueMode) -> QueuedMessage:
+        turn = UserTurn(entry_id=f"k.abc:m{seq}", text=f"say {seq}")
+        return QueuedMessage(seq=seq, mode=mode, turn=turn, enqueued_at=0.0)
+
+    queue = [item(2, QueueMode.FOLLOWUP), item(3, QueueMode.FOLLOWUP)]
+    queue = with_interrupt(queue, item(4, QueueMode.INTERRUPT))
+    assert [q.seq for q in queue] == [4, 2, 3]
+    for drop in (DropPolicy.OLD, DropPolicy.SUMMARIZE):
+        out = apply_cap(queue, OverflowState(), cap=2, drop=drop, by_age=True)
+        assert [q.seq for q in out.dropped] == [2, 3]
+        assert [q.seq for q in out.queue] == [4]
+        # Recorded before the fix: the head went.
+        old = apply_cap(queue, OverflowState(), cap=2, drop=drop)
+        assert [q.seq for q in old.dropped] == [4, 2]

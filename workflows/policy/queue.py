@@ -302,12 +302,16 @@ def apply_cap(
     cap: int,
     drop: DropPolicy,
     in_flight: Collection[int] = (),
+    by_age: bool = False,
 ) -> CapOutcome:
     """Make room for one more message before it is added (SPEC §17.4).
 
     Items whose seq is in `in_flight` (a run holds them) neither count nor are dropped.
     `new` rejects the newcomer; `old` drops the oldest waiting items; `summarize` drops the
     same and remembers one line per dropped item, keeping only the newest `cap` lines.
+    `by_age`: the oldest are the lowest message numbers, accepted interrupts last (they sit at
+    the queue's head, where the oldest were taken from: an interrupt just accepted, its receipt
+    saying it stops the run, was dropped while older follow-ups ran).
     """
     cap = max(1, cap)
     waiting = [item for item in queue if item.seq not in in_flight]
@@ -315,6 +319,8 @@ def apply_cap(
         return CapOutcome(True, list(queue), overflow, [])
     if drop == DropPolicy.NEW:
         return CapOutcome(False, list(queue), overflow, [])
+    if by_age:
+        waiting = sorted(waiting, key=lambda item: (item.mode == QueueMode.INTERRUPT, item.seq))
     victims = waiting[: len(waiting) - cap + 1]
     gone = {item.seq for item in victims}
     kept = [item for item in queue if item.seq not in gone]
