@@ -11,8 +11,35 @@ from __future__ import annotations
 
 from collections import deque
 
+from agentlane.events import EventKind
+
 # Ids remembered: far more than a run's events between a first attempt and its retry.
 REMEMBERED = 4096
+
+# Kinds whose id names one event for good: announced once by design, so a second copy is a
+# duplicate. Not text and output deltas, blocks or a message's end: a call made again by the
+# run (same message, its activity's first attempt again) gives those the same ids, after a
+# `message_reset` that tells consumers to start the message over.
+ONCE = frozenset(
+    {
+        EventKind.AGENT_START,
+        EventKind.TURN_START,
+        EventKind.MESSAGE_START,
+        EventKind.TOOL_EXECUTION_START,
+        EventKind.TOOL_EXECUTION_END,
+        EventKind.TURN_END,
+        EventKind.AGENT_END,
+        EventKind.WARNING,
+        EventKind.TOOL_LOOP,
+        EventKind.COMPACTION_START,
+        EventKind.COMPACTION_END,
+        EventKind.SESSION_RESET,
+        EventKind.STREAM_GAP,
+        EventKind.MESSAGE_DROPPED,
+        EventKind.APPROVAL_REQUESTED,
+        EventKind.APPROVAL_DECIDED,
+    }
+)
 
 
 class SeenEvents:
@@ -21,9 +48,10 @@ class SeenEvents:
         self._order: deque[str] = deque()
         self._ids: set[str] = set()
 
-    def first_time(self, event_id: str) -> bool:
-        """True the first time `event_id` is offered (an empty id always is: nothing to match)."""
-        if not event_id:
+    def first_time(self, event_id: str, kind: EventKind | None = None) -> bool:
+        """True the first time `event_id` is offered (an empty id always is: nothing to match;
+        so is every event of a kind not in `ONCE`)."""
+        if not event_id or (kind is not None and kind not in ONCE):
             return True
         if event_id in self._ids:
             return False

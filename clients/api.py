@@ -1451,7 +1451,7 @@ class AgentlaneClient:
                         # a closed session's are gone): said, as the gateway's `gap` says it.
                         yield StreamItem(item.offset - 1, gap_notice(session_key, offset, item))
                     offset = item.offset + 1
-                    if not seen.first_time(item.data.event_id):
+                    if not seen.first_time(item.data.event_id, item.data.kind):
                         continue  # the same event again (agentlane/seen_events.py)
                     yield StreamItem(item.offset, item.data)
                     if (

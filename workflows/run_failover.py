@@ -124,6 +124,7 @@ with workflow.unsafe.imports_passed_through():
         SERVER,
         TRANSPORT,
         chain_retry_text,
+        count_limit_text,
         gave_up_text,
         moving_on_text,
         plan_transient_retry,
@@ -131,7 +132,6 @@ with workflow.unsafe.imports_passed_through():
         seconds_text,
         transient_kind,
         transport_what,
-        unresolved_text,
     )
     from workflows.telemetry import RunTelemetry
 
@@ -465,7 +465,7 @@ class Failover:
                 why=(
                     moving_on_text(FALLBACK_AFTER_SECONDS)
                     if capped
-                    else unresolved_text(failure.code)
+                    else count_limit_text(failure.code, f.transient_retries)
                     if transport
                     else None
                 ),

@@ -145,7 +145,7 @@ async def session_events(
             if item.offset != expected:
                 yield gap_event(key, expected, item.offset)
             expected = item.offset + 1
-            if not seen.first_time(item.event.event_id):
+            if not seen.first_time(item.event.event_id, item.event.kind):
                 continue  # the same event again (agentlane/seen_events.py)
             if translate is None:
                 payload = item.event.model_dump_json(exclude_none=True)

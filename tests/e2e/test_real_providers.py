@@ -713,6 +713,7 @@ async def test_the_context_window_guard(
     refused at send, nothing stored (the run's own guard stays for a window the config shrank
     later); under 32 000 the run warns once and goes on."""
     client = await AgentlaneClient.connect(settings_for(deployment))
+    fake.reset()
     key = f"tiny-{uuid.uuid4().hex[:8]}"
     with pytest.raises(SendRejected, match="context window is 8000 tokens, under the 16000"):
         await client.send(key, "hello", workspace=str(ws), model="openai/fake-tiny")

@@ -178,7 +178,10 @@ async def test_a_transport_fault_is_waited_out_and_the_call_answers(
     deployment: Deployment, fake: FakeProviderServer, ws: Path, api: Api, kind: Cut, times: int
 ) -> None:
     """Once and three times: the same call goes out again after 0.5 s, 1 s, 2 s (±20 %), each
-    wait announced once in the run's words, and the run answers in full."""
+    wait announced once in the run's words, and the run answers in full. A stream that ends
+    without a stop reason is made again twice only: twice here for three."""
+    if kind == "truncate":
+        times = min(times, 2)
     fake.script(*[cut(kind, api) for _ in range(times)], Reply(text=TEXT, api=api))
     done = await run(deployment, ws, MODELS[api])
     assert done.result.status == ExecutionStatus.SUCCESS, done.result.error

@@ -36,3 +36,13 @@ async def test_the_gateway_sends_a_repeated_event_once_and_no_gap() -> None:
     assert "gap" not in [e.event for e in sent]
     ids = [e.id for e in sent if e.id is not None]
     assert ids == ["0", "1", "3"], ids
+
+
+def test_deltas_and_a_messages_end_are_never_dropped() -> None:
+    """A call made again by the run gives its text the ids of the first call's (after a
+    message_reset): those must reach the watcher."""
+    seen = SeenEvents()
+    for kind in (EventKind.TEXT_DELTA, EventKind.MESSAGE_END, EventKind.TOOL_EXECUTION_UPDATE):
+        assert seen.first_time("m/a1/d/0", kind) and seen.first_time("m/a1/d/0", kind)
+    assert seen.first_time("r/turn_end/0", EventKind.TURN_END)
+    assert not seen.first_time("r/turn_end/0", EventKind.TURN_END)

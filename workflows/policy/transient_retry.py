@@ -202,6 +202,20 @@ def plan_transient_retry(
     return TransientRetry(delay=delay, attempt=retries_so_far + 2, retry_after=told)
 
 
+def count_limit_text(code: str | None, retries_so_far: int) -> str | None:
+    """`unresolved_text`, when the fault's own retry count is what ended the retries (not the
+    wait budget, which has its own words)."""
+    limits = {
+        UNRESOLVED_HOST_CODE: MAX_UNRESOLVED_RETRIES,
+        MALFORMED_CODE: MAX_MALFORMED_RETRIES,
+        INCOMPLETE_CODE: MAX_MALFORMED_RETRIES,
+    }
+    limit = limits.get(code or "")
+    if limit is None or retries_so_far < limit:
+        return None
+    return unresolved_text(code)
+
+
 def unresolved_text(code: str | None) -> str | None:
     """Why a host that does not resolve, or a stream of malformed events, is not tried again
     (None: any other fault)."""
