@@ -61,7 +61,7 @@ from clients.gateway.agui_transport import (
     newline_separated,
     run_events,
 )
-from clients.gateway.auth import RateLimiter, TokenRecord, TokenStore
+from clients.gateway.auth import RateLimiter, StoreUnavailable, TokenRecord, TokenStore
 from clients.gateway.fanout import Fanout
 from clients.gateway.sse import revoked_event, session_events, while_token_lives
 from clients.gateway.tracing import traced_request
@@ -350,7 +350,16 @@ async def authenticate(
     gw = _gateway(request)
     if credentials is None:
         raise _unauthorized("send `Authorization: Bearer <token>`")
-    record = await gw.tokens.averify(credentials.credentials)
+    try:
+        record = await gw.tokens.averify(credentials.credentials)
+    except StoreUnavailable as err:
+        raise Problem(
+            503,
+            "store-unavailable",
+            "Store unavailable",
+            f"the gateway cannot check the token now ({err}); send again in a moment",
+            {"Retry-After": "2"},
+        ) from None
     if record is None:
         raise _unauthorized("the token is unknown or was revoked", "invalid_token")
     wait = gw.limiter.take(record.id)

@@ -10,6 +10,7 @@ and written in batches, so the CLI's writes and the gateways' never overwrite ea
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import math
@@ -35,10 +36,21 @@ _TOKEN_SHAPE = re.compile(r"^agl_([0-9a-f]{8})_[A-Za-z0-9_-]{20,}$")
 _PREFIX_SHAPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$")
 # How often the last-used times are written back (they are kept in memory in between).
 USED_FLUSH_SECONDS = 30.0
+# How long a request waits for the store to look its token up before the gateway says it is
+# unavailable (a PostgreSQL restart took the pool's 20 s per request, then a bare 500).
+STORE_WAIT_SECONDS = 3.0
+# A token verified this recently is taken on its last verification while the store cannot be
+# reached: a few seconds' outage fails no request of a known client.
+VERIFIED_GRACE_SECONDS = 120.0
+MAX_VERIFIED = 10_000
 
 
 class TokenError(ValueError):
     pass
+
+
+class StoreUnavailable(RuntimeError):
+    """The store holding the tokens could not be reached in time."""
 
 
 MAX_NAME_CHARS = 200
@@ -100,6 +112,8 @@ class TokenStore:
         )
         self._used: dict[str, float] = {}
         self._used_flushed = 0.0
+        # token digest -> (its record, when it was last verified against the store)
+        self._verified: dict[str, tuple[TokenRecord, float]] = {}
 
     def where(self) -> str:
         return describe(self.settings)
@@ -158,20 +172,52 @@ class TokenStore:
             return None
         return TokenRecord.model_validate(row.model_dump(exclude={"last_used"}))
 
+    async def _row(self, token_id: str) -> TokenRow | None:
+        """The token's row; `StoreUnavailable` when the store does not answer in time."""
+        try:
+            async with asyncio.timeout(STORE_WAIT_SECONDS):
+                store = await shared_store(self.settings)
+                return await store.token(token_id)
+        except (TimeoutError, OSError) as err:
+            raise StoreUnavailable(f"the store did not answer: {err or 'timed out'}") from None
+        except Exception as err:  # the driver's own (psycopg's pool timeout, a lost server)
+            raise StoreUnavailable(f"the store did not answer: {err}") from None
+
     async def averify(self, token: str) -> TokenRecord | None:
-        """The token's record if it is a live token, else None (constant-time comparison)."""
+        """The token's record if it is a live token, else None (constant-time comparison).
+        While the store cannot be reached, a token verified within the last
+        `VERIFIED_GRACE_SECONDS` is taken on that verification; another raises
+        `StoreUnavailable`."""
         match = _TOKEN_SHAPE.fullmatch(token)
-        store = await shared_store(self.settings)
-        row = await store.token(match.group(1)) if match else None
+        digest = _digest(token)
+        try:
+            row = await self._row(match.group(1)) if match else None
+        except StoreUnavailable:
+            known = self._verified.get(digest)
+            if known is not None and time.monotonic() - known[1] < VERIFIED_GRACE_SECONDS:
+                return known[0]
+            raise
         record = self._check(token, row)
-        if record is not None:
+        if record is None:
+            self._verified.pop(digest, None)
+            return None
+        if len(self._verified) >= MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[digest] = (record, time.monotonic())
+        try:
             await self._note_use(record.id)
+        except Exception:  # noqa: BLE001 - a note of use, kept for the next flush
+            pass
         return record
 
     async def alive(self, record: TokenRecord) -> bool:
-        """Whether the token `record` was verified as still is (not revoked since)."""
-        store = await shared_store(self.settings)
-        row = await store.token(record.id)
+        """Whether the token `record` was verified as still is (not revoked since). While the
+        store cannot be reached it is taken as alive (asked again at the next check): an
+        outage must not cut every open stream."""
+        try:
+            row = await self._row(record.id)
+        except StoreUnavailable:
+            return True
         return row is not None and hmac.compare_digest(row.sha256, record.sha256)
 
     def verify(self, token: str) -> TokenRecord | None:

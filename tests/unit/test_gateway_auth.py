@@ -95,3 +95,27 @@ def test_a_token_name_is_bounded_and_printable(tmp_path: Path) -> None:
             store.create(name=bad)
     assert not store.list()
     assert store.create(name="ops team")[0].name == "ops team"
+
+
+async def test_a_store_outage_fails_no_known_client_and_cuts_no_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL restarting: a request used to wait 20 s for the pool, then get a bare 500, and
+    open event streams were cut. A token verified lately is taken on that verification, an
+    unknown one is told the store is unavailable, and a stream's re-check keeps it open."""
+    import clients.gateway.auth as auth
+    from clients.gateway.auth import StoreUnavailable
+
+    store = TokenStore(tmp_path)
+    record, token = store.create("adapter")
+    _, other = store.create("other")
+    assert (await store.averify(token)) == record
+
+    async def down(settings: object) -> object:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(auth, "shared_store", down)
+    assert (await store.averify(token)) == record
+    with pytest.raises(StoreUnavailable):
+        await store.averify(other)
+    assert await store.alive(record)
