@@ -135,6 +135,12 @@ class SendRejected(Exception):
     """The session refused the message (empty, too long, unknown mode, queue full...)."""
 
 
+# `wait_started` of a steered message: how long the session's steering signal takes to reach
+# the run, and for the session to queue again what an ended run did not take.
+STEER_SIGNAL_SECONDS = 0.25
+RUN_END_SETTLE_SECONDS = 0.5
+
+
 class UnknownMessage(LookupError):
     """`wait_started` for a message number the session never gave."""
 
@@ -844,6 +850,7 @@ class AgentlaneClient:
         key = check_session_key(session_key)
         handle = self.client.get_workflow_handle(session_workflow_id(key))
         pause = 0.05
+        steer_settled = False
         while True:
             try:
                 fate: MessageFate = await self._with_backoff(
@@ -863,6 +870,13 @@ class AgentlaneClient:
                         + (f" by {original.run_id}" if original.run_id else ""),
                     }
                 )
+            if fate.state == FateState.STEERED and fate.run_id and not steer_settled:
+                # Handed to a run is not taken by it: the run may end (an abort, an interrupt)
+                # before its next model call takes the turn, and the session then queues it
+                # again for a later run. Answered once the run has taken it or ended.
+                await self._steer_taken_or_run_over(fate.run_id)
+                steer_settled = True
+                continue
             if fate.state != FateState.PENDING:
                 return fate
             # The session is continuing as new (a moment), holds enough waiting callers
@@ -870,6 +884,24 @@ class AgentlaneClient:
             # asked again at growing intervals, each ask an update in the session's history.
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+    async def _steer_taken_or_run_over(self, run_id: str) -> None:
+        """Until the run has no steering waiting (its model call took it) or has ended, and the
+        session has had a moment to queue again what an ended run did not take."""
+        await asyncio.sleep(STEER_SIGNAL_SECONDS)  # the session's signal reaching the run
+        handle = self.client.get_workflow_handle(run_id)
+        while True:
+            try:
+                running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+            except RPCError:
+                running = False
+            progress = await self.run_progress(run_id) if running else None
+            if progress is None:
+                await asyncio.sleep(RUN_END_SETTLE_SECONDS)
+                return
+            if progress.pending_steer == 0:
+                return
+            await asyncio.sleep(0.2)
 
     async def close(self, session_key: str) -> None:
         """End the session once its queue is empty (its event stream ends with it). A later

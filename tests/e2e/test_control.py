@@ -350,3 +350,24 @@ async def test_abort_during_a_streaming_model_call(
     partial = [e for e in entries if e.role == Role.ASSISTANT]
     assert partial and partial[-1].stop_reason == "aborted"
     assert partial[-1].text.startswith("1 2 3")
+
+
+async def test_a_steer_the_run_never_took_is_answered_with_the_run_that_did(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """Handed to a run is not taken: aborted before its next model call, the run leaves the
+    steering to a later run. `wait_started` used to answer "steered into run 1" at once, and an
+    adapter following run 1 never saw the reply."""
+    first = await client.send_and_start(
+        session_key, "run `sleep 8` then say first", workspace=str(workspace)
+    )
+    assert first.run_id
+    await wait_turn(client, session_key, first.run_id, 0)
+    await asyncio.sleep(1.0)
+    steer = await client.send(session_key, "say steered", mode="steer")
+    assert steer.disposition == SendDisposition.STEERED
+    await client.abort(session_key, "changed my mind")
+    fate = await asyncio.wait_for(client.wait_started(session_key, steer.message_seq), 60)
+    assert fate.state == FateState.STARTED and fate.run_id not in (None, first.run_id), fate
+    assert fate.run_id is not None
+    assert (await client.wait_for_run(fate.run_id)).reply == "steered"
