@@ -11,7 +11,7 @@ from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from agentlane.ids import events_workflow_id
-from agentlane.queue_settings import QueueOptions
+from agentlane.queue_settings import DedupeEntry, QueueOptions
 from agentlane.session import BranchSource, SessionSettings
 from agentlane.session_records import (
     RECORD_SESSION,
@@ -101,6 +101,7 @@ class SessionRecords:
             reopened=True,
             run_count=int(recorded.get("run_count") or 0),
             totals=_totals(recorded.get("totals"), inp.key),
+            recent_ids=_recent_ids(recorded.get("recent_ids"), inp.key),
         )
 
     async def record(
@@ -110,6 +111,7 @@ class SessionRecords:
         override: object,
         run_count: int = 0,
         totals: SessionTotals | None = None,
+        recent_ids: list[DedupeEntry] | None = None,
     ) -> None:
         body: dict[str, Any] = {
             "settings": settings.model_dump(mode="json"),
@@ -118,6 +120,8 @@ class SessionRecords:
         }
         if totals is not None:
             body["totals"] = totals.model_dump(mode="json")
+        if recent_ids:
+            body["recent_ids"] = [e.model_dump(mode="json") for e in recent_ids]
         await self.store.put_session_record(key, json.dumps(body))
 
     @activity.defn(name=RESTORE_SESSION)
@@ -128,7 +132,14 @@ class SessionRecords:
             if restored.queue_override
             else None
         )
-        await self.record(inp.key, restored.settings, override, restored.run_count, restored.totals)
+        await self.record(
+            inp.key,
+            restored.settings,
+            override,
+            restored.run_count,
+            restored.totals,
+            restored.recent_ids,
+        )
         if restored.reopened:
             # The previous incarnation's stream (closed or still draining) tells where its
             # offsets ended; the new stream goes on from there, so no watcher's offset is stale.
@@ -146,7 +157,19 @@ class SessionRecords:
             if inp.queue_override
             else None
         )
-        await self.record(inp.key, inp.settings, override, inp.run_count, inp.totals)
+        await self.record(
+            inp.key, inp.settings, override, inp.run_count, inp.totals, inp.recent_ids
+        )
+
+
+def _recent_ids(raw: object, key: str) -> list[DedupeEntry]:
+    if not isinstance(raw, list):
+        return []
+    try:
+        return [DedupeEntry.model_validate(item) for item in raw]
+    except ValueError as err:
+        log.warning("session %s: ignoring unreadable recorded message ids: %s", key, err)
+        return []
 
 
 def _totals(raw: object, key: str) -> SessionTotals | None:

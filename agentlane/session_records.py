@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from agentlane.queue_settings import QueueOptions
+from agentlane.queue_settings import DedupeEntry, QueueOptions
 from agentlane.session import BranchSource, SessionSettings
 from agentlane.usage import Usage
 
@@ -44,6 +44,8 @@ class RestoredSession(BaseModel):
     branch: BranchSource | None = None
     # The totals an earlier incarnation recorded (None: none recorded).
     totals: SessionTotals | None = None
+    # Message ids it accepted lately: a redelivery across a close is still a duplicate.
+    recent_ids: list[DedupeEntry] = Field(default_factory=list)
 
 
 class RecordSessionInput(BaseModel):
@@ -52,3 +54,4 @@ class RecordSessionInput(BaseModel):
     queue_override: QueueOptions | None = None
     run_count: int = 0
     totals: SessionTotals | None = None
+    recent_ids: list[DedupeEntry] = Field(default_factory=list)

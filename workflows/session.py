@@ -1092,6 +1092,7 @@ class SessionWorkflow:
                     usage=self.s.usage,
                     dropped_messages=self.s.dropped_messages,
                 ),
+                recent_ids=self.s.recent_ids,
             ),
             start_to_close_timeout=SESSION_RECORD_TIMEOUT,
             summary="record session settings",
@@ -1135,6 +1136,10 @@ class SessionWorkflow:
             self.s.turns += restored.totals.turns
             self.s.usage = self.s.usage.plus(restored.totals.usage)
             self.s.dropped_messages += restored.totals.dropped_messages
+        if restored.reopened and restored.recent_ids:
+            # A redelivery of a message the last incarnation took is still a duplicate (a
+            # chat platform's retry can land right after an idle close).
+            self.s.recent_ids = [*restored.recent_ids, *self.s.recent_ids]
         if restored.branch is not None and workflow.memo_value(MEMO_PARENT, None) is None:
             # A branch reopened by a message: it keeps its place in `sessions tree`.
             workflow.upsert_memo(

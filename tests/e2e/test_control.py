@@ -371,3 +371,23 @@ async def test_a_steer_the_run_never_took_is_answered_with_the_run_that_did(
     assert fate.state == FateState.STARTED and fate.run_id not in (None, first.run_id), fate
     assert fate.run_id is not None
     assert (await client.wait_for_run(fate.run_id)).reply == "steered"
+
+
+async def test_a_redelivery_after_the_session_closed_is_still_a_duplicate(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """A chat platform's retry can land right after an idle close: the reopened session knows
+    the message ids its last incarnation took (it ran the message again)."""
+    first = await client.send_and_start(
+        session_key, "say once", workspace=str(workspace), message_id="plat-1"
+    )
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    await client.close(session_key)
+    await asyncio.wait_for(
+        client.client.get_workflow_handle(f"session:{session_key}").result(), 30
+    )
+    again = await client.send(session_key, "say once", message_id="plat-1")
+    assert again.disposition == SendDisposition.DUPLICATE, again
+    users = [e for e in client.transcript(session_key) if e.role == Role.USER]
+    assert [u.text for u in users] == ["say once"]
