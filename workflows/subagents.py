@@ -251,6 +251,9 @@ class Subagents:
             counters_upsert_seconds=req.counters_upsert_seconds,
             # The child works in its parent's workspace, so on the same host.
             workspace_host=self.run.c.workspace_host or req.workspace_host,
+            # A default workspace not made yet (the parent's first tool call is this spawn):
+            # the child's first tool call makes it. It failed "workspace ... does not exist".
+            create_workspace=req.create_workspace and self.run.c.workspace_host is None,
             host_wait_seconds=req.host_wait_seconds,
         )
 

@@ -353,3 +353,24 @@ async def test_a_sub_agents_background_process_stops_when_it_ends(
     # output were let go.
     assert not running_commands("sleep 303")
     assert not list(deployment.data_dir.glob("**/processes/proc-*"))
+
+
+async def test_a_spawn_as_a_new_sessions_first_tool_call_works_in_its_default_workspace(
+    deployment: Deployment,
+) -> None:
+    """No workspace named, and the spawn the first thing asked: the default workspace was made
+    by the parent's first tool call only, and every child failed "workspace ... does not
+    exist". The child's first tool call makes it now."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = "first-spawn"
+    receipt = await client.send_and_start(
+        key, 'spawn a sub-agent to "write x.txt with hi then say written" then say top done'
+    )
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    spawned = spawn_results(client.transcript(key))
+    assert spawned and not spawned[0].is_error, spawned[0].text
+    status = await client.status(key)
+    folder = deployment.data_dir / status.workspace
+    assert (folder / "x.txt").read_text() == "hi"
