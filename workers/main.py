@@ -68,7 +68,7 @@ from workers.malloc_tuning import limit_arenas, start_trimming
 from workers.memory_trace import MemoryTraceConfigError
 from workers.memory_trace import start_from_env as start_memory_trace
 from workers.sandbox import sandbox_mode_from_env, workflow_runner
-from workers.telemetry import TelemetryConfigError
+from workers.telemetry import Telemetry, TelemetryConfigError
 from workers.telemetry import setup as setup_telemetry
 from workflows.agent_run import AgentRunWorkflow
 from workflows.scheduled_message import ScheduledMessageWorkflow
@@ -293,6 +293,34 @@ async def _reap_orphans_forever() -> None:
         await asyncio.sleep(orphans.REAP_INTERVAL_SECONDS)
 
 
+async def _connect_patiently(settings: Settings, telemetry: Telemetry) -> Client:
+    """The Temporal client, waiting for a server that is restarting (a supervisor restarting a
+    worker during a server restart): a worker that exits leaves its host's sessions waiting
+    until someone starts it. Up to `AGENTLANE_CONNECT_WAIT_S` (300 s), then the error."""
+    waited, pause = 0.0, 0.5
+    limit = float(os.environ.get("AGENTLANE_CONNECT_WAIT_S", "300"))
+    while True:
+        try:
+            return await connect(
+                settings,
+                plugins=telemetry.plugins,
+                runtime=telemetry.runtime,
+                interceptors=telemetry.client_interceptors,
+            )
+        except RuntimeError as err:  # the SDK's "failed client connect"
+            if waited >= limit:
+                raise
+            log.warning(
+                "cannot reach the Temporal server at %s (%s); trying again in %.0f s",
+                settings.temporal_address,
+                str(err).splitlines()[0][:200],
+                pause,
+            )
+            await asyncio.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, 10.0)
+
+
 async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> int:
     """Run until SIGTERM/SIGINT (exit status 0) or until a worker stops by itself (1: logged, so
     a supervisor restarts the process and an operator can see why)."""
@@ -300,12 +328,7 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     memory_trace = start_memory_trace()
     trimming = start_trimming()
     telemetry = setup_telemetry(settings.metrics_address)
-    client = await connect(
-        settings,
-        plugins=telemetry.plugins,
-        runtime=telemetry.runtime,
-        interceptors=telemetry.client_interceptors,
-    )
+    client = await _connect_patiently(settings, telemetry)
     peers = QueuePeers(client, settings.workflow_task_queue)
     publishers = SessionPublishers(settings.stream_batch_interval, peers=peers)
     state = await shared_store(settings)
