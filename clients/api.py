@@ -37,6 +37,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
@@ -139,6 +140,11 @@ class SendRejected(Exception):
 # the run, and for the session to queue again what an ended run did not take.
 STEER_SIGNAL_SECONDS = 0.25
 RUN_END_SETTLE_SECONDS = 0.5
+# How long `wait_started` rides out a server it cannot reach (a restart) before it raises.
+WAIT_STARTED_RECONNECT_SECONDS = 120.0
+_RECONNECT_STATUSES = frozenset(
+    {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED}
+)
 
 
 class UnknownMessage(LookupError):
@@ -851,6 +857,7 @@ class AgentlaneClient:
         handle = self.client.get_workflow_handle(session_workflow_id(key))
         pause = 0.05
         steer_settled = False
+        reconnecting_since: float | None = None
         while True:
             try:
                 fate: MessageFate = await self._with_backoff(
@@ -859,6 +866,18 @@ class AgentlaneClient:
             except WorkflowUpdateFailedError as err:
                 # The session's own words ("session s1 has no message #99999"), not the SDK's.
                 raise UnknownMessage(_failure_text(err)) from None
+            except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
+                # The server restarting under a long wait: asking again only waits (the update
+                # changes nothing), for as long as a worker rides a restart out.
+                if isinstance(err, RPCError) and err.status not in _RECONNECT_STATUSES:
+                    raise
+                if reconnecting_since is None:
+                    reconnecting_since = time.monotonic()
+                if time.monotonic() - reconnecting_since > WAIT_STARTED_RECONNECT_SECONDS:
+                    raise
+                await asyncio.sleep(1.0)
+                continue
+            reconnecting_since = None
             if fate.state == FateState.DUPLICATE and fate.duplicate_of not in (None, seq):
                 # A redelivery: answer with the run that takes (or took) the message it repeats.
                 assert fate.duplicate_of is not None

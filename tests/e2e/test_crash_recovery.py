@@ -13,6 +13,7 @@ import pytest
 
 from activities.stream_gaps import expected_event_ids
 from agentlane.events import EventKind
+from agentlane.messages import FateState
 from agentlane.run import ExecutionStatus
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient, MessageView
@@ -179,7 +180,12 @@ async def test_dev_server_restart_mid_run(own: OwnServer) -> None:
 
     watcher = asyncio.create_task(watch_through())
     await asyncio.wait_for(first.wait(), 30)
-    await asyncio.to_thread(own.restart, 2)
+    # A message queued behind the run, and a client waiting for its start through the restart
+    # (the Python client's `wait_started` raised on it).
+    queued = await client.send("restart", "say after", mode="followup")
+    waiting = asyncio.create_task(client.wait_started("restart", queued.message_seq))
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(own.restart, 8)
     fresh_client = await AgentlaneClient.connect(settings_for(own.dep))
     result = await asyncio.wait_for(fresh_client.wait_for_run(receipt.run_id), 120)
     await asyncio.wait_for(watcher, 60)
@@ -191,6 +197,8 @@ async def test_dev_server_restart_mid_run(own: OwnServer) -> None:
     entries = client.transcript("restart")
     assert_transcript_valid(entries)
     assert sum(1 for e in entries if e.role == Role.TOOL) == 1
+    fate = await asyncio.wait_for(waiting, 120)
+    assert fate.state == FateState.STARTED and fate.run_id != receipt.run_id, fate
 
 
 async def _stop_with_sigterm(worker: WorkerProcess, signals: int = 1) -> tuple[float, int]:
