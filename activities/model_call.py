@@ -283,13 +283,7 @@ def typed_failure(
         failure.provider,
         failure.model,
     )
-    return ApplicationError(
-        failure_headline(failure),
-        failure.model_dump(mode="json"),
-        type=MODEL_PROVIDER_ERROR,
-        non_retryable=True,
-        category=ApplicationErrorCategory.BENIGN,
-    )
+    return failure_error(failure)
 
 
 def unusable_candidate(inp: ModelCallInput, err: NoCredentials | UnknownModel) -> ApplicationError:
@@ -310,6 +304,12 @@ def unusable_candidate(inp: ModelCallInput, err: NoCredentials | UnknownModel) -
         thinking=inp.thinking,
     )
     log.warning("model call not sent: %s", failure.message)
+    return failure_error(failure)
+
+
+def failure_error(failure: ModelFailure) -> ApplicationError:
+    """A classified failure as the run workflow reads it: non-retryable (the run decides what
+    follows), benign (one log line), its headline what the UI shows."""
     return ApplicationError(
         failure_headline(failure),
         failure.model_dump(mode="json"),
@@ -804,13 +804,7 @@ class ModelCallActivity:
             oversized_tool_results=result.reducible_chars > 0,
         )
         log.info("model call not sent: %s (%s)", failure.raw_message, checked.route.value)
-        raise ApplicationError(
-            failure_headline(failure),
-            failure.model_dump(mode="json"),
-            type=MODEL_PROVIDER_ERROR,
-            non_retryable=True,
-            category=ApplicationErrorCategory.BENIGN,
-        )
+        raise failure_error(failure)
 
     async def _check_not_cooling(self, inp: ModelCallInput) -> None:
         """Do not send a call on a profile another session has just found rate-limited (or
@@ -839,13 +833,7 @@ class ModelCallActivity:
             preempted=True,
         )
         log.info("model call not sent: %s", failure.message)
-        raise ApplicationError(
-            failure_headline(failure),
-            failure.model_dump(mode="json"),
-            type=MODEL_PROVIDER_ERROR,
-            non_retryable=True,
-            category=ApplicationErrorCategory.BENIGN,
-        )
+        raise failure_error(failure)
 
     async def _record_partial(
         self, inp: ModelCallInput, pipeline: OutputPipeline, reason: str
