@@ -1464,10 +1464,13 @@ class AgentlaneClient:
         from_offset: int = 0,
         until_run: str | None = None,
         poll_cooldown_ms: int = 50,
+        repeats: bool = False,
     ) -> AsyncIterator[StreamItem]:
         """Events from `from_offset` on; stops after `until_run`'s agent_end when given.
 
         Survives server restarts and reconnects: it resumes from the last offset it delivered.
+        An event the stream holds twice is passed on once (agentlane/seen_events.py), unless
+        `repeats` (a reader that filters them itself and must see every offset: the gateway).
         """
         if from_offset < 0:
             # Taken on, it read as events lost before the stream's first.
@@ -1502,7 +1505,7 @@ class AgentlaneClient:
                         # a closed session's are gone): said, as the gateway's `gap` says it.
                         yield StreamItem(item.offset - 1, gap_notice(session_key, offset, item))
                     offset = item.offset + 1
-                    if not seen.first_time(item.data.event_id, item.data.kind):
+                    if not repeats and not seen.first_time(item.data.event_id, item.data.kind):
                         continue  # the same event again (agentlane/seen_events.py)
                     yield StreamItem(item.offset, item.data)
                     if (

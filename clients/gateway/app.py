@@ -14,6 +14,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -277,7 +278,9 @@ class Gateway:
         if self._fanout is None:
             client = await self.client()
             self._fanout = Fanout(
-                watch=client.watch,
+                # Every offset: the SSE layer passes a repeated event on once, and a jump in
+                # offsets is a gap to it (clients/gateway/sse.py).
+                watch=partial(client.watch, repeats=True),
                 read=client.read_events,
                 end_offset=lambda key: _live_end(client, key),
                 queue_limit=self.settings.gateway_fanout_queue,
@@ -895,7 +898,11 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             await _primed(translator, client, key, start)
             translate = translator.translate
         fanout = await gw.fanout()
-        items = fanout.follow(key, start) if fanout is not None else client.watch(key, start)
+        items = (
+            fanout.follow(key, start)
+            if fanout is not None
+            else client.watch(key, start, repeats=True)
+        )
         stream = while_token_lives(
             session_events(key, items, start, translate),
             lambda: gw.tokens.alive(token),
@@ -972,7 +979,11 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             return None, fate.note or f"the message was not run ({fate.state.value})"
 
         fanout = await gw.fanout()
-        items = fanout.follow(key, start) if fanout is not None else client.watch(key, start)
+        items = (
+            fanout.follow(key, start)
+            if fanout is not None
+            else client.watch(key, start, repeats=True)
+        )
         return EventSourceResponse(
             while_token_lives(
                 run_events(key, items, run_of_message, body.run_id),
