@@ -475,6 +475,10 @@ class SessionWorkflow:
         if not self._enqueue(item.model_copy(update={"debounce": True}), qs):
             return self._dropped_receipt(seq, mode, qs)
         ahead = self.current_run_id or "the messages ahead of it"
+        interrupts = [q.seq for q in self.s.queue if q.mode == QueueMode.INTERRUPT and q.seq != seq]
+        if interrupts:
+            # Interrupts wait at the head: they run first (state only: the receipt's words).
+            ahead = f"message #{max(interrupts)} (an interrupt sent before it)"
         return self._receipt(seq, SendDisposition.QUEUED, mode, note=f"runs after {ahead}")
 
     def _take_callback(self, routing: Routing) -> None:

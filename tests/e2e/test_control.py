@@ -384,10 +384,27 @@ async def test_a_redelivery_after_the_session_closed_is_still_a_duplicate(
     assert first.run_id
     await client.wait_for_run(first.run_id)
     await client.close(session_key)
-    await asyncio.wait_for(
-        client.client.get_workflow_handle(f"session:{session_key}").result(), 30
-    )
+    await asyncio.wait_for(client.client.get_workflow_handle(f"session:{session_key}").result(), 30)
     again = await client.send(session_key, "say once", message_id="plat-1")
     assert again.disposition == SendDisposition.DUPLICATE, again
     users = [e for e in client.transcript(session_key) if e.role == Role.USER]
     assert [u.text for u in users] == ["say once"]
+
+
+async def test_a_queued_receipt_names_the_interrupt_it_runs_after(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    first = await client.send_and_start(
+        session_key, "run `sleep 20` then say first", workspace=str(workspace)
+    )
+    assert first.run_id
+    await wait_turn(client, session_key, first.run_id, 0)
+    one = await client.send(session_key, "say i1", mode="interrupt")
+    two = await client.send(session_key, "say i2", mode="interrupt")
+    queued = await client.send(session_key, "say after", mode="followup")
+    assert queued.disposition == SendDisposition.QUEUED
+    assert queued.note == (
+        f"runs after message #{two.message_seq} (an interrupt sent before it)"
+    ), queued.note
+    assert one.message_seq < two.message_seq
+    await wait_idle(client, session_key, runs=4, timeout=90)
