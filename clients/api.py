@@ -534,16 +534,17 @@ class AgentlaneClient:
             *(session_overrides or {}),
         ]
         attempts = 0
+        operations: list[WithStartWorkflowOperation[Any, Any]] = []
 
         async def attempt() -> SendReceipt:
             nonlocal attempts
             attempts += 1
+            operation = self._start_operation(
+                key, state, explicit, message.routing.channel, message.sender
+            )
+            operations.append(operation)
             answer: SendReceipt = await self.client.execute_update_with_start_workflow(
-                SessionWorkflow.send,
-                message,
-                start_workflow_operation=self._start_operation(
-                    key, state, explicit, message.routing.channel, message.sender
-                ),
+                SessionWorkflow.send, message, start_workflow_operation=operation
             )
             return answer
 
@@ -573,6 +574,11 @@ class AgentlaneClient:
             raise SendRejected(_failure_text(err)) from err
         except _NoAnswer as gave_up:
             presence = gave_up.presence
+            # The cancelled call left its start operation holding the cancel: taken here, or
+            # the interpreter prints "Future exception was never retrieved" for each send.
+            for operation in operations:
+                with contextlib.suppress(BaseException):
+                    await asyncio.wait_for(operation.workflow_handle(), 0.01)
         await self.client.start_workflow(
             SessionWorkflow.run,
             SessionInput(state=state, fresh=True, explicit=explicit),

@@ -437,3 +437,27 @@ async def test_message_input_edges_are_refused_clearly(
     entry = client.transcript(key)[0].id
     branch = await acli(shared, "branch", key, "--from", entry, "--to", sub)
     assert branch.returncode == 2 and "form of a sub-agent's key" in branch.stderr, branch.stderr
+
+
+async def test_a_send_meeting_no_worker_leaves_no_unretrieved_future(no_worker: Deployment) -> None:
+    """`NoWorker` is a documented outcome an adapter handles: each such send used to leave a
+    "Future exception was never retrieved" traceback at garbage collection."""
+    import gc
+
+    from clients.api import NoWorker
+
+    complaints: list[str] = []
+    loop = asyncio.get_running_loop()
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: complaints.append(str(context.get("message"))))
+    try:
+        client = await AgentlaneClient.connect(settings_for(no_worker))
+        for n in range(2):
+            with pytest.raises(NoWorker):
+                await client.send(f"nw-{uuid.uuid4().hex[:6]}", f"say {n}", worker_wait=1)
+        gc.collect()
+        await asyncio.sleep(0.1)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(before)
+    assert not [c for c in complaints if "never retrieved" in c], complaints
