@@ -25,6 +25,9 @@ with workflow.unsafe.imports_passed_through():
 # Resets and closes recorded before this stopped nothing.
 STOP_PROCESSES_PATCH = "stop-processes-on-reset-and-close"
 STOP_TIMEOUT = timedelta(seconds=30)
+# Listing reads a few small records: a worker that dies holding the call is given up on fast,
+# and the retry lands on a live worker of the host (it took 30 s, the session open meanwhile).
+LIST_TIMEOUT = timedelta(seconds=5)
 # A worker that dies while stopping takes its processes along: one attempt is enough.
 STOP_RETRY = RetryPolicy(maximum_attempts=2)
 
@@ -53,7 +56,7 @@ async def stop_background_processes(
                 result_type=ProcessOwners,
                 task_queue=host_task_queue(workflow.info().task_queue, host),
                 schedule_to_start_timeout=opts.OWNER_SCHEDULE_TO_START,
-                start_to_close_timeout=STOP_TIMEOUT,
+                start_to_close_timeout=LIST_TIMEOUT,
                 retry_policy=STOP_RETRY,
                 summary=f"{summary} on host {host}",
             )
