@@ -5,14 +5,19 @@ announces its end. Both are idempotent, so a retry after a crash changes nothing
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
 
 from temporalio import activity
 
 from activities.stream_publishers import SessionPublishers
 from activities.tools.specs import InvalidToolArguments, SpawnArgs, parse_args
+from activities.tools.workspace import local_workspace
 from activities.transcript_store import TranscriptStore, tool_result_entry
 from agentlane.events import AgentEvent, EventKind
+from agentlane.private_files import make_private_dir
+from agentlane.settings import Settings
 from agentlane.subagents import (
     SPAWN_READ,
     SPAWN_RECORD,
@@ -24,9 +29,25 @@ from agentlane.subagents import (
 
 
 class SubagentActivities:
-    def __init__(self, store: TranscriptStore, publishers: SessionPublishers) -> None:
+    def __init__(
+        self,
+        store: TranscriptStore,
+        publishers: SessionPublishers,
+        settings: Settings | None = None,
+    ) -> None:
         self.store = store
         self.publishers = publishers
+        self.settings = settings
+
+    async def _workspace_here(self, inp: SpawnReadInput) -> str | None:
+        """Workspaces per host, a session not pinned yet: its default workspace made here, and
+        this host named (the children would each have made it on a host of their own)."""
+        settings = self.settings
+        if settings is None or settings.workspaces != "host" or not inp.create_workspace:
+            return None
+        path = local_workspace(inp.workspace, settings.data_dir)
+        await asyncio.to_thread(make_private_dir, Path(path))
+        return settings.host_id
 
     def _event(
         self, inp: SpawnReadInput | SpawnRecordInput, kind: EventKind, **fields: object
@@ -46,6 +67,11 @@ class SubagentActivities:
 
     @activity.defn(name=SPAWN_READ)
     async def spawn_read(self, inp: SpawnReadInput) -> SpawnArgsRead:
+        host = await self._workspace_here(inp)
+        read = await self._read(inp)
+        return read.model_copy(update={"host": host}) if host is not None else read
+
+    async def _read(self, inp: SpawnReadInput) -> SpawnArgsRead:
         entry = await self.store.get(inp.session_key, inp.assistant_entry_id)
         call = (
             next((c for c in entry.tool_calls if c.id == inp.tool_call_id), None) if entry else None

@@ -59,6 +59,10 @@ class SubagentSettings(BaseModel):
 
 class SpawnReadInput(RunStepInput):
     tool_call_id: str
+    # A session not pinned to a host yet (workspaces per host): the step makes its default
+    # workspace where it runs and names that host, which the parent and its children take.
+    workspace: str = ""
+    create_workspace: bool = False
 
 
 class SpawnArgsRead(CompactModel):
@@ -68,6 +72,8 @@ class SpawnArgsRead(CompactModel):
     agent_id: str | None = None
     label: str = ""
     error: str = ""
+    # The host the step ran on when asked to make the workspace (workspaces per host).
+    host: str | None = None
 
 
 class SpawnRecordInput(RunStepInput):

@@ -130,7 +130,7 @@ def build_workers(
         KnownSecrets(settings, state),
         data_dir=settings.data_dir,
     )
-    subagents = SubagentActivities(store, publishers)
+    subagents = SubagentActivities(store, publishers, settings)
     stopping = ProcessStop(store)
     finish = RunFinishActivity(store, publishers)
     records = SessionRecords(state)

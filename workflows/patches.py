@@ -96,6 +96,9 @@ INCOMPLETE_RETRY_PATCH = "run-incomplete-stream-tried-twice"
 # A provider's Retry-After (or another model's failure widening the window) moves a profile's
 # active cooldown out to its end instead of being lost (workflows/policy/auth_profiles.py).
 TOLD_COOLDOWN_PATCH = "run-told-cooldown-lengthens"
+# A spawn in a session not pinned to a host yet makes the default workspace where its first
+# step runs and pins the parent (and so every child) there (workflows/subagents.py).
+SPAWN_PINS_PATCH = "run-spawn-pins-the-host"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
@@ -122,6 +125,7 @@ RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11-28-c", frozenset({ENGINE_QUEUE_PATCH})),
     CodeLevel("run-code-2026-11-28-d", frozenset({INCOMPLETE_RETRY_PATCH})),
     CodeLevel("run-code-2026-11-28-e", frozenset({TOLD_COOLDOWN_PATCH})),
+    CodeLevel("run-code-2026-11-28-f", frozenset({SPAWN_PINS_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).

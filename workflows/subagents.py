@@ -64,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         ABORT_TELLS_SUBAGENTS_PATCH,
         EVENTS_CODE,
         RUN_CODE,
+        SPAWN_PINS_PATCH,
         STOP_ON_HOST_PATCH,
         SUBAGENT_ATTRIBUTES_PATCH,
         newest,
@@ -165,20 +166,28 @@ class Subagents:
         await asyncio.gather(*work)
 
     async def _read(self, turn: int, entry_id: str, call: ToolCallRef) -> SpawnArgsRead:
+        req, c = self.run.req, self.run.c
+        pins = c.workspace_host is None and self.run.patches(SPAWN_PINS_PATCH)
         read: SpawnArgsRead = await workflow.execute_activity(
             SPAWN_READ,
             SpawnReadInput(
-                session_key=self.run.req.session_key,
-                run_id=self.run.req.run_id,
+                session_key=req.session_key,
+                run_id=req.run_id,
                 turn_index=turn,
                 assistant_entry_id=entry_id,
                 tool_call_id=call.id,
+                workspace=req.workspace if pins else "",
+                create_workspace=pins and req.create_workspace,
             ),
             result_type=SpawnArgsRead,
             start_to_close_timeout=SPAWN_STEP_TIMEOUT,
             retry_policy=opts.TOOL_RETRY,
             summary=f"spawn: {call.summary}" if call.summary else "spawn: read task",
         )
+        if read.host is not None and c.workspace_host is None:
+            # The workspace is made there now: the parent and every child work on that host
+            # (children pinning themselves made it on several, the parent finding none of it).
+            c.workspace_host = read.host
         return read
 
     async def _record(

@@ -251,3 +251,32 @@ async def test_a_first_call_whose_worker_dies_stays_with_the_host_it_started_on(
     assert tool_hosts(entries) == ["a"]
     assert (await client.status(key)).workspace_host == "a"
     assert_transcript_valid(entries)
+
+
+async def test_spawns_in_an_unpinned_session_pin_the_parent_and_every_child_to_one_host(
+    hosts: Hosts,
+) -> None:
+    """A new session whose first tool calls are spawns: each child used to make the parent's
+    default workspace on a host of its own (the parent then found none of their files). The
+    first spawn's step makes it where it runs, and the parent and its children work there."""
+    hosts.a.start_worker()
+    hosts.b.start_worker()
+    client = await AgentlaneClient.connect(settings_for(hosts.a))
+    key = "spawn-pins"
+    receipt = await client.send_and_start(
+        key,
+        'spawn a sub-agent to "write a.txt with one" then spawn a sub-agent to '
+        '"write b.txt with two" then read a.txt then read b.txt',
+    )
+    assert receipt.run_id
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 120)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    pinned = (await client.status(key)).workspace_host
+    assert pinned in ("a", "b")
+    parent = client.transcript(key)
+    children = [str(e.meta["child_session_key"]) for e in parent if e.meta.get("child_session_key")]
+    assert len(children) == 2
+    seen = [h for h in tool_hosts(parent) if h is not None]
+    for child in children:
+        seen += [h for h in tool_hosts(client.transcript(child)) if h is not None]
+    assert seen and set(seen) == {pinned}, seen

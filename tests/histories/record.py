@@ -1086,6 +1086,15 @@ async def cap_by_age(client: AgentlaneClient, ws: Path) -> None:
     await wait_idle(client, "capage", runs=3, timeout=60)
 
 
+async def spawn_pins(client: AgentlaneClient, ws: Path) -> None:
+    """Code level 2026-11-28-f: a new session (default workspace) whose first tool call is a
+    spawn: the spawn's step makes the workspace and pins the parent, and the child works there."""
+    r = await client.send_and_start(
+        "spawnpin", 'spawn a sub-agent to "write a.txt with one" then read a.txt'
+    )
+    await client.wait_for_run(r.run_id or "")
+
+
 SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "tools": tools,
     "steer_and_queue": steer_and_queue,
@@ -1130,6 +1139,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "incomplete_streams": incomplete_streams,
     "told_cooldown": told_cooldown,
     "cap_by_age": cap_by_age,
+    "spawn_pins": spawn_pins,
 }
 
 
