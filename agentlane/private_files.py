@@ -4,6 +4,7 @@ there is no moment at which another user could open them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -37,6 +38,12 @@ def write_private(path: Path, data: bytes) -> None:
     """Write a whole file atomically (temporary file, then rename), 0600."""
     make_private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with private_open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    try:
+        with private_open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk: nothing half-written left behind.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

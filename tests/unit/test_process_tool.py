@@ -320,3 +320,17 @@ async def test_a_start_whose_record_cannot_be_written_runs_nothing(
         subprocess.run, ["pgrep", "-f", marker], capture_output=True, text=True
     )
     assert found.stdout.strip() == "", found.stdout
+
+
+def test_a_private_write_that_fails_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentlane.private_files as private_files
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(private_files.os, "replace", full)
+    with pytest.raises(OSError, match="No space left"):
+        private_files.write_private(tmp_path / "proc-1.json", b"{}")
+    assert list(tmp_path.iterdir()) == []
