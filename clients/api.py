@@ -85,6 +85,7 @@ from agentlane.messages import (
     SendReceipt,
     check_inbound,
 )
+from agentlane.queue_modes import QueueMode, parse_queue_mode
 from agentlane.queue_settings import (
     QueueChange,
     QueueOptions,
@@ -502,6 +503,16 @@ class AgentlaneClient:
         )
         try:
             options = _queue_options(queue)
+            if mode is not None and options is not None and options.mode is not None:
+                try:
+                    named: QueueMode | None = parse_queue_mode(mode)
+                except ValueError:
+                    named = None  # the session says what is wrong with it
+                if named is not None and named != options.mode:
+                    raise ValueError(
+                        f"the message names two modes ({mode} and queue mode:"
+                        f"{options.mode.value}); give one"
+                    )
             message = InboundMessage(
                 text=text,
                 mode=mode,

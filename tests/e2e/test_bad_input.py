@@ -40,6 +40,9 @@ async def test_validator_rejects_with_clear_messages(
     assert "Failed decoding arguments" in str(raised.value.cause)
     with pytest.raises(InvalidSessionKey):
         await client.send_and_start("../etc", "hi")
+    # Two modes for one message: which is meant is not guessed.
+    with pytest.raises(SendRejected, match="names two modes"):
+        await client.send(session_key, "hi", mode="steer", queue="mode:followup")
     # Waiting for a message the session never gave says so in its own words.
     with pytest.raises(UnknownMessage, match="99999"):
         await client.wait_started(session_key, 99999)
