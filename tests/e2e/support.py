@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -94,3 +95,25 @@ async def update_identities(client: AgentlaneClient, workflow_id: str) -> set[st
         for e in history.events
         if e.HasField("workflow_execution_update_accepted_event_attributes")
     }
+
+
+async def terminate_in_temporal(address: str, workflow_id: str, reason: str = "operator") -> None:
+    """What an operator does from the Temporal CLI (or the UI): terminate a workflow."""
+    from tests.harness import devserver
+
+    await asyncio.to_thread(
+        subprocess.run,
+        [
+            devserver.temporal_binary(),
+            "workflow",
+            "terminate",
+            "--address",
+            address,
+            "--workflow-id",
+            workflow_id,
+            "--reason",
+            reason,
+        ],
+        check=True,
+        capture_output=True,
+    )

@@ -18,7 +18,7 @@ import pytest
 from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
-from tests.e2e.support import update_identities
+from tests.e2e.support import terminate_in_temporal, update_identities
 from tests.harness import REPO, Deployment, devserver
 
 
@@ -374,22 +374,7 @@ async def test_send_follows_its_message_into_the_next_run_when_an_operator_termi
         await asyncio.sleep(0.1)
     await wait_turn(client, key, first, 0)
     await asyncio.sleep(0.5)
-    await asyncio.to_thread(
-        subprocess.run,
-        [
-            devserver.temporal_binary(),
-            "workflow",
-            "terminate",
-            "--address",
-            shared.address,
-            "--workflow-id",
-            first,
-            "--reason",
-            "operator",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    await terminate_in_temporal(shared.address, first)
     out = await asyncio.wait_for(sending, 120)
     assert out.returncode == 0, out.stderr
     assert f"run {first} was terminated in Temporal: operator" in out.stderr, out.stderr

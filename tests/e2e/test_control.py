@@ -4,7 +4,6 @@ point, fast loops included; accepted messages survive abnormal run ends; bursts 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,8 +13,8 @@ from agentlane.messages import FateState, SendDisposition
 from agentlane.run import ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
-from tests.e2e.support import assert_transcript_valid, wait_idle
-from tests.harness import Deployment, devserver
+from tests.e2e.support import assert_transcript_valid, terminate_in_temporal, wait_idle
+from tests.harness import Deployment
 
 
 def fast_loop(steps: int) -> str:
@@ -160,23 +159,7 @@ async def test_a_terminated_run_gives_its_message_back(
     assert first.run_id
     await wait_turn(client, session_key, first.run_id, 0)
     await asyncio.sleep(0.5)
-    await asyncio.to_thread(
-        subprocess.run,
-        [
-            devserver.temporal_binary(),
-            "workflow",
-            "terminate",
-            "--address",
-            shared.address,
-            "--workflow-id",
-            first.run_id,
-            "--reason",
-            "operator",
-        ],
-        check=True,
-        capture_output=True,
-        env=dict(os.environ),
-    )
+    await terminate_in_temporal(shared.address, first.run_id)
     fate = await asyncio.wait_for(client.wait_started(session_key, first.message_seq), 30)
     # The message runs again, in a new run.
     while fate.run_id == first.run_id:
