@@ -926,6 +926,7 @@ class AgentlaneClient:
         session has had a moment to queue again what an ended run did not take."""
         await asyncio.sleep(STEER_SIGNAL_SECONDS)  # the session's signal reaching the run
         handle = self.client.get_workflow_handle(run_id)
+        pause = 0.2
         while True:
             try:
                 running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
@@ -937,7 +938,9 @@ class AgentlaneClient:
                 return
             if progress.pending_steer == 0:
                 return
-            await asyncio.sleep(0.2)
+            # A run in a long tool call takes its steering only after it: asked less often.
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
     async def close(self, session_key: str) -> None:
         """End the session once its queue is empty (its event stream ends with it). A later
