@@ -1395,10 +1395,49 @@ def _error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
+def _value_options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every `--name` in any subcommand that takes exactly one value."""
+    names: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                names |= _value_options(child)
+        elif action.nargs is None and action.option_strings:
+            names.update(o for o in action.option_strings if o.startswith("--"))
+    return names
+
+
+def _negative_values_joined(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`--every -5m` as `--every=-5m`: argparse reads a value starting with a dash as the next
+    option and says only "expected one argument"; joined, the value reaches its own check,
+    which says what is wrong with it."""
+    options = _value_options(parser)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else ""
+        if (
+            word in options
+            and len(following) > 1
+            and following[0] == "-"
+            and following[1].isdigit()
+        ):
+            out.append(f"{word}={following}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     from clients.api_errors import NoWorker, SessionNotFound
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(
+        _negative_values_joined(parser, sys.argv[1:] if argv is None else argv)
+    )
     try:
         code = args.func(args) if getattr(args, "sync", False) else asyncio.run(args.func(args))
     except BrokenPipeError:

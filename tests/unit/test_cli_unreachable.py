@@ -85,3 +85,25 @@ def test_a_closed_stdout_pipe_is_not_an_unreachable_server() -> None:
         os.close(write_end)
     assert got.returncode == 141, got.stderr  # 128 + SIGPIPE, as a shell reports it
     assert got.stderr == ""
+
+
+def test_a_negative_interval_reaches_its_own_check() -> None:
+    # argparse reads "-5m" as an option and says only "expected one argument".
+    got = cli("schedule", "create", "x", "--session", "s", "--message", "hi", "--every", "-5m")
+    assert got.returncode == 2, got.stderr
+    assert "invalid interval '-5m'" in got.stderr and "expected one argument" not in got.stderr
+    late = cli(
+        "schedule",
+        "create",
+        "x",
+        "--session",
+        "s",
+        "--message",
+        "hi",
+        "--every",
+        "5m",
+        "--catchup-window",
+        "-1h",
+    )
+    assert late.returncode == 2, late.stderr
+    assert "'-1h'" in late.stderr and "expected one argument" not in late.stderr
