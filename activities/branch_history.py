@@ -31,14 +31,37 @@ def index_of(entries: Sequence[TranscriptEntry], entry_id: str) -> int:
 def branch_path(entries: Sequence[TranscriptEntry], entry_id: str) -> list[TranscriptEntry]:
     """The entries of the branch that leads to `entry_id`, up to and including it.
 
-    Branching from a reset marker itself gives just that marker: a fresh context."""
-    end = index_of(entries, entry_id)
+    Branching from a reset marker itself gives just that marker: a fresh context. A dropped
+    message's entry is written when the queue drops it, which can be while a tool call runs:
+    the branch from it takes the results of the calls open there, which had run in the parent
+    (without them the copy would tell the model a command that ran was not executed)."""
+    end = _past_open_results(entries, index_of(entries, entry_id))
     start = min(branch_start(entries[: end + 1]), end)
     path = list(entries[start : end + 1])
     if path and path[0].parent_id is not None:
         # Its parent is on another branch, or in another session: in the copy it is the root.
         path[0] = path[0].model_copy(update={"parent_id": None})
     return path
+
+
+def _past_open_results(entries: Sequence[TranscriptEntry], end: int) -> int:
+    """`end`, or for a dropped entry inside a tool exchange the index of the exchange's last
+    result (dropped entries between the results come with them)."""
+    if entries[end].role != Role.DROPPED:
+        return end
+    open_calls = {call_id for call_id, _ in unanswered_calls(entries[: end + 1])}
+    index = end
+    while open_calls and index + 1 < len(entries):
+        following = entries[index + 1]
+        if following.role == Role.TOOL and following.tool_call_id in open_calls:
+            open_calls.discard(following.tool_call_id)
+        elif following.role != Role.DROPPED:
+            break
+        index += 1
+    # Dropped entries after the last result stay out: the branch point was before them.
+    while index > end and entries[index].role == Role.DROPPED:
+        index -= 1
+    return index
 
 
 def unanswered_calls(path: Sequence[TranscriptEntry]) -> list[tuple[str, str]]:

@@ -104,6 +104,28 @@ def test_branching_from_a_reset_marker_is_a_fresh_context() -> None:
     assert ids(path) == ["r1"] and not context_entries(path).entries
 
 
+def test_a_branch_at_a_dropped_entry_keeps_the_results_of_calls_running_then() -> None:
+    """The queue drops a message while a tool call runs: its entry lands between the call and
+    its result. The calls had run in the parent; the branch must not say they were not."""
+    file = chained(
+        user("u1", "go"),
+        assistant("a1", "", call("c1"), call("c2")),
+        marker("d1", Role.DROPPED),
+        result("c1"),
+        marker("d2", Role.DROPPED),
+        result("c2"),
+        marker("d3", Role.DROPPED),
+        assistant("a2", "done"),
+    )
+    for point in ("d1", "d2"):
+        path = branch_path(file, point)
+        assert ids(path) == ["u1", "a1", "d1", "c1:result", "d2", "c2:result"], point
+        assert unanswered_calls(path) == [], point
+    assert ids(branch_path(file, "d3"))[-1] == "d3"
+    # A branch at the call itself is where the user chose: before its results.
+    assert ids(branch_path(file, "a1")) == ["u1", "a1"]
+
+
 def test_an_unknown_entry_is_refused() -> None:
     with pytest.raises(UnknownEntry):
         branch_path(FILE, "nope")
