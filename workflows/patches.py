@@ -99,6 +99,9 @@ TOLD_COOLDOWN_PATCH = "run-told-cooldown-lengthens"
 # A spawn in a session not pinned to a host yet makes the default workspace where its first
 # step runs and pins the parent (and so every child) there (workflows/subagents.py).
 SPAWN_PINS_PATCH = "run-spawn-pins-the-host"
+# A server error said inside a stream (no HTTP status: Anthropic's `api_error` event, an OpenAI
+# `server_error` chunk) is made again like its 500 (the run ended at the first one).
+STREAM_SERVER_ERROR_PATCH = "run-stream-server-error-made-again"
 
 RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11"),
@@ -126,6 +129,7 @@ RUN_CODE: Sequence[CodeLevel] = (
     CodeLevel("run-code-2026-11-28-d", frozenset({INCOMPLETE_RETRY_PATCH})),
     CodeLevel("run-code-2026-11-28-e", frozenset({TOLD_COOLDOWN_PATCH})),
     CodeLevel("run-code-2026-11-28-f", frozenset({SPAWN_PINS_PATCH})),
+    CodeLevel("run-code-2026-11-28-g", frozenset({STREAM_SERVER_ERROR_PATCH})),
 )
 # A run that ended without a result (terminated in Temporal) still counts what its model calls
 # spent in its session's totals, read from its transcript (a local activity).

@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         MALFORMED_RETRY_PATCH,
         PRECISE_FAILURE_PATCH,
         STREAM_OVERLOAD_PATCH,
+        STREAM_SERVER_ERROR_PATCH,
         TOLD_COOLDOWN_PATCH,
         TRANSIENT_CAP_PATCH,
         Patches,
@@ -91,7 +92,11 @@ with workflow.unsafe.imports_passed_through():
         failure_stage,
         profile_mark,
     )
-    from workflows.policy.failure_kind import failure_label, precise_kind
+    from workflows.policy.failure_kind import (
+        failure_label,
+        precise_kind,
+        server_error_in_stream,
+    )
     from workflows.policy.failure_text import (
         chain_exhausted_text,
         cooling_down_text,
@@ -374,6 +379,9 @@ class Failover:
             idle_timed_out=failure.idle_timed_out,
             transport=failure.transport_kind,
             overload_in_stream=in_stream and self.h.patches(STREAM_OVERLOAD_PATCH),
+            # Asked only of such a failure: a run recorded before ended on it, and replays so.
+            server_error_in_stream=server_error_in_stream(failure)
+            and self.h.patches(STREAM_SERVER_ERROR_PATCH),
         )
         overload = kind == OVERLOAD
         if (

@@ -314,6 +314,45 @@ async def test_a_failure_after_text_was_shown_is_retried_cleanly(
     assert "The second attempt answers in full." in json.dumps(last["messages"])
 
 
+@pytest.mark.parametrize("model", [CLAUDE, "openai/fake-gpt"])
+async def test_a_server_error_said_inside_the_stream_is_made_again(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, model: str
+) -> None:
+    """Anthropic's `api_error` event (an OpenAI `server_error` chunk) after some text is the
+    server's 500 without the status: the call is made again, not the run ended, and a run that
+    gives up on it calls it `server_error`, not `timeout`."""
+    api = "anthropic" if model == CLAUDE else "openai-chat"
+    fake.script(
+        Reply(text="Half an answer and then", fault=Fault.stream_error("server", after_deltas=2)),
+        Reply(text="The whole answer."),
+    )
+    start_on_env(deployment)
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = f"f-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        key,
+        "hello",
+        workspace=str(ws),
+        model=model,
+        session_overrides={"agent_id": "solo", "max_wait_seconds": 5},
+    )
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    assert result.reply == "The whole answer."
+    assert len(fake.requests(api)) == 2
+    # Every attempt fails: the run ends on the wait budget, named for what it was.
+    fake.script(
+        *[Reply(text="Half", fault=Fault.stream_error("server", after_deltas=1))] * 12,
+    )
+    receipt = await client.send_and_start(key, "again")
+    assert receipt.run_id
+    failed = await client.wait_for_run(receipt.run_id)
+    assert failed.status == ExecutionStatus.ERROR and failed.error is not None
+    assert failed.error.kind == "server_error", failed.error
+    assert len(fake.requests(api)) >= 4
+
+
 async def test_a_user_pinned_profile_is_never_rotated_away_from(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:

@@ -1073,6 +1073,22 @@ async def told_cooldown(client: AgentlaneClient, ws: Path) -> None:
         await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
 
 
+async def stream_server_error(client: AgentlaneClient, ws: Path) -> None:
+    """Code level 2026-11-28-g: a server error said inside the stream (Anthropic's `api_error`
+    event) after some text is made again like its 500; one that never stops ends the run on
+    the wait budget as `server_error`."""
+    from tests.fakes.scripts import Fault, Reply
+
+    with fallback_providers() as (fake, dep, _key_a, _key_b):
+        solo: dict[str, object] = {"agent_id": "solo", "max_wait_seconds": 5}
+        said = Reply(text="half an answer", fault=Fault.stream_error("server", after_deltas=2))
+        runs: list[tuple[str, list[Reply], dict[str, object]]] = [
+            ("sserr", [said, Reply(text="whole")], solo),
+            ("sserrend", [said] * 6, solo),
+        ]
+        await _scripted_runs(client, ws, fake, dep, "anthropic/fake-claude", runs)
+
+
 async def cap_by_age(client: AgentlaneClient, ws: Path) -> None:
     """Session code level 2026-11-28: under a full queue the cap drops the oldest follow-ups and
     keeps the interrupts it accepted, which then run in the order they were sent."""
@@ -1140,6 +1156,7 @@ SCENARIOS: dict[str, Callable[[AgentlaneClient, Path], Awaitable[None]]] = {
     "told_cooldown": told_cooldown,
     "cap_by_age": cap_by_age,
     "spawn_pins": spawn_pins,
+    "stream_server_error": stream_server_error,
 }
 
 

@@ -25,6 +25,14 @@ def test_time_running_out_stays_a_timeout() -> None:
     assert failure_label(failure(idle_timed_out=True)) == "timeout"
 
 
+def test_a_server_error_said_inside_a_stream_is_a_server_error() -> None:
+    # Anthropic's `api_error` event, an OpenAI chunk's `server_error`: no status to show it.
+    for code in ("api_error", "server_error"):
+        assert precise_kind(K.TIMEOUT, failure(code=code)) is K.SERVER_ERROR
+        assert failure_label(failure(code=code)) == "server_error"
+    assert precise_kind(K.TIMEOUT, failure(code="api_error", idle_timed_out=True)) is K.TIMEOUT
+
+
 def test_a_provider_that_cannot_be_reached_says_so() -> None:
     refused = failure(transport=True, transport_kind=TransportKind.CONNECTION_REFUSED)
     cut = failure(transport=True, transport_kind=TransportKind.STREAM_CUT)

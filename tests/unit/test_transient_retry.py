@@ -38,6 +38,9 @@ def test_overloads_rate_limits_and_the_idle_watchdog_keep_their_own_paths() -> N
     assert transient_kind(429, "rate_limit") is None
     assert transient_kind(500, "timeout", idle_timed_out=True) is None
     assert transient_kind(None, "timeout") is None, "no status and no transport kind"
+    # Unless the caller found it a server error said in a stream (an `api_error` event).
+    assert transient_kind(None, "timeout", server_error_in_stream=True) == SERVER
+    assert transient_kind(None, "rate_limit", server_error_in_stream=True) is None
     assert transient_kind(400, "format") is None
     assert transient_kind(500, "context_overflow") is None
 

@@ -27,7 +27,29 @@ def precise_kind(kind: ExecutionErrorKind, failure: ModelFailure | None) -> Exec
     status = failure.status
     if status is not None and status >= 500 and status not in TIMEOUT_STATUSES:
         return ExecutionErrorKind.SERVER_ERROR
+    if server_error_in_stream(failure) and (failure.code or "").lower() in SERVER_ERROR_CODES:
+        return ExecutionErrorKind.SERVER_ERROR
     return kind
+
+
+# The error types and codes providers send inside a stream for their own failure.
+SERVER_ERROR_CODES = frozenset({"api_error", "server_error", "internal_server_error"})
+
+
+def server_error_in_stream(failure: ModelFailure) -> bool:
+    """A server's error said inside a stream that began with 200 (Anthropic's `api_error`
+    event, an OpenAI `server_error` chunk or Responses `error` event): the fault of a 5xx with
+    no status to show it, classified `timeout` from its text. Not the idle limit, not a
+    connection, and sent (a call the run held back has no server to blame)."""
+    return (
+        failure.status is None
+        and failure.reason == FailoverReason.TIMEOUT.value
+        and not failure.idle_timed_out
+        and failure.transport_kind is None
+        and not failure.transport
+        and not failure.preempted
+        and failure.precheck_route is None
+    )
 
 
 def failure_label(failure: ModelFailure) -> str:

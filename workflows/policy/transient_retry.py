@@ -113,6 +113,7 @@ def transient_kind(
     idle_timed_out: bool = False,
     transport: TransportKind | None = None,
     overload_in_stream: bool = False,
+    server_error_in_stream: bool = False,
 ) -> str | None:
     """`SERVER` for a call worth making again as it was (the server's fault, not the
     request's); `TRANSPORT` for a connection that failed or a stream cut short; `OVERLOAD` for
@@ -127,6 +128,10 @@ def transient_kind(
         # An overload said inside a stream (Anthropic's `overloaded_error` event) is the same
         # server state as its 529 (`overload_in_stream` False: runs recorded before).
         return OVERLOAD
+    if status is None and server_error_in_stream and reason == FailoverReason.TIMEOUT.value:
+        # A server error said inside a stream (Anthropic's `api_error` event, an OpenAI
+        # `server_error` chunk): its 500 without the status (False: runs recorded before).
+        return SERVER
     if status not in TRANSIENT_STATUSES:
         return None
     if reason in (FailoverReason.TIMEOUT.value, FailoverReason.UNKNOWN.value):
