@@ -94,12 +94,17 @@ class AnthropicProvider:
             provider=self.name,
             model=model,
         )
-        if credentials is None or not (credentials.api_key or credentials.auth_header == "none"):
+        keyed = credentials is not None and (
+            bool(credentials.api_key) or credentials.auth_header == "none"
+        )
+        if not keyed and self.entry.needs_key:
             raise sdk_errors.missing_key_error(
                 provider=self.name,
                 model=model,
                 profile_id=credentials.profile_id if credentials else None,
             )
+        # A model declared `key_required = false` (a local server) is called without a key.
+        credentials = credentials or Credentials(profile_id=None)
         secrets = credentials.secrets()
         body = build_messages_body(
             request,

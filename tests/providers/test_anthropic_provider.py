@@ -16,6 +16,7 @@ from activities.providers.base import (
     ToolCallComplete,
     ToolCallStart,
 )
+from activities.providers.request_headers import NO_KEY_PLACEHOLDER
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
 from tests.fakes.provider_server import FakeProviderServer
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall, ScriptedUsage
@@ -203,6 +204,16 @@ async def test_missing_key_is_refused_before_any_request(server: FakeProviderSer
     assert caught.value.code == "missing_api_key"
     assert "no api key found" in caught.value.message.lower()
     assert server.requests() == []
+
+
+async def test_a_model_declared_keyless_is_called_without_a_key(server: FakeProviderServer) -> None:
+    # `key_required = false` (a local server): the call is made, as for the OpenAI APIs.
+    server.set_keys(anthropic=[NO_KEY_PLACEHOLDER])
+    server.script(Reply(text="no key needed"))
+    provider = provider_for(server, REF, key_required=False)
+    events = await collect(provider, request_for(MODEL), None)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "no key needed"
+    assert len(server.requests()) == 1
 
 
 @pytest.mark.parametrize(
