@@ -464,8 +464,14 @@ class AgentRunWorkflow(LegacyFailover):
             pass
         if budget:
             return LoopEnd(TerminationReason.TIMEOUT_48H)
+        if ended is not None and ended.reason is TerminationReason.ERROR:
+            # The step failed instead of taking the cancel: its worker died, and the cancel
+            # ended as a heartbeat timeout. The run ends as the abort it was asked to be, and a
+            # command that was running is said to have maybe run (it may be half done), not
+            # "not executed" (a model would run it again).
+            return LoopEnd(TerminationReason.ABORT_SIGNAL, unanswered=Unanswered.NOT_EXECUTED)
         if ended is not None and ended.reason is not None:
-            return ended  # the step in flight finished the run (or failed it) first
+            return ended  # the step in flight finished the run first
         return LoopEnd(TerminationReason.ABORT_SIGNAL)
 
     # -- the tool policy (SPEC §13; decisions in workflows/policy/tool_policy) ------------------

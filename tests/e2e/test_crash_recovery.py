@@ -121,6 +121,39 @@ async def test_kill_worker_while_tool_runs(pair: Deployment) -> None:
     assert EventKind.STREAM_GAP not in {e.kind for e in events}
 
 
+async def test_abort_while_the_worker_running_exec_dies_ends_as_an_abort(pair: Deployment) -> None:
+    """The cancel cannot reach a dead worker: it ends as the exec's heartbeat timeout. The run
+    still ends as the abort the user asked for, and the model is told the command may have run
+    (it did: "a" is in the file), not that it was not executed."""
+    client = await AgentlaneClient.connect(settings_for(pair))
+    workspace = pair.data_dir / "ws"
+    workspace.mkdir()
+    key = "crash-abort"
+    receipt = await client.send_and_start(
+        key,
+        "run `echo a >> c.txt; sleep 30; echo b >> c.txt` then say never",
+        workspace=str(workspace),
+    )
+    assert receipt.run_id
+    victim = await worker_running_activity(client, pair, receipt.run_id, "tool_exec")
+    for _ in range(100):  # the command has started: its first line is written
+        if (workspace / "c.txt").exists():
+            break
+        await asyncio.sleep(0.1)
+    await client.abort(key)
+    victim.kill9()
+    result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
+    assert result.status == ExecutionStatus.ABORTED, result.error
+    entries = client.transcript(key)
+    assert_transcript_valid(entries)
+    exec_result = next(e for e in entries if e.role == Role.TOOL and e.tool_name == "exec")
+    assert "may have partly or fully completed" in exec_result.text, exec_result.text
+    assert (workspace / "c.txt").read_text().startswith("a")
+    again = await client.send_and_start(key, "say after")
+    assert again.run_id
+    assert (await client.wait_for_run(again.run_id)).status == ExecutionStatus.SUCCESS
+
+
 class OwnServer:
     """A dev server of the test's own (a restart must not touch the shared one) and one worker
     on it, with a workspace."""
