@@ -95,7 +95,9 @@ class ScheduledDelivery:
                 msg.text,
                 mode=SCHEDULED_MODE,
                 message_id=inp.message_id,
-                sender=f"schedule {msg.schedule_id}",
+                # No sender: a firing is the operator's (README), so owner-only tools stay
+                # offered; the update's identity still names the schedule.
+                sender=None,
                 workspace=msg.workspace,
                 model=msg.model,
                 source=EntrySource.CRON,

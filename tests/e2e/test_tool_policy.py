@@ -195,6 +195,36 @@ async def test_each_layer_removes_a_tool_from_the_model_call(
         assert tool in sent_tools(fake)
 
 
+async def test_a_scheduled_message_is_the_operators_for_owner_only_tools(
+    deployment: Deployment, fake: FakeProviderServer
+) -> None:
+    """A schedule's firing sends no sender (README: cron counts as the operator's): owner-only
+    tools stay offered, as for the same text from the CLI."""
+    configure(deployment, fake, '[tools]\nowner_senders = ["alice"]\nowner_only = ["exec"]\n')
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = f"policy-cron-{uuid.uuid4().hex[:8]}"
+    ws = deployment.data_dir / "ws" / key
+    ws.mkdir(parents=True)
+    sid = f"cron-{uuid.uuid4().hex[:8]}"
+    await client.create_schedule(
+        sid, key, "hello", every="1h", paused=True, workspace=str(ws), model=CLAUDE
+    )
+    try:
+        await client.trigger_schedule(sid)
+        for _ in range(200):
+            if [r for r in fake.requests("anthropic") if r.purpose == "chat"]:
+                break
+            await asyncio.sleep(0.1)
+        assert "exec" in sent_tools(fake)
+        for _ in range(200):  # the run ends before the next test resets the fake
+            status = await client.status(key)
+            if status.runs and status.phase == "idle":
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await client.delete_schedule(sid)
+
+
 async def test_a_call_to_a_removed_tool_is_refused_and_the_run_goes_on(
     deployment: Deployment, fake: FakeProviderServer
 ) -> None:
