@@ -1673,7 +1673,7 @@ class AgentlaneClient:
 
     async def session_ever_existed(self, session_key: str) -> bool:
         """Whether a session with this key was ever started (it may be closed now)."""
-        handle = self.client.get_workflow_handle(session_workflow_id(session_key))
+        handle = self.client.get_workflow_handle(_presence_workflow_id(session_key))
         try:
             await handle.describe()
         except RPCError as err:
@@ -1683,7 +1683,7 @@ class AgentlaneClient:
         return True
 
     async def session_exists(self, session_key: str) -> bool:
-        handle = self.client.get_workflow_handle(session_workflow_id(session_key))
+        handle = self.client.get_workflow_handle(_presence_workflow_id(session_key))
         try:
             desc = await handle.describe()
         except RPCError:
@@ -1765,6 +1765,15 @@ class AgentlaneClient:
 
     async def delete_schedule(self, schedule_id: str) -> None:
         await schedules.delete_schedule(self.client, schedule_id)
+
+
+def _presence_workflow_id(session_key: str) -> str:
+    """The workflow whose existence says a session is there: its session workflow, or for a
+    sub-agent (a child run, with no session workflow of its own) its event stream, which is
+    what watchers follow."""
+    if SUBAGENT_SEGMENT in session_key:
+        return events_workflow_id(session_key)
+    return session_workflow_id(session_key)
 
 
 # How the server words an update it dropped because no worker processed the task carrying it.

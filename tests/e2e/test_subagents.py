@@ -5,6 +5,8 @@ parent, and a child surviving a kill -9 of its worker."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ from clients.session_text import tree_lines
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.gateway_support import GatewayServer
 from tests.e2e.support import assert_transcript_valid
-from tests.harness import Deployment
+from tests.harness import REPO, Deployment
 from tests.process_groups import running_commands
 
 CONFIG = """
@@ -374,3 +376,53 @@ async def test_a_spawn_as_a_new_sessions_first_tool_call_works_in_its_default_wo
     status = await client.status(key)
     folder = deployment.data_dir / status.workspace
     assert (folder / "x.txt").read_text() == "hi"
+
+
+async def test_a_running_sub_agents_events_are_followed_by_its_key(
+    deployment: Deployment,
+) -> None:
+    """README: a sub-agent's events are on its own stream, read by its key like a session's.
+    It has no session workflow of its own: the gateway and `agentlane watch` follow it anyway
+    (they answered "does not exist")."""
+    client, run_id = await started(
+        deployment, "subagent-follow", "spawn a sub-agent to `run sleep 8` then say done"
+    )
+    (child,) = await child_run_ids(client, run_id, 1)
+    child_key = child.removeprefix("session:").rsplit(":run:", 1)[0]
+    watch = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "clients.cli",
+        "watch",
+        child_key,
+        "--from",
+        "0",
+        "--json",
+        cwd=REPO,
+        env=deployment.env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert watch.stdout is not None
+        kinds: list[str] = []
+        while "tool_execution_start" not in kinds:
+            line = await asyncio.wait_for(watch.stdout.readline(), 30)
+            assert line, (await watch.stderr.read()).decode() if watch.stderr else ""
+            kinds.append(json.loads(line)["kind"])
+        assert kinds[0] == "agent_start", kinds
+    finally:
+        watch.kill()
+        await watch.wait()
+    with GatewayServer(settings_for(deployment)) as gw:
+        async with (
+            gw.http(gw.token(name="t")) as http,
+            http.stream("GET", f"/v1/sessions/{child_key}/events?from=0") as events,
+        ):
+            assert events.status_code == 200
+            seen = ""
+            async for chunk in events.aiter_text():
+                seen += chunk
+                if "tool_execution_start" in seen:
+                    break
+    await succeeded(client, run_id)
