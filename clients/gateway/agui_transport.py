@@ -32,7 +32,6 @@ from sse_starlette import ServerSentEvent
 
 from clients.api import StreamItem
 from clients.gateway.agui import AguiTranslator
-from clients.gateway.fanout import Lagging
 
 FORWARDED_KEYS = ("mode", "model")
 # AG-UI's SSE parser splits events on "\n\n" only (not the "\r\n" sse-starlette writes by
@@ -150,16 +149,6 @@ async def run_events(
                     return
         for message in _failed(
             key, run_id, "the session was closed before the run ended", "session_closed", started
-        ):
-            yield _sse(message)
-    except Lagging:
-        for message in _failed(
-            key,
-            client_run_id,
-            "this client fell too far behind the run's live events; follow the rest with GET "
-            f"/v1/sessions/{key}/events?vocabulary=agui",
-            "lagging",
-            started,
         ):
             yield _sse(message)
     finally:

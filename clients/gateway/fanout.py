@@ -18,8 +18,10 @@ without one either, so the two cannot interleave.
 What `watch` guarantees, the feed inherits: it resumes at its own next offset after a server
 restart and follows the stream's continue-as-new. When the stream ends (the session was closed)
 every follower drains its queue and ends (`closed`). A follower whose queue overflows
-(`Settings.gateway_fanout_queue` items) is dropped from the feed and its queue freed; its SSE
-stream then ends with a `lagging` event naming the offset to resume from. The feed stops a few
+(`Settings.gateway_fanout_queue` items: a slow reader, or a burst larger than that arriving in
+one upstream batch before any follower could run) is dropped from the feed and its queue freed;
+it then reads what it missed by query and joins again, like a follower starting at an older
+offset, so memory stays bounded and nobody is cut off. The feed stops a few
 seconds (`LINGER_SECONDS`) after its last follower leaves, so a reconnecting client finds it
 still running.
 
@@ -208,7 +210,8 @@ class Fanout:
         self.queue_limit = queue_limit
         self.linger_seconds = linger_seconds
         self.feeds: dict[str, SessionFeed] = {}
-        self.lagged = 0  # followers cut off so far
+        self.lagged = 0  # queues that overflowed so far
+        self.caught_up = 0  # followers that then read what they missed by query
 
     def _forget(self, feed: SessionFeed) -> None:
         if self.feeds.get(feed.key) is feed:
@@ -222,39 +225,47 @@ class Fanout:
         return feed
 
     async def follow(self, key: str, start: int) -> AsyncIterator[StreamItem]:
-        """The session's items from offset `start` on, like `AgentlaneClient.watch`; raises
-        `Lagging` when this follower fell too far behind."""
-        sub = Subscription(self.queue_limit)
-        feed = self._feed(key)
-        feed.hold()
-        try:
-            await feed.ready.wait()
-            feed.join(sub)
-        finally:
-            feed.release()
-        try:
-            head = sub.joined_at
-            pos = start
-            if start > head and start > await self.end_offset(key):
-                pos = head  # past the stream's end: wait at the live end (the SSE layer says so)
-            if pos < head:
-                async for item in self.read(key, pos, head):
-                    if sub.ended == "lagging":
-                        raise Lagging()
-                    if item.offset < pos:
-                        continue
-                    yield item
-                    pos = item.offset + 1
-            while True:
-                got = await sub.next()
-                if got is None:
-                    return
-                if got.offset < pos:
-                    continue  # already delivered
-                yield got
-                pos = got.offset + 1
-        finally:
-            feed.leave(sub)
+        """The session's items from offset `start` on, like `AgentlaneClient.watch`. A follower
+        whose queue overflows (a burst larger than the queue, or a slow reader) is not cut off:
+        it reads what it missed by query, as a reconnect with Last-Event-ID would, and joins the
+        feed again (the stream's own bounds still apply: what it no longer holds is a gap)."""
+        pos = start
+        joined_before = False
+        while True:
+            sub = Subscription(self.queue_limit)
+            feed = self._feed(key)
+            feed.hold()
+            try:
+                await feed.ready.wait()
+                feed.join(sub)
+            finally:
+                feed.release()
+            try:
+                head = sub.joined_at
+                if not joined_before and start > head and start > await self.end_offset(key):
+                    pos = (
+                        head  # past the stream's end: wait at the live end (the SSE layer says so)
+                    )
+                joined_before = True
+                if pos < head:
+                    async for item in self.read(key, pos, head):
+                        if item.offset < pos:
+                            continue
+                        yield item
+                        pos = item.offset + 1
+                while True:
+                    got = await sub.next()
+                    if got is None:
+                        return
+                    if got.offset < pos:
+                        continue  # already delivered
+                    yield got
+                    pos = got.offset + 1
+            except Lagging:
+                self.caught_up += 1
+                continue  # join again, reading [pos, the new head) by query first
+            finally:
+                feed.leave(sub)
 
     async def close(self) -> None:
         feeds = list(self.feeds.values())

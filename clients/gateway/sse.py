@@ -29,7 +29,6 @@ from sse_starlette import ServerSentEvent
 from agentlane.events import AgentEvent
 from agentlane.seen_events import SeenEvents
 from clients.api import StreamItem
-from clients.gateway.fanout import Lagging
 
 # One agentlane event in, zero or more SSE payloads (JSON-able dicts) out.
 Translate = Callable[[int, AgentEvent], list[dict[str, Any]]]
@@ -116,17 +115,6 @@ def gap_event(key: str, requested: int, first_available: int) -> ServerSentEvent
     return ServerSentEvent(data=json.dumps(data), event="gap")
 
 
-def lagging_event(key: str, next_offset: int) -> ServerSentEvent:
-    data = {
-        "next_offset": next_offset,
-        "last_event_id": next_offset - 1 if next_offset > 0 else None,
-        "advice": "this client fell too far behind the session's live events and was cut off; "
-        f"reconnect to /v1/sessions/{key}/events with Last-Event-ID: {next_offset - 1} "
-        f"(or ?from={next_offset}) to go on exactly where it stopped",
-    }
-    return ServerSentEvent(data=json.dumps(data), event="lagging")
-
-
 def agentlane_vocabulary(offset: int, event: AgentEvent) -> list[dict[str, Any]]:
     return [event.model_dump(mode="json", exclude_none=True)]
 
@@ -162,10 +150,6 @@ async def session_events(
                 yield ServerSentEvent(
                     data=json.dumps(message), id=str(item.offset) if last else None
                 )
-    except Lagging:
-        # Too far behind the others (clients/gateway/fanout.py): the queue was dropped.
-        yield lagging_event(key, expected)
-        return
     finally:
         await _close(items)
     # The stream ended: the session was closed. A message to it reopens it, and its stream goes

@@ -13,6 +13,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from agentlane.ids import events_workflow_id
+from agentlane.seen_events import SeenEvents
 from clients.api import AgentlaneClient
 from tests.conftest import settings_for
 from tests.e2e.gateway_support import GatewayServer, SseEvent, SseRead, read_sse
@@ -113,3 +114,48 @@ async def test_fifty_followers_get_every_event_once_through_one_subscription(
     # independent subscribers would be about 50 times that.
     print(f"events workflow: {updates} accepted poll updates, {signals} publish signals")
     assert 0 < updates <= signals + 5, (updates, signals)
+
+
+async def test_a_burst_larger_than_the_queue_reaches_a_fast_reader_whole(
+    shared: Deployment, client: AgentlaneClient
+) -> None:
+    """A run's events arrive in upstream batches larger than a follower's queue (1 000 by
+    default; 20 here, so most batches of this run are): a reader reading as fast as it can was
+    cut off with `lagging`. Now it gets every event once, in order, to the run's end."""
+    key = f"burst-{uuid.uuid4().hex[:8]}"
+    settings = settings_for(shared).model_copy(update={"gateway_fanout_queue": 20})
+    with GatewayServer(settings) as gateway:
+        async with gateway.http(gateway.token(name="b")) as http:
+            r = await http.post(f"/v1/sessions/{key}/messages", json={"text": "say ready"})
+            assert r.status_code == 200, r.text
+            run1 = (await client.wait_started(key, r.json()["message_seq"])).run_id or ""
+            await client.wait_for_run(run1)
+            live_end = await client.events_offset(key)
+            read = SseRead()
+            reader = asyncio.create_task(
+                read_sse(
+                    http,
+                    f"/v1/sessions/{key}/events",  # the live end: it joins the feed at once
+                    lambda ev: ev.event == "agent_end",
+                    timeout=120,
+                    out=read,
+                )
+            )
+            for _ in range(600):
+                if read.status == 200:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+            r = await http.post(f"/v1/sessions/{key}/messages", json={"text": "count to 3000"})
+            assert r.status_code == 200, r.text
+            await asyncio.wait_for(reader, 150)
+    got = [(ev.id, ev.event) for ev in read.events if ev.id is not None]
+    assert not [ev for ev in read.events if ev.event in ("gap", "lagging")]
+    seen = SeenEvents()  # the gateway passes each once-announced event on once
+    whole = [
+        (str(i.offset), i.event.kind.value)
+        async for i in client.read_events(key, live_end)
+        if seen.first_time(i.event.event_id, i.event.kind)
+    ]
+    assert len(got) > 40, len(got)
+    assert got == whole[: len(got)] and got[-1][1] == "agent_end"
