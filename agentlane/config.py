@@ -68,6 +68,7 @@ from agentlane.headers import AuthHeader, HeaderError, check_headers
 from agentlane.loop_detection_config import LoopDetectionConfig
 from agentlane.profile_state import AuthCooldowns
 from agentlane.queue_settings import QueueConfig
+from agentlane.reasoning_modes import reasoning_mode_problem
 from agentlane.subagents import SubagentSettings, SubagentTools
 from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.tool_policy_config import (
@@ -238,6 +239,9 @@ class AgentConfig(BaseModel):
     # The thinking level a new session of this agent starts at (SPEC §6 words; `send
     # --thinking` overrides it).
     thinking: str = "off"
+    # What a new session of this agent shows of the model's reasoning: off, on, stream
+    # (agentlane/reasoning_modes.py; `send --reasoning` overrides it).
+    reasoning: str = "off"
     # The agent's tool policy layer (`[agents.<id>.tools]`); `tools_allow` / `tools_deny` are
     # its older spelling, merged into it.
     tools: AgentTools | None = None
@@ -250,6 +254,14 @@ class AgentConfig(BaseModel):
     # 600 s).
     idle_timeout_seconds: int | None = Field(default=None, ge=0)
     max_wait_seconds: int | None = Field(default=None, ge=0)
+
+    @field_validator("reasoning")
+    @classmethod
+    def _reasoning(cls, word: str) -> str:
+        why = reasoning_mode_problem(word)
+        if why is not None:
+            raise ValueError(why)
+        return word
 
     @field_validator("thinking")
     @classmethod

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from agentlane.entry_source import EntrySource
 from agentlane.queue_modes import QueueMode, UnknownQueueMode, parse_queue_mode
 from agentlane.queue_settings import QueueOptions
+from agentlane.reasoning_modes import reasoning_mode_problem
 from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.webhooks import check_callback_url, check_secret_ref
 
@@ -94,6 +95,12 @@ class InboundMessage(BaseModel):
         description="the session's thinking level from this message on: off, minimal, low, "
         "medium, high, xhigh or adaptive (or a word for one, e.g. max); none keeps the level",
     )
+    reasoning: str | None = Field(
+        default=None,
+        description="what the session shows of the model's reasoning from this message on: "
+        "off (hidden), on (a block of its own after the reply) or stream (reasoning_delta "
+        "events as it comes); none keeps the session's",
+    )
     # Who sent it through Temporal (the client's identity: "agentlane-cli ann@box", "gateway
     # token ops"): an interrupt it causes says so. Filled in by the client.
     by: str | None = Field(default=None, max_length=200)
@@ -162,6 +169,9 @@ def check_inbound(msg: InboundMessage) -> None:
         raise ValueError(
             f"thinking level {msg.thinking!r} is not one of {', '.join(THINKING_LEVELS)}"
         )
+    why = reasoning_mode_problem(msg.reasoning) if msg.reasoning is not None else None
+    if why is not None:
+        raise ValueError(why)
 
 
 class FateState(StrEnum):

@@ -216,6 +216,8 @@ class SessionStatus(BaseModel):
     profile_id: str | None = None
     rotations: int = 0
     thinking: str | None = None
+    # What its runs show of the model's reasoning (off, on, stream).
+    reasoning_mode: str | None = None
     # The context window the session's model's provider said it enforces, when smaller than
     # the configured one (remembered from an overflow error; the context is kept within it).
     provider_window: int | None = None

@@ -432,6 +432,7 @@ class AgentlaneClient:
             "context_window": window,
             "context_window_source": source,
             "thinking": thinking,
+            "reasoning_mode": agent.reasoning,
             "host_wait_seconds": self.settings.host_wait_seconds,
         }
         # The agent's limits for its new sessions (the session's settings keep them after).
@@ -475,6 +476,7 @@ class AgentlaneClient:
         worker_wait: float = WORKER_WAIT_SECONDS,
         source: EntrySource = EntrySource.CHAT,
         thinking: str | None = None,
+        reasoning: str | None = None,
         on_wait: Callable[[str], None] | None = None,
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet.
@@ -483,7 +485,8 @@ class AgentlaneClient:
         from the event stream, or with `wait_started`). `queue` sets queue options for this
         message alone (SPEC §17.2 inline: `QueueOptions`, or directive words such as
         "debounce:0 cap:5"). `thinking` sets the session's thinking level (SPEC §6 words) for
-        the runs that start from this message on. With no worker answering within
+        the runs that start from this message on, `reasoning` what they show of the model's
+        reasoning (off, on, stream). With no worker answering within
         `worker_wait` seconds the message is handed over as a signal, which the server keeps in
         history until a worker runs it, and `NoWorker` says so; a worker that polls but is busy
         is waited for first (`on_wait` is told), then `WorkerBusy` says the same."""
@@ -524,6 +527,7 @@ class AgentlaneClient:
                 workspace=workspace,
                 source=source,
                 thinking=thinking,
+                reasoning=reasoning,
                 by=self.client.identity,
                 switch_model=self._model_switch(model) if model is not None else None,
             )

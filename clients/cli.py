@@ -176,6 +176,7 @@ async def _send(args: argparse.Namespace) -> int:
             queue=args.queue,
             session_overrides={"auth_profile": args.profile} if args.profile else None,
             thinking=args.thinking,
+            reasoning=args.reasoning,
             on_wait=_tell_waiting,
         )
     except (SendRejected, ValueError) as err:
@@ -1073,6 +1074,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LEVEL",
         help="the session's thinking level from this message on: off, minimal, low, medium, "
         "high, xhigh, adaptive (default: the agent's `thinking` in the config)",
+    )
+    p.add_argument(
+        "--reasoning",
+        metavar="MODE",
+        help="what the session shows of the model's reasoning from this message on: off "
+        "(hidden), on (a block after the reply), stream (as it comes) (default: the agent's "
+        "`reasoning` in the config)",
     )
     p.add_argument("--message-id", help="provider message id, for dedupe")
     p.add_argument("--queue", help='queue options for this message alone, e.g. "debounce:0 cap:5"')

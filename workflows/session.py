@@ -96,6 +96,7 @@ with workflow.unsafe.imports_passed_through():
         QueueOptions,
         QueueSettings,
     )
+    from agentlane.reasoning_modes import reasoning_mode_problem
     from agentlane.redaction import redact
     from agentlane.run import (
         EntrySource,
@@ -369,6 +370,12 @@ class SessionWorkflow:
         if level is not None:
             self.s.settings.thinking = level
 
+    def _take_reasoning(self, mode: str | None) -> None:
+        """As `_take_thinking`: what runs from now on show of the model's reasoning. State only
+        (messages recorded before the field never carry it)."""
+        if mode is not None and reasoning_mode_problem(mode) is None:
+            self.s.settings.reasoning_mode = mode
+
     async def _accept(self, msg: InboundMessage, trace: str | None = None) -> SendReceipt:
         if not self.ready:
             # Only while a reopened session restores its settings. Never yield otherwise: the
@@ -382,6 +389,7 @@ class SessionWorkflow:
                 raise ApplicationError(f"session {self.s.key} was not made: {self.branch_error}")
         self._take_callback(msg.routing)
         self._take_thinking(msg.thinking)
+        self._take_reasoning(msg.reasoning)
         self._take_model(msg.switch_model)
         qs = self._queue_settings(msg)
         mode = qs.mode
@@ -924,6 +932,7 @@ class SessionWorkflow:
             workspace_host=self.s.settings.workspace_host,
             model=self.s.settings.model.label(),
             thinking=self.s.settings.thinking,
+            reasoning_mode=self.s.settings.reasoning_mode,
             provider_window=self.s.provider_windows.get(self.s.settings.model.label()),
             last_result=self.s.last_result,
             failed_messages=self.s.failed_messages,

@@ -95,6 +95,7 @@ async def test_send_status_duplicate_steer_interrupt_abort(
             "message_id": "m-1",
             "routing": {"channel": "slack", "to": "C42", "thread": "17.1", "account": "T1"},
             "sender": "U1",
+            "reasoning": "stream",
         }
         r = await http.post(f"/v1/sessions/{k}/messages", json=message)
         assert r.status_code == 200, r.text
@@ -108,6 +109,7 @@ async def test_send_status_duplicate_steer_interrupt_abort(
         await wait_text_delta(http, k, run_id)
         status = (await http.get(f"/v1/sessions/{k}")).json()
         assert status["current_run_id"] == run_id
+        assert status["reasoning_mode"] == "stream"
         steer = await http.post(
             f"/v1/sessions/{k}/messages", json={"text": "say steered ok", "mode": "steer"}
         )
@@ -169,6 +171,7 @@ async def test_every_validation_error_is_a_problem_and_reaches_no_workflow(
             ({"text": "hi", "model": "nope/none"}, 422, "nope/none"),
             ({"text": "hi", "workspace": "../../etc"}, 422, "outside the gateway's workspaces"),
             ({"text": "hi", "queue": {"cap": -1}}, 422, "queue.cap"),
+            ({"text": "hi", "reasoning": "loud"}, 422, "not one of off, on, stream"),
         ]
         data_dir = str(gateway.settings.data_dir.resolve())
         for body, status, words in cases:

@@ -116,6 +116,11 @@ provider = "nowhere"
 id = "ghost"
 api = "openai-compatible"
 base_url = "http://127.0.0.1:{CLOSED_PORT}/v1"
+
+[agents.reasoner]
+model = "anthropic/fake-claude"
+thinking = "low"
+reasoning = "stream"
 """
 
 
@@ -580,6 +585,44 @@ async def test_reasoning_modes(
         assert blocks == ["The answer."]
     request = fake.requests("anthropic")[-1].body
     assert request["thinking"]["type"] == "enabled"
+
+
+async def test_a_message_sets_the_reasoning_mode_for_the_runs_after_it(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """`send --reasoning`, the gateway's `reasoning` field (both this message field): a session
+    made with the mode off shows its reasoning from the message that says `stream` on, and a
+    mode that is not one is refused with the words that are."""
+    thought = Reply(thinking="Weigh it.", text="Done.")
+    done = await send_and_finish(
+        deployment,
+        fake,
+        ws,
+        "think",
+        "anthropic/fake-claude",
+        thought,
+        overrides={"thinking": "low"},
+    )
+    assert not [e for e in done.got.events if e.kind == EventKind.REASONING_DELTA]
+    client, key = done.client, done.key
+    fake.script(thought)
+    receipt = await client.send_and_start(key, "think again", reasoning="stream")
+    assert receipt.run_id
+    got = await collect(client, key, receipt.run_id)
+    reasoning = "".join(e.text or "" for e in got.events if e.kind == EventKind.REASONING_DELTA)
+    assert reasoning == "Weigh it."
+    assert (await client.status(key)).reasoning_mode == "stream"
+    with pytest.raises(SendRejected, match="not one of off, on, stream"):
+        await client.send(key, "x", reasoning="loud")
+    # An agent's `reasoning` in the config is where its new sessions start.
+    fake.script(thought)
+    other = f"p-{uuid.uuid4().hex[:8]}"
+    receipt = await client.send_and_start(
+        other, "think", workspace=str(ws), session_overrides={"agent_id": "reasoner"}
+    )
+    assert receipt.run_id
+    got = await collect(client, other, receipt.run_id)
+    assert [e.text for e in got.events if e.kind == EventKind.REASONING_DELTA] == ["Weigh it."]
 
 
 async def test_unsupported_thinking_level_is_lowered_and_the_run_succeeds(

@@ -86,7 +86,8 @@ async def test_a_retried_delivery_follows_the_first_message() -> None:
     assert again.disposition == "duplicate"
     assert session.sent[0]["source"] == EntrySource.CRON
     assert session.sent[0]["mode"] == SCHEDULED_MODE
-    assert session.sent[0]["sender"] == "schedule tick"
+    # No sender: the operator's (owner-only tools stay offered); the identity names the firing.
+    assert session.sent[0]["sender"] is None
 
 
 async def test_a_refusal_is_final() -> None:
