@@ -183,6 +183,7 @@ with workflow.unsafe.imports_passed_through():
         interrupt_ahead,
         item_debounce_ms,
         next_batch,
+        overflow_after_run,
         recent_key,
         remember,
         remove,
@@ -1522,7 +1523,8 @@ class SessionWorkflow:
         else:
             self.s.queue = [*back, *self.s.queue]
         if batch.used_overflow:
-            self.s.overflow = OverflowState()
+            # Only what its prompt carried: messages dropped while it ran go in the next one's.
+            self.s.overflow = overflow_after_run(self.s.overflow, batch.carried_dropped)
 
     def _failed_result(self, request: ExecutionRequest, err: ChildWorkflowError) -> ExecutionResult:
         now = workflow.now()

@@ -216,6 +216,33 @@ async def test_cap_1_summarize_keeps_say_two_and_tells_the_sender(
     assert told_at < reply_at
 
 
+async def test_messages_dropped_while_the_summary_run_runs_reach_the_next_summary(
+    client: AgentlaneClient, session_key: str, workspace: Path
+) -> None:
+    """Review O F2: the run carrying an overflow summary cleared it when it ended, with the
+    drops made while it ran: they were in no prompt. Now the next run's summary has them."""
+    key = session_key
+    first = await client.send_and_start(key, "count slowly to 40", workspace=str(workspace))
+    assert first.run_id
+    await client.configure_queue(key, "followup cap:1 drop:summarize debounce:0")
+    await client.send(key, "say a1")
+    second = await client.send(key, "count slowly to 40")  # a1 is dropped into the summary
+    started = await asyncio.wait_for(client.wait_started(key, second.message_seq), 120)
+    assert started.run_id == run_id(key, 2)
+    await wait_for_event(client, key, run_id(key, 2), EventKind.TEXT_DELTA)
+    await client.send(key, "say b1")
+    await client.send(key, "say three")  # b1 is dropped while run 2 carries a1's summary
+    await wait_idle(client, key, runs=3, timeout=120)
+    entries = client.transcript(key)
+    assert_transcript_valid(entries)
+    prompts = {e.run_id: e.text for e in entries if e.role == Role.USER}
+    assert "Dropped 1 message due to cap.\nSummary:\n- say a1" in prompts[run_id(key, 2)]
+    third = prompts[run_id(key, 3)]
+    assert "Dropped 1 message due to cap.\nSummary:\n- say b1" in third, third
+    assert third.endswith("say three")
+    assert (await client.wait_for_run(run_id(key, 3))).reply == "three"
+
+
 @pytest.mark.parametrize("policy", ["old", "new"])
 async def test_drop_old_and_new_keep_or_refuse_never_lose(
     client: AgentlaneClient, session_key: str, workspace: Path, policy: str

@@ -50,6 +50,7 @@ from workflows.policy.queue import (
     is_cross_channel,
     item_debounce_ms,
     next_batch,
+    overflow_after_run,
     overflow_summary,
     recent_key,
     remember,
@@ -1037,3 +1038,21 @@ def test_the_cap_drops_the_oldest_by_number_and_an_accepted_interrupt_last() -> 
         # Recorded before the fix: the head went.
         old = apply_cap(queue, OverflowState(), cap=2, drop=drop)
         assert [q.seq for q in old.dropped] == [4, 2]
+
+
+def test_a_run_that_carried_the_summary_leaves_the_drops_made_while_it_ran() -> None:
+    """Review O F2: a run's end wiped the overflow state, and messages dropped while it ran
+    were never in any prompt (33 of 920 in a burst)."""
+    carried = OverflowState(dropped=2, lines=["one", "two"])
+    batch = next_batch([queued(3, "three")], carried)
+    assert batch is not None and batch.used_overflow and batch.carried_dropped == 2
+    while_running = OverflowState(dropped=5, lines=["one", "two", "x", "y", "z"])
+    left = overflow_after_run(while_running, batch.carried_dropped)
+    assert left == OverflowState(dropped=3, lines=["x", "y", "z"])
+    assert "Dropped 3 messages" in (overflow_summary(left) or "")
+    assert overflow_after_run(carried, 2) == OverflowState()
+    # Lines are kept for the newest `cap` only: the count still says how many.
+    trimmed = OverflowState(dropped=40, lines=["a", "b"])
+    assert overflow_after_run(trimmed, 30) == OverflowState(dropped=10, lines=["a", "b"])
+    followup = next_batch([queued(4, "four", mode=QueueMode.FOLLOWUP)], carried)
+    assert followup is not None and followup.carried_dropped == 2

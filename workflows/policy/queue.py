@@ -384,7 +384,8 @@ def overflow_summary(overflow: OverflowState | None) -> str | None:
 class Batch:
     """Messages that become one run, and the prompt they become.
 
-    `used_overflow`: the prompt carries the overflow summary; clear it once the run succeeded.
+    `used_overflow`: the prompt carries the overflow summary of `carried_dropped` messages;
+    once the run ended, only those leave the summary (`overflow_after_run`).
     `one_by_one`: keep passing `one_by_one=True` to `next_batch` until the queue is empty.
     """
 
@@ -392,6 +393,17 @@ class Batch:
     turns: list[UserTurn]
     used_overflow: bool = False
     one_by_one: bool = False
+    carried_dropped: int = 0
+
+
+def overflow_after_run(overflow: OverflowState, carried_dropped: int) -> OverflowState:
+    """What the overflow summary still owes once a run that carried `carried_dropped` of its
+    drops ended: the messages dropped while that run ran (each dropped message adds one line,
+    the newest last), for the next run's prompt."""
+    added = overflow.dropped - carried_dropped
+    if added <= 0:
+        return OverflowState()
+    return OverflowState(dropped=added, lines=overflow.lines[-added:])
 
 
 def _unrouted(routing: Routing) -> bool:
@@ -443,7 +455,9 @@ def _first_routing(items: list[QueuedMessage]) -> Routing:
     )
 
 
-def _collected(items: list[QueuedMessage], summary: str | None, one_by_one: bool) -> Batch:
+def _collected(
+    items: list[QueuedMessage], summary: str | None, one_by_one: bool, carried: int = 0
+) -> Batch:
     blocks = [COLLECT_HEADER]
     if summary is not None:
         blocks.append(summary)
@@ -459,6 +473,7 @@ def _collected(items: list[QueuedMessage], summary: str | None, one_by_one: bool
         turns=[turn],
         used_overflow=summary is not None,
         one_by_one=one_by_one,
+        carried_dropped=carried if summary is not None else 0,
     )
 
 
@@ -488,22 +503,29 @@ def next_batch(
     if not queue:
         return None
     summary = overflow_summary(overflow)
+    carried = overflow.dropped if overflow is not None else 0
     head = queue[0]
     if head.mode != QueueMode.COLLECT:
         if summary is None:
             return _alone(head, one_by_one)
         turn = head.turn.model_copy(update={"text": f"{summary}\n\n---\n{head.turn.text}"})
-        return Batch([head.seq], [turn], used_overflow=True, one_by_one=one_by_one)
+        return Batch(
+            [head.seq],
+            [turn],
+            used_overflow=True,
+            one_by_one=one_by_one,
+            carried_dropped=carried,
+        )
     group = _collect_head(queue)
     if one_by_one or is_cross_channel(group):
         # The original runs the item alone and leaves the summary for an item-less prompt
         # after the queue empties; here it rides with this item so it has an entry and a route.
         if summary is None:
             return _alone(head, True)
-        return _collected([head], summary, one_by_one=True)
+        return _collected([head], summary, one_by_one=True, carried=carried)
     if len(group) == 1 and summary is None:
         return _alone(head, one_by_one)
-    return _collected(group, summary, one_by_one)
+    return _collected(group, summary, one_by_one, carried)
 
 
 def remove(queue: list[QueuedMessage], seqs: list[int]) -> list[QueuedMessage]:
