@@ -747,8 +747,11 @@ class Failover:
         error = CandidateError(
             message=decision.message or failure.message,
             reason=decision.reason,
-            # A transport fault had no HTTP answer: no status is said (not the table's 408).
-            status=failure.status if failure.transport_kind else decision.status or failure.status,
+            # A transport fault had no HTTP answer, an error said in a stream no status of its
+            # own: none is said (not the table's 408).
+            status=failure.status
+            if failure.transport_kind or server_error_in_stream(failure)
+            else decision.status or failure.status,
             context_overflow=failure.reason == "context_overflow",
         )
         chain, outcome = record_failure(chain, ChainRef(model.provider, model.model), error)

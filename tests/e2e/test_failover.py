@@ -353,6 +353,25 @@ async def test_a_server_error_said_inside_the_stream_is_made_again(
     assert len(fake.requests(api)) >= 4
 
 
+async def test_a_server_error_said_in_the_stream_falls_back_naming_no_status(
+    deployment: Deployment, fake: FakeProviderServer, ws: Path
+) -> None:
+    """Past the wait budget the run moves to the fallback model; the notice says what failed
+    without the failover table's made-up "HTTP 408" (the stream said no status)."""
+    fake.script(
+        *[Reply(text="Half", fault=Fault.stream_error("server", after_deltas=1), api="anthropic")]
+        * 4,
+        Reply(text="From the fallback.", api="openai-chat"),
+    )
+    start_on_env(deployment)
+    done = await run(deployment, ws, "hello", overrides={"max_wait_seconds": 3})
+    assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+    assert done.result.reply == "From the fallback."
+    told = [e.text or "" for e in done.got.events if e.kind == EventKind.WARNING]
+    moved = [t for t in told if "falling back to openai/fake-gpt" in t]
+    assert moved and "HTTP" not in moved[0], told
+
+
 async def test_a_user_pinned_profile_is_never_rotated_away_from(
     deployment: Deployment, fake: FakeProviderServer, ws: Path
 ) -> None:

@@ -237,7 +237,7 @@ async def test_a_server_error_past_the_budget_ends_the_run_saying_what_was_tried
     assert error.message.startswith(
         f"{MODELS[api]} kept failing: HTTP 500 from {provider} on 1 attempt, after waiting "
         "0 s in all; the next wait would pass the 1-second bound on waiting (the session's "
-        "`max_wait_seconds`, from `[agents.main]` in the config). Last error: "
+        "`max_wait_seconds`, set for new sessions in `[agents.main]`). Last error: "
     ), error.message
     # The server's own error, not a slow model (SPEC §5.2's failover reason says `timeout`).
     assert error.kind == ExecutionErrorKind.SERVER_ERROR
@@ -256,7 +256,7 @@ async def test_a_retry_after_past_what_is_left_of_the_budget_is_said(
         "anthropic/fake-claude kept failing: HTTP 502 from anthropic on 3 attempts, after "
         "waiting 0.8 s in all; the provider asked to wait 0.4 s (Retry-After), more than the "
         "0.2 s left of the 1-second bound on waiting (the session's `max_wait_seconds`"
-        ", from `[agents.main]` in the config). Last "
+        ", set for new sessions in `[agents.main]`). Last "
         "error: "
     ), error.message
 
@@ -404,7 +404,7 @@ async def test_a_429_asking_for_more_than_the_bound_says_so_and_records_it(
     assert error.message.startswith("⚠️ Rate-limited — ready in ~12 min."), error.message
     assert (
         "The provider asked to wait 700 s (Retry-After), more than the 10-minute bound on "
-        "waiting (the session's `max_wait_seconds`, from `[agents.main]` in the config)."
+        "waiting (the session's `max_wait_seconds`, set for new sessions in `[agents.main]`)."
     ) in error.message
     state = read_profile_state(deployment.data_dir)
     until = float(state["usage"]["anthropic:env"]["cooldown_until"])

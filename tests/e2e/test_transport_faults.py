@@ -271,7 +271,7 @@ async def test_past_the_budget_the_run_ends_naming_what_failed(
         + r"0\.\d s"
         + re.escape(
             " in all; the next wait would pass the 1-second bound on waiting (the session's "
-            "`max_wait_seconds`, from `[agents.main]` in the config). Last error: "
+            "`max_wait_seconds`, set for new sessions in `[agents.main]`). Last error: "
         )
         + ".+",
         error.message,
@@ -402,7 +402,7 @@ async def test_server_error_and_transport_waits_share_one_budget(
         f"anthropic/fake-claude kept failing: connection to 127.0.0.1:{fake.port} lost "
         "(anthropic, ECONNRESET) on 2 attempts, after waiting 0.7 s in all; the next wait would "
         "pass the 1-second bound on waiting (the session's `max_wait_seconds`"
-        ", from `[agents.main]` in the config). Last error: "
+        ", set for new sessions in `[agents.main]`). Last error: "
     ), error.message
     assert error.kind == ExecutionErrorKind.CONNECTION
 

@@ -96,7 +96,7 @@ def test_texts() -> None:
     assert wait_bound_text(3) == "the 3-second bound"
     assert too_long_text(700, 600, 0) == (
         "The provider asked to wait 700 s (Retry-After), more than the 10-minute bound on "
-        "waiting (the session's `max_wait_seconds`, from `[agents.main]` in the config)."
+        "waiting (the session's `max_wait_seconds`, set for new sessions in `[agents.main]`)."
     )
     assert gave_up_text(
         status=502,
@@ -110,7 +110,7 @@ def test_texts() -> None:
         "openai/gpt kept failing: HTTP 502 from openai on 4 attempts, after waiting 14 s in all; "
         "the next wait would pass the 20-second bound on waiting (the session's "
         "`max_wait_seconds`"
-        ", from `[agents.main]` in the config). Last error: LLM request failed (HTTP 502)."
+        ", set for new sessions in `[agents.main]`). Last error: LLM request failed (HTTP 502)."
     )
     assert 408 not in CHAIN_RETRY_STATUSES and 529 in CHAIN_RETRY_STATUSES
 
@@ -143,7 +143,7 @@ def test_the_readme_quote_of_a_run_ended_past_the_budget() -> None:
     ) == (
         "anthropic/claude-sonnet-4-5 kept failing: HTTP 500 from anthropic on 4 attempts, after "
         "waiting 14 s in all; the next wait would pass the 10-minute bound on waiting (the "
-        "session's `max_wait_seconds`, from `[agents.main]` in the config). Last error: …"
+        "session's `max_wait_seconds`, set for new sessions in `[agents.main]`). Last error: …"
     )
 
 
@@ -253,7 +253,7 @@ def test_the_readme_quotes_of_a_transport_fault() -> None:
         "openai/gpt-4.1 kept failing: connection refused by 127.0.0.1:8080 (openai) on 61 "
         "attempts, after waiting 596 s in all; the next wait would pass the 10-minute bound on "
         "waiting (the session's `max_wait_seconds`"
-        ", from `[agents.main]` in the config). Last error: …"
+        ", set for new sessions in `[agents.main]`). Last error: …"
     )
     assert gave_up_text(
         status=0,

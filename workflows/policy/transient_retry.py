@@ -89,7 +89,7 @@ MAX_OVERLOAD_RETRIES = 2
 # `max_wait_seconds` stays the bound for the last model of the chain.
 FALLBACK_AFTER_SECONDS = 30.0
 # Where the bound on waiting is set, as the texts that name it say.
-WAIT_SETTING = "the session's `max_wait_seconds`, from `[agents.main]` in the config"
+WAIT_SETTING = "the session's `max_wait_seconds`, set for new sessions in `[agents.main]`"
 # A Retry-After of 0 still gets a timer of its own (a zero-length timer is not a wait).
 MIN_DELAY_SECONDS = 0.1
 MAX_DELAY_SECONDS = 60.0
