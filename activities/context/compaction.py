@@ -212,11 +212,20 @@ class CompactionActivity:
         counted = calibrated_context_tokens(view.entries, usage_valid_from=view.fresh_from)
         truth = max(inp.observed_tokens or 0, counted.tokens if counted.reported else 0)
         underestimate = truth / tokens_before if truth and tokens_before else 1.0
+        # Refused as too long with no figure, though it fits the budget by every count we
+        # have: the provider's window is smaller than we know.
+        unmeasured = (
+            inp.trigger == "overflow"
+            and inp.observed_tokens is None
+            and inp.observed_limit is None
+            and max(tokens_before, truth) <= budget
+        )
         keep = keep_recent_budget(
             budget,
             inp.attempt,
             configured=compaction.keep_recent_tokens,
             underestimate=underestimate,
+            unmeasured_overflow_body=estimate_tokens(body) if unmeasured else None,
         )
         split = split_for_compaction(body, keep)
         if split.nothing_to_compact:

@@ -332,6 +332,7 @@ def keep_recent_budget(
     *,
     configured: int | None = None,
     underestimate: float = 1.0,
+    unmeasured_overflow_body: int | None = None,
 ) -> int:
     """Tokens of recent context kept verbatim by a compaction.
 
@@ -339,9 +340,15 @@ def keep_recent_budget(
     would overflow. So: the configured figure, else 30 % of the prompt budget (at most 20 000);
     halved on each further attempt of the same run (a compaction that did not make enough room
     must cut deeper, not repeat itself), and shrunk by how much the provider's own count of the
-    prompt exceeded our estimate (`underestimate` ≥ 1)."""
+    prompt exceeded our estimate (`underestimate` ≥ 1). A provider that refused the prompt as
+    too long without saying its figures (OpenAI's newer "Your input exceeds the context
+    window"), though it fits the configured window, enforces less than we know: at most half of
+    the conversation (`unmeasured_overflow_body` tokens, our estimate) is kept, so there is
+    something to summarise."""
     base = configured or min(
         DEFAULT_KEEP_RECENT_TOKENS, int(prompt_budget_tokens * KEEP_RECENT_SHARE)
     )
+    if unmeasured_overflow_body is not None:
+        base = min(base, unmeasured_overflow_body // 2)
     scaled = base / (2 ** max(0, attempt - 1)) / max(1.0, underestimate)
     return max(1, int(scaled))

@@ -620,6 +620,9 @@ CONTEXT_OVERFLOW: Final[Family] = (
         "exceed context limit",
         "exceeds the model's maximum context",
         "context_window_exceeded",
+        # OpenAI's wording for newer models and the Responses API, and its error code.
+        "exceeds the context window",
+        "context_length_exceeded",
     ),
     combo(
         "invalid_argument + maximum number of tokens",

@@ -197,8 +197,18 @@ async def test_steering_during_a_compaction_is_answered_after_it(
     assert "first question" in json.dumps(chats[-1].body["messages"])
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        None,
+        # Newer OpenAI models' words (review Q F-d: read as a bad request, the session stuck).
+        "Your input exceeds the context window of this model. Please adjust your input and try "
+        "again.",
+    ],
+    ids=["maximum-context-length", "exceeds-the-context-window"],
+)
 async def test_openai_overflow_shape_is_recovered_too(
-    deployment: Deployment, fake: FakeProviderServer, ws: Path
+    deployment: Deployment, fake: FakeProviderServer, ws: Path, words: str | None
 ) -> None:
     key = f"gpt-{uuid.uuid4().hex[:8]}"
     for n in range(10):
@@ -207,7 +217,7 @@ async def test_openai_overflow_shape_is_recovered_too(
         assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
     fake.reset()
     fake.script(
-        Reply.error(Fault.named("context_overflow"), api="openai-chat"),
+        Reply.error(Fault.named("context_overflow", message=words), api="openai-chat"),
         Reply(text="## Decisions\n- talked a lot", api="openai-chat", purpose="summary"),
         Reply(text="GPT fits now.", api="openai-chat"),
     )

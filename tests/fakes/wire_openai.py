@@ -104,7 +104,9 @@ def error_body(
         else:
             prompt, limit = fault.figures()
             error.update(
-                message=f"This model's maximum context length is {limit} tokens. However, your "
+                # Older models' words; newer ones say the Responses wording (`fault.message`).
+                message=fault.message
+                or f"This model's maximum context length is {limit} tokens. However, your "
                 f"messages resulted in {prompt} tokens. Please reduce the length of the messages.",
                 param="messages",
                 code="context_length_exceeded",

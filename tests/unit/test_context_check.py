@@ -171,6 +171,9 @@ def test_keep_recent_shrinks_with_each_attempt_and_with_an_underestimate() -> No
     assert keep_recent_budget(12_000, 1, underestimate=2.0) == 1_800
     assert keep_recent_budget(200_000, 1) == 20_000  # pi's figure on a large window
     assert keep_recent_budget(12_000, 1, configured=5_000) == 5_000
+    # Refused as too long with no figures while it fits: at most half the conversation stays.
+    assert keep_recent_budget(200_000, 1, unmeasured_overflow_body=3_300) == 1_650
+    assert keep_recent_budget(200_000, 2, unmeasured_overflow_body=3_300) == 825
 
 
 def test_compaction_result_line_names_what_happened() -> None:

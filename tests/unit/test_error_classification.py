@@ -219,6 +219,17 @@ def test_t10_is_context_overflow_error(text: str, expected: bool) -> None:
     assert is_context_overflow_error(text) is expected
 
 
+def test_openais_current_overflow_wording_and_code_are_an_overflow() -> None:
+    """Review Q F-d: newer OpenAI models and the Responses API answer an oversized request
+    with this 400; read as `format`, the run failed and so did every later message."""
+    text = (
+        "400 Your input exceeds the context window of this model. Please adjust your input and "
+        "try again. (type: invalid_request_error, code: context_length_exceeded)"
+    )
+    assert classify_error(text, 400, "context_length_exceeded").context_overflow
+    assert classify_error("Bad input (code: context_length_exceeded)", 400).context_overflow
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -534,6 +545,8 @@ FAMILY_EXAMPLES: dict[str, tuple[p.Family, str, tuple[str, ...]]] = {
             "input length and max_tokens exceed context limit",
             "413 Payload Too Large",
             "context_window_exceeded",
+            "Your input exceeds the context window of this model.",
+            "code: context_length_exceeded",
             "上下文过长",
             "上下文超出限制",
             "上下文长度超过限制",
