@@ -14,8 +14,9 @@ import dataclasses
 import functools
 import json
 import logging
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,7 @@ from agentlane.pricing import priced
 from agentlane.private_files import make_private_dir
 from agentlane.redaction import redact
 from agentlane.settings import Settings
+from agentlane.thinking_levels import THINKING_LEVELS, normalize_thinking_level
 from agentlane.tool_catalog import canonical_tool_name
 from agentlane.tool_signatures import call_signature, is_known_poll
 from agentlane.transcript import Role, ToolCall, TranscriptEntry
@@ -176,6 +178,33 @@ def _refuses_thinking_level(lowered: str) -> bool:
     return refusal and any(w in lowered for w in ("think", "reasoning"))
 
 
+# A request's thinking parameter, as a schema validation error names it ("thinking.type: Input
+# should be 'enabled' or 'disabled'" for a model without adaptive thinking).
+_THINKING_PARAMETER = re.compile(
+    r"(?<![a-z_])(thinking\.(type|budget_tokens)|reasoning_effort|reasoning\.effort)\b"
+)
+
+
+def _rejects_thinking_parameter(err: ProviderError, lowered: str, thinking: str) -> bool:
+    """A 400 that names the thinking parameter of a request that sent one: the level was
+    refused, worded as a validation error rather than "not supported"."""
+    return (
+        err.status == 400
+        and normalize_thinking_level(thinking) not in (None, "off")
+        and _THINKING_PARAMETER.search(lowered) is not None
+    )
+
+
+def _levels_below(thinking: str, listed: Sequence[str]) -> list[str]:
+    """The levels the model lists below `thinking` (strongest first, `off` last): what a refusal
+    that names none leaves to try. Adaptive counts as above every budgeted level."""
+    order = list(THINKING_LEVELS[:-1])  # off .. xhigh; adaptive is above them all
+    level = normalize_thinking_level(thinking) or "off"
+    top = len(order) if level == "adaptive" else order.index(level)
+    below = [lv for lv in reversed(order[:top]) if lv in listed and lv != "off"]
+    return [*below, "off"]
+
+
 # A server that refuses connections (not running, wrong port) or a host that does not resolve:
 # the message names the URL tried and what to check.
 UNREACHABLE_MARKERS = (
@@ -225,6 +254,14 @@ def typed_failure(
         # Which level to try next is the workflow's call (workflows/thinking_fallback.py),
         # made from `raw_message`.
         reason = "thinking_unsupported"
+    elif _rejects_thinking_parameter(err, lowered, thinking):
+        # The workflow reads which levels to try from the words; these name none, so the
+        # model's own list below the refused level is said as the provider would.
+        reason = "thinking_unsupported"
+        levels = _levels_below(thinking, resolved.entry.capabilities.thinking_levels)
+        quoted = ", ".join(f"'{level}'" for level in levels)
+        said = f"thinking level {thinking} is not supported; supported values are: {quoted}"
+        text = f"{text} ({said})"
     elif classification.context_overflow:
         reason = "context_overflow"
     elif classification.reason is not None:

@@ -26,6 +26,7 @@ from activities.providers.resolve import ResolvedModel
 from agentlane.config import ApiKind, ModelEntry
 from agentlane.errors import MODEL_PROVIDER_ERROR, ModelFailure, TransportKind
 from agentlane.usage import Usage
+from workflows.policy.thinking_fallback import pick_fallback_thinking_level
 
 # --- tool_call_summary ---------------------------------------------------------------------------
 
@@ -216,6 +217,31 @@ def test_unclassified_transport_error_is_still_timeout(resolved: ResolvedModel) 
     assert failure.reason == "timeout"
     other = failure_of(typed_failure(provider_error("???"), resolved, "off"))
     assert other.reason == "unknown"
+
+
+def test_a_thinking_level_refused_as_a_validation_error_is_lowered_not_a_bad_request(
+    resolved: ResolvedModel,
+) -> None:
+    """Review O F4: Anthropic's schema validation for a model without adaptive thinking was a
+    `format` failure (the run moved to another provider, or ended). It is the level's refusal,
+    and the next level tried is the highest the model lists below it."""
+    entry = resolved.entry.model_copy(
+        update={
+            "capabilities": resolved.entry.capabilities.model_copy(
+                update={"thinking_levels": ["off", "low", "medium", "high", "adaptive"]}
+            )
+        }
+    )
+    model = dataclasses.replace(resolved, entry=entry)
+    message = "thinking.type: Input should be 'enabled' or 'disabled'"
+    failure = failure_of(typed_failure(provider_error(message, status=400), model, "adaptive"))
+    assert failure.reason == "thinking_unsupported"
+    assert pick_fallback_thinking_level(failure.raw_message, ["adaptive"]) == "high"
+    lowered = failure_of(typed_failure(provider_error(message, status=400), model, "low"))
+    assert pick_fallback_thinking_level(lowered.raw_message, ["low"]) == "off"
+    # The same words with thinking off are another request's fault.
+    other = failure_of(typed_failure(provider_error(message, status=400), model, "off"))
+    assert other.reason == "format"
 
 
 @pytest.mark.parametrize(
