@@ -57,7 +57,7 @@ from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import PollInput, PollResult
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.bounded_cache import BoundedCache
 from activities.model_output.normalization import normalize_text
@@ -91,6 +91,19 @@ from agentlane.webhooks import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def delivery_failed(message: str, kind: str, *, non_retryable: bool = False) -> ApplicationError:
+    """A receiver that is down or refuses is expected (retried for a day): one line in the
+    worker's log, and BENIGN keeps the SDK from logging each attempt again with a traceback."""
+    log.warning("webhook delivery: %s", message)
+    return ApplicationError(
+        message,
+        type=kind,
+        non_retryable=non_retryable,
+        category=ApplicationErrorCategory.BENIGN,
+    )
+
 
 _POLL = "__temporal_workflow_stream_poll"
 WEBHOOK_RUN_QUERY = "webhook_run"
@@ -162,7 +175,7 @@ class WebhookDelivery:
         try:
             secret = await self._secret(inp)
         except SecretMissing as err:
-            raise ApplicationError(str(err), type=WEBHOOK_FAILED) from None
+            raise delivery_failed(str(err), WEBHOOK_FAILED) from None
         run = _RunDelivery(self, inp, progress, secret, activity.client(), delivery_id)
         try:
             result = await run.go()
@@ -409,21 +422,20 @@ class _RunDelivery:
                 resolver=self.owner.resolver,
             )
         except TargetRefused as err:
-            raise ApplicationError(
-                f"POST {url} refused: {err}", type=WEBHOOK_REFUSED, non_retryable=True
+            raise delivery_failed(
+                f"POST {url} refused: {err}", WEBHOOK_REFUSED, non_retryable=True
             ) from None
         except (httpx.HTTPError, OSError) as err:
             self._beat()  # the retry resumes at this POST
-            raise ApplicationError(
-                f"POST {url} ({body.id}) failed: {type(err).__name__}: {err}", type=WEBHOOK_FAILED
+            raise delivery_failed(
+                f"POST {url} ({body.id}) failed: {type(err).__name__}: {err}", WEBHOOK_FAILED
             ) from None
         if not 200 <= response.status_code < 300:
             self._beat()
             # The status only: the receiver's body never reaches the session's status (it
             # would be a way to read an internal service's replies through the gateway).
-            raise ApplicationError(
-                f"POST {url} ({body.id}) answered HTTP {response.status_code}",
-                type=WEBHOOK_FAILED,
+            raise delivery_failed(
+                f"POST {url} ({body.id}) answered HTTP {response.status_code}", WEBHOOK_FAILED
             )
         self.progress.delivered += 1
         self.progress.last_id = body.id
