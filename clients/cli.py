@@ -64,6 +64,9 @@ EXIT_RUN_ABORTED = 4
 EXIT_NO_WORKER = 5
 EXIT_NOT_FOUND = 6
 EXIT_UNREACHABLE = 7
+# The session's queue dropped the message (its text is in the transcript; summarize counts it in
+# the next run's overflow summary): it was taken, and will not be answered as it was sent.
+EXIT_DROPPED = 8
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 
 
@@ -195,15 +198,19 @@ async def _send(args: argparse.Namespace) -> int:
         f"({receipt.mode.value}){waiting}" + (f" — {receipt.note}" if receipt.note else ""),
         file=sys.stderr,
     )
+    if receipt.disposition == SendDisposition.DROPPED:
+        return EXIT_DROPPED
     if not args.watch or receipt.disposition in (
         SendDisposition.DUPLICATE,
         SendDisposition.STEERED,
-        SendDisposition.DROPPED,
     ):
         return EXIT_OK
     fate = await client.wait_started(args.session, receipt.message_seq)
     if fate.state != FateState.STARTED or fate.run_id is None:
-        print(f"message #{fate.seq} {fate.state.value}: {fate.note}", file=sys.stderr)
+        said = fate.note.removeprefix(f"{fate.state.value}: ")
+        print(f"message #{fate.seq} {fate.state.value}: {said}", file=sys.stderr)
+        if fate.state == FateState.DROPPED:
+            return EXIT_DROPPED
         return EXIT_RUN_FAILED if fate.state == FateState.FAILED else EXIT_OK
     print(f"run {fate.run_id} started", file=sys.stderr)
     renderer = TerminalRenderer()

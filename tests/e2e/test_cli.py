@@ -446,3 +446,23 @@ async def test_a_send_meeting_no_worker_leaves_no_unretrieved_future(no_worker: 
     finally:
         loop.set_exception_handler(before)
     assert not [c for c in complaints if "never retrieved" in c], complaints
+
+
+async def test_send_of_a_message_the_queue_drops_exits_8_and_says_so_once(
+    shared: Deployment, client: AgentlaneClient, workspace: Path
+) -> None:
+    """Review O F5: a dropped message exited 0 ("success"), saying "dropped: dropped: ..."."""
+    key = f"cli-drop-{uuid.uuid4().hex[:8]}"
+    busy = await client.send_and_start(key, "count slowly to 60", workspace=str(workspace))
+    assert busy.run_id
+    await client.configure_queue(key, "followup cap:1 drop:summarize debounce:0")
+    first = asyncio.create_task(acli(shared, "send", key, "say one"))
+    for _ in range(100):  # "say one" is queued before "say two" pushes it out
+        if (await client.status(key)).queue_length:
+            break
+        await asyncio.sleep(0.1)
+    await client.send(key, "say two")
+    out = await first
+    assert out.returncode == 8, (out.returncode, out.stderr)
+    assert "dropped: the queue was full" in out.stderr and "dropped: dropped:" not in out.stderr
+    await client.abort(key, "done")
