@@ -89,7 +89,7 @@ from agentlane.pricing import priced
 from agentlane.run import ModelRef
 from agentlane.transcript import Role, TranscriptEntry
 from agentlane.usage import Usage
-from workflows.policy.preemptive_check import prompt_budget_tokens
+from workflows.policy.preemptive_check import SAFETY_MARGIN, prompt_budget_tokens
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +212,11 @@ class CompactionActivity:
         counted = calibrated_context_tokens(view.entries, usage_valid_from=view.fresh_from)
         truth = max(inp.observed_tokens or 0, counted.tokens if counted.reported else 0)
         underestimate = truth / tokens_before if truth and tokens_before else 1.0
+        # What the kept turns and the summary are sized against: the budget as the run's check
+        # before each call reads it (our estimate padded by its safety margin), less the system
+        # prompt and tools. Sized against the bare budget, a small window's compacted context
+        # failed that check at once and was compacted a second time.
+        room = max(1, int(budget / SAFETY_MARGIN) - overhead)
         # Refused as too long with no figure, though it fits the budget by every count we
         # have: the provider's window is smaller than we know.
         unmeasured = (
@@ -221,7 +226,7 @@ class CompactionActivity:
             and max(tokens_before, truth) <= budget
         )
         keep = keep_recent_budget(
-            budget,
+            room,
             inp.attempt,
             configured=compaction.keep_recent_tokens,
             underestimate=underestimate,
@@ -240,7 +245,7 @@ class CompactionActivity:
         kept_tokens = estimate_tokens(split.kept) + (
             estimate_tokens([turn_start]) if turn_start else 0
         )
-        cap = summary_char_cap(budget)
+        cap = summary_char_cap(room)
         baseline = check_baseline(
             # The budget keeps room for the answer; when the provider named its window, that
             # window is the hard limit (SPEC §5.6): a context that fits it is compacted and

@@ -186,3 +186,22 @@ async def test_a_turn_too_big_for_the_real_window_is_lost_with_the_real_figures(
     after = await send(deployment, ws, key, "a short one", CLAUDE)
     assert after.result.status == ExecutionStatus.SUCCESS, after.result.error
     assert (await after.client.status(key)).provider_window == 6000
+
+
+async def test_one_compaction_makes_room_for_the_check_before_the_call(
+    deployment: Deployment, ws: Path
+) -> None:
+    """Review Q F-e: on a 16 000-token window, each compaction was followed at once by a
+    second one: it sized its result against the bare budget, the check before the call pads
+    its estimate by a safety margin. Sized against what that check allows, one is enough."""
+    key = f"once-{uuid.uuid4().hex[:8]}"
+    compacting_runs = 0
+    for n in range(30):
+        done = await send(deployment, ws, key, filler(n, 250), CLAUDE)
+        assert done.result.status == ExecutionStatus.SUCCESS, done.result.error
+        ends = [e for e in done.got.events if e.kind == EventKind.COMPACTION_END]
+        # By number: a retried attempt's repeat of the same compaction is not a second one.
+        made = {e.data["compaction"] for e in ends}
+        assert len(made) <= 1, (n, [(e.event_id, e.run_id, e.data) for e in ends])
+        compacting_runs += len(made)
+    assert compacting_runs >= 2, "the history should have needed compacting"
