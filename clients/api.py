@@ -352,6 +352,7 @@ class AgentlaneClient:
     @classmethod
     async def connect_cli(cls, settings: Settings | None = None) -> AgentlaneClient:
         """The CLI's client: `agentlane-cli <user>@<host>` in history and in its aborts."""
+        _quiet_sdk_core()
         return await cls.connect(settings, identity=cli_identity())
 
     async def with_identity(self, identity: str) -> AgentlaneClient:
@@ -1769,6 +1770,18 @@ class AgentlaneClient:
 
     async def delete_schedule(self, schedule_id: str) -> None:
         await schedules.delete_schedule(self.client, schedule_id)
+
+
+def _quiet_sdk_core() -> None:
+    """The SDK's core logs each gRPC retry as a coloured WARN line on the terminal (a server
+    restarting mid-`send` wrote dozens into the user's output); the CLI says what matters in
+    its own words, so the core keeps its errors only."""
+    from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+
+    quiet = TelemetryConfig(
+        logging=LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+    )
+    Runtime.set_default(Runtime(telemetry=quiet), error_if_already_set=False)
 
 
 def _presence_workflow_id(session_key: str) -> str:

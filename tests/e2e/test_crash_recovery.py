@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from agentlane.transcript import Role
 from clients.api import AgentlaneClient, MessageView
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid
-from tests.harness import Deployment, WorkerProcess, devserver
+from tests.harness import REPO, Deployment, WorkerProcess, devserver
 
 
 @pytest.fixture
@@ -232,6 +233,42 @@ async def test_dev_server_restart_mid_run(own: OwnServer) -> None:
     assert sum(1 for e in entries if e.role == Role.TOOL) == 1
     fate = await asyncio.wait_for(waiting, 120)
     assert fate.state == FateState.STARTED and fate.run_id != receipt.run_id, fate
+
+
+async def test_agentlane_send_waits_for_its_run_through_a_server_restart_quietly(
+    own: OwnServer,
+) -> None:
+    """Review Q F-h: a server restarting while `agentlane send` waited for its message's run
+    wrote the SDK core's coloured `WARN … gRPC call … retried` lines into the terminal."""
+    client = await AgentlaneClient.connect(settings_for(own.dep))
+    busy = await client.send_and_start(
+        "cli-restart", "count slowly to 60", workspace=str(own.workspace)
+    )
+    assert busy.run_id
+    send = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "clients.cli",
+        "send",
+        "cli-restart",
+        "say survived",
+        "--mode",
+        "followup",
+        cwd=REPO,
+        env=own.dep.env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert send.stderr is not None
+    # Queued behind the busy run: it waits for its run's start (an update's long poll).
+    line = await asyncio.wait_for(send.stderr.readline(), 30)
+    assert b"queued" in line, line
+    await asyncio.to_thread(own.restart, 8)
+    rest, err = await asyncio.wait_for(send.communicate(), 180)
+    said = (line + err).decode(errors="replace")
+    assert send.returncode == 0, said
+    assert "survived" in rest.decode(errors="replace")
+    assert "WARN" not in said and "\x1b[" not in said, said
 
 
 async def _stop_with_sigterm(worker: WorkerProcess, signals: int = 1) -> tuple[float, int]:
