@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         child_tools,
         denied_tool_refusals,
         depth_of,
+        refusal_summary,
         spawn_refusal,
     )
     from workflows.policy.tool_policy import ToolSelection
@@ -152,8 +153,11 @@ class Subagents:
                 settings=self.settings,
             )
             if refusal is not None:
+                summary = refusal_summary(
+                    caller_depth=self.depth, active_children=self.active, settings=self.settings
+                )
                 work.append(
-                    self._record(turn, entry_id, call.id, f"Error: {refusal}", True, "forbidden")
+                    self._record(turn, entry_id, call.id, f"Error: {refusal}", True, summary)
                 )
                 continue
             self.active += 1

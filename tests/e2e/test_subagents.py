@@ -426,3 +426,22 @@ async def test_a_running_sub_agents_events_are_followed_by_its_key(
                 if "tool_execution_start" in seen:
                     break
     await succeeded(client, run_id)
+
+
+async def test_a_spawn_past_the_children_limit_is_a_limit_reached_not_forbidden(
+    deployment: Deployment,
+) -> None:
+    """Review P L3: the seventh of seven spawns at once (limit 6) was shown `✗ forbidden`."""
+    client, run_id = await started(
+        deployment, "subagent-limit", "spawn 7 sub-agents to `say hi` then say done"
+    )
+    await succeeded(client, run_id)
+    ended = [
+        item.event
+        async for item in client.read_events("subagent-limit", 0)
+        if item.event.kind == EventKind.TOOL_EXECUTION_END
+        and item.event.tool_name == "sessions_spawn"
+    ]
+    refused = [e for e in ended if not e.success]
+    assert [e.summary for e in refused] == ["limit reached"], [e.summary for e in ended]
+    assert "max active children for this session (6/6)" in (refused[0].text or "")

@@ -106,6 +106,17 @@ def denied_tool_refusals(depth: int | None, settings: SubagentSettings) -> dict[
     return refusals
 
 
+def refusal_summary(*, caller_depth: int, active_children: int, settings: SubagentSettings) -> str:
+    """The one word the UI shows for a refused spawn: a limit the run reached (depth, children
+    running at once: it may spawn again later) is not a permission it lacks."""
+    if (
+        caller_depth >= settings.max_spawn_depth
+        or active_children >= settings.max_children_per_agent
+    ):
+        return "limit reached"
+    return "forbidden"
+
+
 def spawn_refusal(
     *,
     caller_depth: int,
