@@ -219,6 +219,10 @@ UNREACHABLE_MARKERS = (
 )
 
 
+# Faults of a stream that had begun (activities/providers/sdk_errors.py), not of time.
+_STREAM_FAULT_CODES = frozenset({"stream_incomplete", "malformed_response"})
+
+
 def _unreachable(err: ProviderError) -> bool:
     lowered = err.message.lower()
     return err.transport and any(marker in lowered for marker in UNREACHABLE_MARKERS)
@@ -271,6 +275,9 @@ def typed_failure(
     # The provider's own count of the prompt and the window it enforces, when it said.
     figures = overflow_figures(text) if reason == "context_overflow" else (None, None)
     user_text = format_user_error_text(text, status=err.status, provider=err.provider)
+    if err.code in _STREAM_FAULT_CODES:
+        # A stream that ended early or garbled is said as it was: nothing timed out.
+        user_text = f"LLM request failed: {text}"
     if err.status == 404 and reason in ("model_not_found", "unknown"):
         user_text = not_found_text(user_text, resolved.entry.api, _base_url(resolved), text)
     elif err.status in (401, 403):

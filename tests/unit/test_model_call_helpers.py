@@ -212,6 +212,20 @@ def test_a_refused_connection_names_the_url(resolved: ResolvedModel) -> None:
     )
 
 
+def test_a_stream_that_ended_early_is_said_so_not_timed_out(resolved: ResolvedModel) -> None:
+    """Review P L4: a run given up on cut streams ended "Last error: LLM request timed out"."""
+    cut = provider_error(
+        "stream closed before the response completed (no message_stop event)",
+        transport=True,
+        code="stream_incomplete",
+    )
+    failure = failure_of(typed_failure(cut, resolved, "off"))
+    assert failure.message == (
+        "LLM request failed: stream closed before the response completed (no message_stop event)"
+    )
+    assert "timed out" not in failure.message
+
+
 def test_unclassified_transport_error_is_still_timeout(resolved: ResolvedModel) -> None:
     failure = failure_of(typed_failure(provider_error("???", transport=True), resolved, "off"))
     assert failure.reason == "timeout"
