@@ -71,7 +71,10 @@ class Settings(BaseModel):
     workflow_task_queue: str = "agentlane"
     # The global lane: how many model calls one worker runs at once.
     max_concurrent_model_calls: int = 4
-    max_concurrent_tool_calls: int = 8
+    # Tool calls a worker runs at once. Mostly waiting (a command, a process's output), so not
+    # tied to the cores: eight long `exec`s (a dev server, a `tail -f`) held up every other
+    # session's tools on the worker.
+    max_concurrent_tool_calls: int = 32
     # The sub-agent lane: how many sub-agents' model calls one worker runs at once.
     max_concurrent_subagent_model_calls: int = 8
     # Workflows one worker keeps in memory between their tasks (the SDK's sticky cache); one
@@ -192,7 +195,7 @@ class Settings(BaseModel):
             tls=_env("TEMPORAL_TLS", "0") == "1",
             workflow_task_queue=_env("TASK_QUEUE", "agentlane"),
             max_concurrent_model_calls=int(_env("MAX_MODEL_CALLS", "4")),
-            max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "8")),
+            max_concurrent_tool_calls=int(_env("MAX_TOOL_CALLS", "32")),
             max_concurrent_subagent_model_calls=int(_env("MAX_SUBAGENT_MODEL_CALLS", "8")),
             max_cached_workflows=int(_env("MAX_CACHED_WORKFLOWS", "2000")),
             max_concurrent_workflow_tasks=int(_env("MAX_WORKFLOW_TASKS", "10")),

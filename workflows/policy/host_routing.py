@@ -89,7 +89,8 @@ def after_absence(host: str, waited: float, timed_out: float, bound: float) -> H
         waited=total,
         wait=True,
         message=(
-            f"{unavailable_reason(host)}: the tool call waits for a worker of host {host}, where "
-            f"the session's workspace is (up to {round(bound - total)} s more)"
+            f"{unavailable_reason(host)}: no worker of host {host}, where the session's "
+            f"workspace is, took the tool call (it is down, or all its tool slots are busy: "
+            f"`AGENTLANE_MAX_TOOL_CALLS`); it waits (up to {round(bound - total)} s more)"
         ),
     )
