@@ -62,6 +62,7 @@ from agentlane.config import (
     ConfigWatcher,
     UnknownAgentError,
 )
+from agentlane.errors import ExecutionErrorKind
 from agentlane.events import EVENTS_TOPIC, AgentEvent, EventKind
 from agentlane.ids import (
     check_session_key,
@@ -1236,6 +1237,12 @@ class AgentlaneClient:
                 continue
             running = wf.status == WorkflowExecutionStatus.RUNNING
             status = wf.status.name.lower() if wf.status and not running else "running"
+            if status == "failed" and wf.typed_search_attributes.get(sa.LAST_ERROR_KEY) == (
+                ExecutionErrorKind.ABORTED.value
+            ):
+                # An aborted run fails its workflow (so the UI does not show it completed);
+                # listed, it is the abort it was, not a failure to look into.
+                status = "aborted"
             nodes[key] = TreeNode(
                 key=key,
                 status=status,

@@ -219,6 +219,14 @@ async def test_six_children_at_once_all_aborted_with_their_parent(
         assert child_result.usage.accumulated.total > 0
         child_tokens += child_result.usage.accumulated.total
     assert time.monotonic() - started < 30
+    # Listed (`sessions tree`, the gateway's subagents) as aborted, not as failed.
+    child_keys = {c.removeprefix("session:").rsplit(":run:", 1)[0] for c in children}
+    for _ in range(50):  # the visibility store catches up with the runs' ends
+        listed = {n.key: n.status for n in await client.session_tree() if n.key in child_keys}
+        if set(listed.values()) == {"aborted"} and len(listed) == 6:
+            break
+        await asyncio.sleep(0.2)
+    assert set(listed.values()) == {"aborted"} and len(listed) == 6, listed
     # The aborted children's tokens count in the parent's run, and so in its session.
     assert result.usage.accumulated.total > child_tokens
     status = await client.status(key)
