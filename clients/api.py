@@ -191,6 +191,10 @@ READ_RETRY_SECONDS = 60.0
 POLLER_FRESH_SECONDS = 75.0
 # When a call's first answer is due: after this long with no worker polling, none is waited for.
 ABSENCE_CHECK_SECONDS = 0.75
+# How long a send waits for a restarted worker of this host (its predecessor stopped lately) to
+# poll before saying no worker polls; and how often it looks meanwhile.
+RESTART_GRACE_SECONDS = 15.0
+RESTART_RECHECK_SECONDS = 0.5
 # While waiting for a busy worker, how often the task queue's pollers are looked at again (a
 # worker that stopped polling meanwhile is no longer waited for).
 BUSY_RECHECK_SECONDS = 5.0
@@ -232,6 +236,9 @@ class WorkerPresence:
     last_poll_age: float | None
     # The server could not be asked: treated as present (never claim absence without evidence).
     unknown: bool = False
+    # A worker of this host polled lately and its process is gone: stopped a moment ago, maybe
+    # being restarted (a new one polls a few seconds after it starts).
+    just_stopped: bool = False
 
     @property
     def polling(self) -> bool:
@@ -699,7 +706,16 @@ class AgentlaneClient:
         done, _ = await asyncio.wait({call}, timeout=first)
         if not done:
             presence = await self.worker_presence()
-            if presence.polling:
+            # A worker here stopped a moment ago: a restart's new worker polls once it has
+            # started (a few seconds), and would take the message then.
+            grace = time.monotonic() + RESTART_GRACE_SECONDS
+            while not done and not presence.polling and presence.just_stopped:
+                if time.monotonic() >= grace:
+                    break
+                done, _ = await asyncio.wait({call}, timeout=RESTART_RECHECK_SECONDS)
+                if not done:
+                    presence = await self.worker_presence()
+            if not done and presence.polling:
                 done, _ = await asyncio.wait({call}, timeout=worker_wait - first)
                 if not done:
                     presence = await self.worker_presence()
@@ -746,12 +762,17 @@ class AgentlaneClient:
         except RPCError:
             return WorkerPresence(queue, None, unknown=True)
         now = time.time()
-        ages = [
-            now - p.last_access_time.ToSeconds()
-            for p in response.pollers
-            if not _known_gone(p.identity)
-        ]
-        return WorkerPresence(queue, max(0.0, min(ages)) if ages else None)
+        ages: list[float] = []
+        just_stopped = False
+        for poller in response.pollers:
+            age = now - poller.last_access_time.ToSeconds()
+            if not _known_gone(poller.identity):
+                ages.append(age)
+            elif age < POLLER_FRESH_SECONDS:
+                just_stopped = True
+        return WorkerPresence(
+            queue, max(0.0, min(ages)) if ages else None, just_stopped=just_stopped
+        )
 
     async def _host_unserved(self, workspace: str) -> str | None:
         """A workspace a client names is taken to be on the client's host's disk: its session's
