@@ -42,6 +42,19 @@ class SessionRecords:
                 continue
         return highest
 
+    async def pinned_host(self, key: str) -> str | None:
+        """The host a session's workspace is on as its runs found it (each run's result
+        records it at the run's end), for a session whose record does not say yet: the record
+        is written when the session starts and closes, the pin is learned in between."""
+        for _, result in reversed(await self.store.runs(key)):
+            try:
+                host = json.loads(result).get("workspace_host")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(host, str) and host:
+                return host
+        return None
+
     async def _merge(self, inp: RestoreSessionInput) -> RestoredSession:
         restored = await self._merge_settings(inp)
         restored.run_count = await self._runs_numbered(inp.key, restored.run_count)

@@ -151,10 +151,17 @@ class SessionTreeActivities:
         await self.store.append(inp.session_key, copy)
         await self.records.record_branch(inp.session_key, inp.source)
         recorded = await self.records.recorded(parent)
+        settings = recorded[0] if recorded else None
+        if settings is not None and settings.workspace_host is None:
+            # The branch shares the parent's workspace, so it works on the parent's host (a
+            # running parent learned its pin after it recorded its settings).
+            host = await self.records.pinned_host(parent)
+            if host is not None:
+                settings = settings.model_copy(update={"workspace_host": host})
         return BranchCopied(
             entry_id=inp.entry_id,
             copied=len(path),
-            settings=recorded[0] if recorded else None,
+            settings=settings,
             queue_override=recorded[1] if recorded else None,
         )
 

@@ -269,6 +269,42 @@ async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs
         worker_q.stop_workers()
 
 
+async def test_a_branch_of_a_pinned_session_works_on_its_parents_host(
+    server: object, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """Review S F1: the pin a running session learns is in its state, not yet in its record; a
+    branch took its settings from the record and pinned itself wherever its first tool ran:
+    the same workspace name with different files on two hosts."""
+    worker_p, worker_q, laptop = hosts_per_workspace(server, postgres, tmp_path, "p", "q", "laptop")
+    assert cli(worker_p, "db", "migrate").returncode == 0
+    try:
+        worker_p.start_worker()
+        worker_q.start_worker()
+        client = await AgentlaneClient.connect(settings_for(laptop))
+        key = f"brpin-{uuid.uuid4().hex[:6]}"
+        receipt = await client.send_and_start(key, "write notes.txt with from the parent")
+        assert receipt.run_id
+        assert (await client.wait_for_run(receipt.run_id)).status == ExecutionStatus.SUCCESS
+        host = (await client.status(key)).workspace_host
+        assert host in ("p", "q")
+        point = [e for e in client.transcript(key) if e.role == Role.TOOL][-1].id
+        branch = f"{key}-b"
+        await client.branch(key, point, branch)
+        for _ in range(3):  # whichever worker takes the branch's tool calls
+            again = await client.send_and_start(branch, "read notes.txt then write b.txt with x")
+            assert again.run_id
+            done = await client.wait_for_run(again.run_id)
+            assert done.status == ExecutionStatus.SUCCESS, done.error
+        assert (await client.status(branch)).workspace_host == host
+        reads = [e.text for e in client.transcript(branch) if e.role == Role.TOOL]
+        assert reads.count("from the parent") == 3, reads
+        other = worker_q if host == "p" else worker_p
+        assert not (other.data_dir / "workspaces").exists()
+    finally:
+        worker_p.stop_workers()
+        worker_q.stop_workers()
+
+
 async def test_a_reset_stops_background_processes_on_the_host_that_runs_them(
     server: object, postgres: PostgresCluster, tmp_path: Path
 ) -> None:
