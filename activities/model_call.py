@@ -698,7 +698,7 @@ class ModelCallActivity:
                     # should not wait for a batch tick.
                     publisher.text(template, shown, pipeline.visible[shown:], urgent=shown == 0)
                     shown = len(pipeline.visible)
-            for block in emission.blocks:
+            for n, block in enumerate(emission.blocks):
                 # Stable ids: a retried attempt that produces the same blocks repeats nothing.
                 publisher.publish(
                     AgentEvent(
@@ -711,6 +711,8 @@ class ModelCallActivity:
                         message_id=inp.assistant_entry_id,
                         text=block,
                         index=blocks,
+                        # Readers that show the answer from its deltas show this block alone.
+                        data={"reasoning": True} if n == emission.reasoning_index else {},
                     )
                 )
                 blocks += 1

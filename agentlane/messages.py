@@ -98,8 +98,8 @@ class InboundMessage(BaseModel):
     reasoning: str | None = Field(
         default=None,
         description="what the session shows of the model's reasoning from this message on: "
-        "off (hidden), on (a block of its own after the reply) or stream (reasoning_delta "
-        "events as it comes); none keeps the session's",
+        "off (hidden), on (one block_reply of its own, before the answer's blocks) or stream "
+        "(reasoning_delta events as it comes); none keeps the session's",
     )
     # Who sent it through Temporal (the client's identity: "agentlane-cli ann@box", "gateway
     # token ops"): an interrupt it causes says so. Filled in by the client.

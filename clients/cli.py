@@ -1086,8 +1086,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--reasoning",
         metavar="MODE",
         help="what the session shows of the model's reasoning from this message on: off "
-        "(hidden), on (a block after the reply), stream (as it comes) (default: the agent's "
-        "`reasoning` in the config)",
+        "(hidden), on (one block, before the answer's blocks), stream (as it comes) (default: "
+        "the agent's `reasoning` in the config)",
     )
     p.add_argument("--message-id", help="provider message id, for dedupe")
     p.add_argument("--queue", help='queue options for this message alone, e.g. "debounce:0 cap:5"')

@@ -55,6 +55,12 @@ class TerminalRenderer:
                         self.out.write("(thinking) ")
                 self.out.write(self._dim(printable(event.text)))
                 self.at_line_start = event.text.endswith("\n")
+        elif kind == EventKind.BLOCK_REPLY and event.data.get("reasoning"):
+            # Reasoning mode `on`: the reasoning as one block before the answer (the answer's
+            # own blocks repeat its deltas, shown above).
+            if event.text and event.event_id not in self.view.seen_ids:
+                self.view.apply(event)
+                self._line(event.text)
         elif kind == EventKind.MESSAGE_RESET:
             self.view.apply(event)
             self._line(f"↻ model call retried (attempt {event.attempt}); its reply restarts:")

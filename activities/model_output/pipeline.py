@@ -25,6 +25,8 @@ class Emission:
     reset_visible: bool = False  # what the user saw is wrong: drop it, then show `visible`
     reasoning: str = ""  # reasoning to stream (mode `stream` only)
     blocks: list[str] = field(default_factory=list)  # block replies now complete
+    # Which of `blocks` is the reasoning block of mode `on` (None: none is).
+    reasoning_index: int | None = None
 
 
 class OutputPipeline:
@@ -107,5 +109,6 @@ class OutputPipeline:
             return
         block = format_reasoning_message(self.reasoning)
         if block:
+            out.reasoning_index = len(out.blocks)
             out.blocks.append(block)
         self._reasoning_block_sent = True

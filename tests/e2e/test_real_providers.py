@@ -580,6 +580,8 @@ async def test_reasoning_modes(
         assert reasoning == ""
     if mode == "on":
         assert blocks[0] == "Reasoning:\n_First, check the notes._\n_Then answer._"
+        marked = [e.data.get("reasoning") for e in got.events if e.kind == EventKind.BLOCK_REPLY]
+        assert marked[0] is True and not any(marked[1:]), marked
         assert blocks[-1] == "The answer."
     else:
         assert blocks == ["The answer."]

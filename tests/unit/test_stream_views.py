@@ -246,3 +246,32 @@ def test_terminal_renderer_shows_text_once_and_reasoning_apart() -> None:
     renderer.render(event(EventKind.TEXT_DELTA, "m/d/6", text="world", index=6))
     # Piped (no dimming), the reasoning says what it is and the answer starts a line of its own.
     assert out.getvalue() == "(thinking) thinking… \nHello world"
+
+
+def test_terminal_renderer_shows_the_reasoning_block_of_mode_on_alone() -> None:
+    """Review R F-R1: mode `on` carries the reasoning only as a block reply, which the CLI did
+    not show; the answer's own blocks repeat its deltas and stay hidden."""
+    import io
+
+    from agentlane.events import AgentEvent, EventKind
+    from clients.render import TerminalRenderer
+
+    out = io.StringIO()
+    renderer = TerminalRenderer(out, color=False)
+
+    def event(kind: EventKind, event_id: str, **fields: object) -> AgentEvent:
+        return AgentEvent(
+            kind=kind,
+            event_id=event_id,
+            session_key="s",
+            run_id="r",
+            message_id="m",
+            **fields,  # type: ignore[arg-type]
+        )
+
+    renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Final two.", index=0))
+    reasoning = "Reasoning:\n_Second thoughts here_"
+    block = event(EventKind.BLOCK_REPLY, "m/block/0", text=reasoning, index=0)
+    renderer.render(block.model_copy(update={"data": {"reasoning": True}}))
+    renderer.render(event(EventKind.BLOCK_REPLY, "m/block/1", text="Final two.", index=1))
+    assert out.getvalue() == f"Final two.\n{reasoning}\n"
