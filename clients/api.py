@@ -1153,7 +1153,15 @@ class AgentlaneClient:
             static_details=branch_details(
                 parent=parent, branch_point=from_entry, created_by=self.client.identity
             ),
-            search_attributes=typed_attributes({sa.SESSION_KEY.name: key, sa.PHASE.name: "idle"}),
+            search_attributes=typed_attributes(
+                {
+                    sa.SESSION_KEY.name: key,
+                    sa.PHASE.name: "idle",
+                    # The parent's model and agent, which the branch keeps: found by them in
+                    # `sessions --model` and the UI from the start, not after its first run.
+                    **await self._parent_attributes(parent),
+                }
+            ),
             memo={MEMO_PARENT: parent, MEMO_BRANCH_POINT: from_entry},
         )
         start = WithStartWorkflowOperation(
@@ -1186,6 +1194,24 @@ class AgentlaneClient:
                 f"history is copied when a worker starts; {NO_WORKER_HINT}"
             ) from None
         return receipt
+
+    async def _parent_attributes(self, parent: str) -> dict[str, str]:
+        """A branch's parent's model and agent: from the running session, else from its last
+        record in the store ({} when neither says)."""
+        try:
+            status = await self.status(parent)
+            return {sa.MODEL.name: status.model, sa.AGENT.name: status.agent_id}
+        except (SessionNotFound, RPCError, NoWorker):
+            pass
+        from activities.session_records import SessionRecords
+
+        recorded = await asyncio.to_thread(
+            run_sync, self.settings, lambda store: SessionRecords(store).recorded(parent)
+        )
+        if recorded is None:
+            return {}
+        settings = recorded[0]
+        return {sa.MODEL.name: settings.model.label(), sa.AGENT.name: settings.agent_id}
 
     async def _key_taken(self, key: str) -> bool:
         """A running session, or a closed one whose transcript a new message would reopen."""

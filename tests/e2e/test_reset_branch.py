@@ -23,6 +23,7 @@ from temporalio.client import (
 )
 from temporalio.common import WorkflowIDConflictPolicy
 
+from agentlane import search_attributes as sa
 from agentlane.events import EventKind
 from agentlane.ids import session_workflow_id
 from agentlane.messages import SendDisposition
@@ -186,10 +187,12 @@ async def test_branch_goes_on_beside_its_parent(
     status = await client.status(child)
     assert status.workspace == ws, "the branch keeps the parent's settings"
     # Its page in the UI says what it is a branch of, and who made it.
-    page = await (
-        await client.client.get_workflow_handle(f"session:{child}").describe()
-    ).static_details()
+    described = await client.client.get_workflow_handle(f"session:{child}").describe()
+    page = await described.static_details()
     assert page is not None and f"**branch of:** **{session_key}**" in page, page
+    # Found by its model and agent before its first run (`sessions --model`, the UI).
+    found = described.typed_search_attributes
+    assert found.get(sa.MODEL_KEY) == status.model and found.get(sa.AGENT_KEY) == "main"
     assert f"`{point}`" in page and "**created by:**" in page
 
     in_child = await run(client, child, "read notes.txt")
