@@ -821,11 +821,16 @@ def _chain_lines(config: AgentlaneConfig) -> list[str]:
     lines = ["model chains (a session's model, then where a failed call goes next):"]
     for agent_id in sorted(config.agents):
         own = config.agent(agent_id).model or config.default_model
-        lines.append(f"  agent {agent_id}:")
+        chains = []
         for ref in [own, *sorted(r for r in config.models if r != own)]:
             failover = failover_config(config, agent_id, ref)
             chain = effective_chain(ref, failover.primary, failover.fallbacks, failover.models)
-            lines.append("    " + " → ".join(r.key for r in chain))
+            if len(chain) > 1:  # a model with nowhere to go is not a chain
+                chains.append("    " + " → ".join(r.key for r in chain))
+        if chains:
+            lines += [f"  agent {agent_id}:", *chains]
+        else:
+            lines.append(f"  agent {agent_id}: no fallbacks: each session stays on its own model")
     return lines
 
 

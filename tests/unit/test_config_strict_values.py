@@ -89,3 +89,31 @@ def test_config_check_refuses_them(tmp_path: Path) -> None:
     )
     assert bad.returncode != 0
     assert "loop_detection.warning_threshold" in bad.stderr and str(tmp_path) in bad.stderr
+
+
+def test_config_check_lists_only_real_chains(tmp_path: Path) -> None:
+    """Review T F-b: with an `[agents.main]` table and no fallbacks, every catalogue model was
+    printed under "model chains", reading as one long fallback chain."""
+    env = {**os.environ, "AGENTLANE_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env.pop("AGENTLANE_CONFIG", None)
+    env.pop("AGENTLANE_MODEL", None)
+
+    def check(text: str) -> str:
+        write(tmp_path, text)
+        done = subprocess.run(
+            [sys.executable, "-m", "clients.cli", "config", "check"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    alone = check("[agents.main]\nmax_wait_seconds = 20\n")
+    assert "agent main: no fallbacks: each session stays on its own model" in alone, alone
+    assert "offline/planner\n" not in alone
+    chained = check(
+        '[agents.main]\nmodel = "offline/planner"\nfallbacks = ["anthropic/claude-haiku-4-5"]\n'
+    )
+    assert "offline/planner → anthropic/claude-haiku-4-5" in chained, chained
