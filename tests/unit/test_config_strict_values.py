@@ -75,18 +75,23 @@ def test_good_values_and_the_environment_model_are_named_too(tmp_path: Path) -> 
         load_config(path=path, env={"AGENTLANE_MODEL": "zz/top"})
 
 
-def test_config_check_refuses_them(tmp_path: Path) -> None:
-    env = {**os.environ, "AGENTLANE_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+def config_check(data_dir: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """`agentlane config check` of `text` as the data dir's config file."""
+    env = {**os.environ, "AGENTLANE_DATA_DIR": str(data_dir), "PYTHONPATH": str(REPO)}
     env.pop("AGENTLANE_CONFIG", None)
     env.pop("AGENTLANE_MODEL", None)
-    write(tmp_path, "[loop_detection]\nwarning_threshold = -1\n")
-    bad = subprocess.run(
+    write(data_dir, text)
+    return subprocess.run(
         [sys.executable, "-m", "clients.cli", "config", "check"],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_config_check_refuses_them(tmp_path: Path) -> None:
+    bad = config_check(tmp_path, "[loop_detection]\nwarning_threshold = -1\n")
     assert bad.returncode != 0
     assert "loop_detection.warning_threshold" in bad.stderr and str(tmp_path) in bad.stderr
 
@@ -94,19 +99,9 @@ def test_config_check_refuses_them(tmp_path: Path) -> None:
 def test_config_check_lists_only_real_chains(tmp_path: Path) -> None:
     """Review T F-b: with an `[agents.main]` table and no fallbacks, every catalogue model was
     printed under "model chains", reading as one long fallback chain."""
-    env = {**os.environ, "AGENTLANE_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    env.pop("AGENTLANE_CONFIG", None)
-    env.pop("AGENTLANE_MODEL", None)
 
     def check(text: str) -> str:
-        write(tmp_path, text)
-        done = subprocess.run(
-            [sys.executable, "-m", "clients.cli", "config", "check"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = config_check(tmp_path, text)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

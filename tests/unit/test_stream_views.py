@@ -3,9 +3,12 @@ what the user sees (`MessageView`)."""
 
 from __future__ import annotations
 
+import io
+
 from activities.event_publishing import ResumeGuard, text_delta_template
 from agentlane.events import AgentEvent, EventKind
 from clients.api import MessageView
+from clients.render import TerminalRenderer
 
 # --- ResumeGuard ---------------------------------------------------------------------------------
 
@@ -221,25 +224,20 @@ def test_retried_diverging_attempt_resets_then_shows_the_new_text() -> None:
     assert view.texts["m1"] == full == "Hi there, friend"
 
 
+def event(kind: EventKind, event_id: str, **fields: object) -> AgentEvent:
+    return AgentEvent(
+        kind=kind,
+        event_id=event_id,
+        session_key="s",
+        run_id="r",
+        message_id="m",
+        **fields,  # type: ignore[arg-type]
+    )
+
+
 def test_terminal_renderer_shows_text_once_and_reasoning_apart() -> None:
-    import io
-
-    from agentlane.events import AgentEvent, EventKind
-    from clients.render import TerminalRenderer
-
     out = io.StringIO()
     renderer = TerminalRenderer(out, color=False)
-
-    def event(kind: EventKind, event_id: str, **fields: object) -> AgentEvent:
-        return AgentEvent(
-            kind=kind,
-            event_id=event_id,
-            session_key="s",
-            run_id="r",
-            message_id="m",
-            **fields,  # type: ignore[arg-type]
-        )
-
     renderer.render(event(EventKind.REASONING_DELTA, "m/r/0", text="thinking… ", index=0))
     renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Hello ", index=0))
     renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Hello ", index=0))  # repeated
@@ -251,24 +249,8 @@ def test_terminal_renderer_shows_text_once_and_reasoning_apart() -> None:
 def test_terminal_renderer_shows_the_reasoning_block_of_mode_on_alone() -> None:
     """Review R F-R1: mode `on` carries the reasoning only as a block reply, which the CLI did
     not show; the answer's own blocks repeat its deltas and stay hidden."""
-    import io
-
-    from agentlane.events import AgentEvent, EventKind
-    from clients.render import TerminalRenderer
-
     out = io.StringIO()
     renderer = TerminalRenderer(out, color=False)
-
-    def event(kind: EventKind, event_id: str, **fields: object) -> AgentEvent:
-        return AgentEvent(
-            kind=kind,
-            event_id=event_id,
-            session_key="s",
-            run_id="r",
-            message_id="m",
-            **fields,  # type: ignore[arg-type]
-        )
-
     renderer.render(event(EventKind.TEXT_DELTA, "m/d/0", text="Final two.", index=0))
     reasoning = "Reasoning:\n_Second thoughts here_"
     block = event(EventKind.BLOCK_REPLY, "m/block/0", text=reasoning, index=0)
