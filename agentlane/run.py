@@ -63,6 +63,11 @@ class UserTurn(BaseModel):
     traceparent: str | None = None
 
 
+class StartAborted(BaseModel):
+    reason: str
+    by: str | None = None
+
+
 class ExecutionRequest(BaseModel):
     session_key: str
     run_id: str
@@ -112,6 +117,11 @@ class ExecutionRequest(BaseModel):
     workspace_host: str | None = None
     # How long a run waits for that host to come back before it ends saying so.
     host_wait_seconds: int = 600
+    # An abort held for this run (it came after its message was answered `started`, before
+    # the run was made): the run starts and ends aborted, its prompt in the transcript,
+    # nothing sent to a model (the abort signal that follows the start lost the race to a
+    # quick first answer).
+    abort_at_start: StartAborted | None = None
     # Test hook: continue-as-new after this many history events instead of waiting for the
     # server's suggestion (the suggestion needs thousands of events).
     continue_as_new_after_events: int | None = None

@@ -584,7 +584,12 @@ class AgentlaneClient:
 
         call = asyncio.ensure_future(self._with_backoff(attempt_or_after_end))
         try:
-            receipt: SendReceipt = await self._answer_or_no_worker(call, worker_wait, on_wait)
+            # A message, unlike a status query, is worth waiting for a restarting worker: said
+            # "not taken", a script sends the next one, and the two run as one.
+            grace = RESTART_GRACE_SECONDS if worker_wait >= WORKER_WAIT_SECONDS else 0.0
+            receipt: SendReceipt = await self._answer_or_no_worker(
+                call, worker_wait, on_wait, restart_grace=grace
+            )
             if attempts > 1:
                 receipt = _own_duplicate(receipt)
             if unserved is not None:
@@ -695,6 +700,7 @@ class AgentlaneClient:
         call: asyncio.Future[T],
         worker_wait: float,
         on_wait: Callable[[str], None] | None = None,
+        restart_grace: float = 0.0,
     ) -> T:
         """The call's answer; `_NoAnswer` (the call cancelled) when no worker polls the task
         queue after `worker_wait`. A worker that polls but does not answer is busy: load is not
@@ -708,7 +714,7 @@ class AgentlaneClient:
             presence = await self.worker_presence()
             # A worker here stopped a moment ago: a restart's new worker polls once it has
             # started (a few seconds), and would take the message then.
-            grace = time.monotonic() + RESTART_GRACE_SECONDS
+            grace = time.monotonic() + restart_grace
             while not done and not presence.polling and presence.just_stopped:
                 if time.monotonic() >= grace:
                     break

@@ -383,6 +383,11 @@ class AgentRunWorkflow(LegacyFailover):
                     data={"code": "unknown_tool_names", "names": unknown},
                 )
         workflow.set_current_details(f"run **{self.req.run_id}** on {self.req.model.label()}")
+        held = self.req.abort_at_start
+        if inp.carry is None and held is not None:
+            # Aborted before it was made: it ends so before anything is sent to a model.
+            self.abort_reason, self.aborted_by = held.reason, held.by
+            return await self._finish(LoopEnd(TerminationReason.ABORT_SIGNAL))
         if inp.carry is None:
             unusable = (
                 unreadable or self._check_context_window() or await self._choose_model_and_profile()

@@ -106,6 +106,7 @@ with workflow.unsafe.imports_passed_through():
         ExecutionStatus,
         ModelRef,
         RunInput,
+        StartAborted,
         TerminationReason,
         UserTurn,
     )
@@ -1337,6 +1338,13 @@ class SessionWorkflow:
             max_wait_seconds=settings.max_wait_seconds,
             workspace_host=settings.workspace_host,
             host_wait_seconds=settings.host_wait_seconds,
+            # Held for this run (`_next_batch` took only what it covers): the signal sent once
+            # it has started stays, for runs of code from before this field.
+            abort_at_start=(
+                StartAborted(reason=self.s.held_abort.reason, by=self.s.held_abort.by)
+                if self.s.held_abort is not None
+                else None
+            ),
             profile_pin=(
                 ProfilePin(profile_id=settings.auth_profile, source="user")
                 if settings.auth_profile

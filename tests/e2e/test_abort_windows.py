@@ -72,6 +72,42 @@ async def test_an_abort_sent_before_any_worker_ran_the_message_stops_its_run(
         dep.stop_workers()
 
 
+async def test_a_held_abort_holds_even_when_the_runs_first_answer_is_quick(
+    server: object, tmp_path: Path
+) -> None:
+    """Review T F-c: with no worker, two messages then an abort; once a worker ran, the abort
+    (signalled after the run started) lost the race to a quick answer and the run it named
+    succeeded, although its receipt said it "starts and ends as aborted". It now starts so."""
+    dep = make_deployment(server, tmp_path)
+    dep.start_worker()
+    key = f"held-{uuid.uuid4().hex[:8]}"
+    client = await AgentlaneClient.connect(settings_for(dep))
+    first = await client.send_and_start(key, "say one", workspace=str(tmp_path))
+    assert first.run_id
+    await client.wait_for_run(first.run_id)
+    dep.stop_workers()
+    try:
+        for text in ("say queued while no worker", "say two"):
+            with pytest.raises(NoWorker):
+                await client.send(key, text, worker_wait=1)
+        with pytest.raises(NoWorker, match="abort recorded"):
+            await client.abort(key, "changed my mind")
+        dep.start_worker()
+        held = run_workflow_id(key, 2)
+        result = await asyncio.wait_for(client.wait_for_run(held), 60)
+        assert result.status == ExecutionStatus.ABORTED, result
+        assert result.turns == 0 and result.reply == ""
+        entries = client.transcript(key)
+        assert_transcript_valid(entries)
+        said = [e.text for e in entries if e.role == Role.USER]
+        assert said[:2] == ["say one", "say queued while no worker"], said
+        assert not [e for e in entries if e.role == Role.ASSISTANT and e.run_id == held]
+        after = await asyncio.wait_for(client.wait_for_run(run_workflow_id(key, 3)), 60)
+        assert after.reply == "two"
+    finally:
+        dep.stop_workers()
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.0])
 async def test_an_abort_at_any_moment_after_send_reaches_the_run_or_finds_it_ended(
     client: AgentlaneClient, session_key: str, workspace: Path, delay: float
