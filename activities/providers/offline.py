@@ -182,11 +182,19 @@ class OfflineProvider:
         yield Finish(stop_reason="end_turn", usage=_usage(request, len(text)))
 
 
+# With no delay, how many tokens go out between two yields to the event loop: a long reply at
+# zero latency ("count to 100000", 200 000 tokens) otherwise holds the worker's loop for its
+# whole length (no heartbeat went out: the call was timed out and made again, five times).
+YIELD_EVERY_TOKENS = 256
+
+
 async def _deltas(text: str, delay: float) -> AsyncIterator[TextDelta]:
     """The text token by token, `delay` seconds apart."""
     for i, token in enumerate(_TOKEN.findall(text)):
         if delay and i:
             await asyncio.sleep(delay)
+        elif i and i % YIELD_EVERY_TOKENS == 0:
+            await asyncio.sleep(0)
         yield TextDelta(token)
 
 
