@@ -860,7 +860,16 @@ class AgentlaneClient:
                 call, WORKER_WAIT_SECONDS, on_wait
             )
         except _NoAnswer as gave_up:
-            raise _no_worker(key, gave_up.presence) from None
+            if gave_up.presence.polling:
+                raise _no_worker(key, gave_up.presence) from None
+            # The server keeps the update it took and a worker that starts applies it: said
+            # so, not "failed", or the change comes as a surprise.
+            raise NoWorker(
+                f"session {key} exists, but {gave_up.presence.describe()}: the change is not "
+                "confirmed; the server holds it for the session and a worker that starts "
+                f"applies it (`agentlane queue {key}` then shows what is in force); "
+                f"{NO_WORKER_HINT}"
+            ) from None
         return settings
 
     async def send_and_start(self, session_key: str, text: str, **kwargs: Any) -> SendReceipt:

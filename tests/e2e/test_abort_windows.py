@@ -108,6 +108,32 @@ async def test_a_held_abort_holds_even_when_the_runs_first_answer_is_quick(
         dep.stop_workers()
 
 
+async def test_a_queue_change_sent_with_no_worker_says_it_applies_later_and_does(
+    server: object, tmp_path: Path
+) -> None:
+    """Review T F-d: `queue` with no worker said it failed, and the change was applied when a
+    worker came, silently."""
+    dep = make_deployment(server, tmp_path)
+    dep.start_worker()
+    key = f"qnw-{uuid.uuid4().hex[:8]}"
+    client = await AgentlaneClient.connect(settings_for(dep))
+    assert (await client.send_and_start(key, "say one", workspace=str(tmp_path))).run_id
+    dep.stop_workers()
+    try:
+        with pytest.raises(NoWorker, match="not confirmed; the server holds it"):
+            await client.configure_queue(key, "followup")
+        dep.start_worker()
+        for _ in range(50):
+            status = await client.status(key)
+            if status.queue_settings and status.queue_settings.mode.value == "followup":
+                break
+            await asyncio.sleep(0.2)
+        assert status.queue_settings is not None
+        assert status.queue_settings.mode.value == "followup", status.queue_settings
+    finally:
+        dep.stop_workers()
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.0])
 async def test_an_abort_at_any_moment_after_send_reaches_the_run_or_finds_it_ended(
     client: AgentlaneClient, session_key: str, workspace: Path, delay: float
