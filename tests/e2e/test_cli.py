@@ -453,7 +453,8 @@ async def test_send_of_a_message_the_queue_drops_exits_8_and_says_so_once(
 ) -> None:
     """Review O F5: a dropped message exited 0 ("success"), saying "dropped: dropped: ..."."""
     key = f"cli-drop-{uuid.uuid4().hex[:8]}"
-    busy = await client.send_and_start(key, "count slowly to 60", workspace=str(workspace))
+    # Busy until the test ends it: a CLI that starts slowly on a loaded machine still finds it.
+    busy = await client.send_and_start(key, "run `sleep 60`", workspace=str(workspace))
     assert busy.run_id
     await client.configure_queue(key, "followup cap:1 drop:summarize debounce:0")
     first = asyncio.create_task(acli(shared, "send", key, "say one"))
