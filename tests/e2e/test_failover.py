@@ -20,7 +20,7 @@ from activities.auth_store import AuthStore
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
-from clients.api import AgentlaneClient
+from clients.api import AgentlaneClient, SendRejected
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid, collect
 from tests.e2e.test_real_providers import Finished
@@ -370,6 +370,44 @@ async def test_a_server_error_said_in_the_stream_falls_back_naming_no_status(
     told = [e.text or "" for e in done.got.events if e.kind == EventKind.WARNING]
     moved = [t for t in told if "falling back to openai/fake-gpt" in t]
     assert moved and "HTTP" not in moved[0], told
+
+
+async def test_a_pinned_profile_that_cannot_be_is_refused_or_said(
+    deployment: Deployment, ws: Path
+) -> None:
+    """Review T F-e: `--profile` took any id: another provider's profile, a typo (the runs then
+    used another key, silently), or a pin on an existing session (ignored without a word)."""
+    client = await AgentlaneClient.connect(settings_for(deployment))
+    key = f"pin-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(SendRejected, match="is a profile of openai"):
+        await client.send(
+            key,
+            "hi",
+            workspace=str(ws),
+            model=CLAUDE,
+            session_overrides={"auth_profile": "openai:default"},
+        )
+    typo = await client.send_and_start(
+        key,
+        "hi",
+        workspace=str(ws),
+        model=CLAUDE,
+        session_overrides={"auth_profile": "anthropic:wrok"},
+    )
+    assert "warning: no profile anthropic:wrok" in typo.note, typo.note
+    assert "anthropic:work" in typo.note
+    assert typo.run_id
+    await client.wait_for_run(typo.run_id)
+    later = await client.send(key, "again", session_overrides={"auth_profile": "anthropic:work"})
+    assert "--profile anthropic:work is not taken: the session exists" in later.note, later.note
+    known = await client.send(
+        f"{key}-ok",
+        "hi",
+        workspace=str(ws),
+        model=CLAUDE,
+        session_overrides={"auth_profile": "anthropic:work"},
+    )
+    assert "profile" not in known.note, known.note
 
 
 async def test_a_user_pinned_profile_is_never_rotated_away_from(
