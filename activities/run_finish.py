@@ -22,7 +22,7 @@ from activities.stream_publishers import SessionPublishers
 from activities.stream_republish import Republisher
 from activities.transcript_store import TranscriptStore, user_entries
 from agentlane.announcements import PUBLISH_ANNOUNCEMENTS, PublishInput
-from agentlane.events import AgentEvent
+from agentlane.events import AgentEvent, EventKind
 from agentlane.run_records import (
     FINISH_RUN,
     RUN_SPENT,
@@ -31,7 +31,7 @@ from agentlane.run_records import (
     RunSpent,
     RunSpentInput,
 )
-from agentlane.transcript import Role
+from agentlane.transcript import Role, TranscriptEntry
 from agentlane.usage import RunUsage
 
 log = logging.getLogger(__name__)
@@ -72,15 +72,20 @@ class RunFinishActivity:
                 usage = usage.record(entry.usage)
         return RunSpent(turns=turns, usage=usage)
 
-    async def _close_and_record(self, inp: FinishRunInput) -> tuple[str, bool]:
-        """The user-facing reply, and whether this execution recorded the run first (none
-        before it got as far as publishing the run's end, which comes after the record)."""
+    async def _close_and_record(
+        self, inp: FinishRunInput
+    ) -> tuple[str, bool, list[TranscriptEntry]]:
+        """The user-facing reply, whether this execution recorded the run first (none before
+        it got as far as publishing the run's end, which comes after the record), and the
+        results it wrote for calls the run left unanswered."""
         result = inp.result
         if inp.append_user:
             await self.store.append(
                 result.session_key, user_entries(inp.append_user, result.run_id, time.time())
             )
-        await self.store.answer_unanswered(result.session_key, result.run_id, inp.unanswered_reason)
+        answered = await self.store.answer_unanswered(
+            result.session_key, result.run_id, inp.unanswered_reason
+        )
         reply = ""
         if result.last_entry_id:
             last = await self.store.get(result.session_key, result.last_entry_id)
@@ -90,11 +95,41 @@ class RunFinishActivity:
         first = await self.store.store.record_run(
             result.session_key, result.run_id, result.model_dump_json()
         )
-        return reply, first
+        return reply, first, answered
+
+    async def _ends_of_started(
+        self, inp: FinishRunInput, answered: list[TranscriptEntry]
+    ) -> list[AgentEvent]:
+        """A `tool_execution_end` for each call answered here whose start is in the stream (its
+        worker died with it, and the run ended): a chat UI closes the tool's card."""
+        result = inp.result
+        try:
+            start = await self.store.stream_start(result.session_key, result.run_id)
+            seen = await run_event_ids(activity.client(), result.session_key, result.run_id, start)
+        except Exception as err:
+            log.warning("could not read run %s's tool starts: %s", result.run_id, err)
+            return []
+        return [
+            AgentEvent(
+                kind=EventKind.TOOL_EXECUTION_END,
+                event_id=f"{entry.tool_call_id}/{EventKind.TOOL_EXECUTION_END.value}",
+                session_key=result.session_key,
+                run_id=result.run_id,
+                ts=time.time(),
+                tool_call_id=entry.tool_call_id,
+                tool_name=entry.tool_name,
+                success=False,
+                summary="interrupted",
+                text=entry.text[:2000],
+            )
+            for entry in answered
+            if entry.tool_call_id
+            and f"{entry.tool_call_id}/{EventKind.TOOL_EXECUTION_START.value}" in seen
+        ]
 
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, inp: FinishRunInput) -> FinishRunResult:
-        reply, first = await self._close_and_record(inp)
+        reply, first, answered = await self._close_and_record(inp)
         # The one activity that waits for its events on success: `agent_end` is where watchers
         # stop, and waiting also makes durable whatever this process published for the session
         # before it (one buffer per session).
@@ -127,6 +162,9 @@ class RunFinishActivity:
                 except Exception:
                     announced = set()
                 events = [e for e in events if e.event_id not in announced]
+            if answered:
+                for end in await self._ends_of_started(inp, answered):
+                    publisher.publish(end)
             recovered = await self._gap(inp)
             again = {e.event_id for e in recovered}
             for event in recovered:

@@ -141,14 +141,25 @@ async def test_abort_while_the_worker_running_exec_dies_ends_as_an_abort(pair: D
         if (workspace / "c.txt").exists():
             break
         await asyncio.sleep(0.1)
-    await client.abort(key)
+    async for item in client.watch(key, 0):  # and watchers saw it start
+        if item.event.kind == EventKind.TOOL_EXECUTION_START:
+            break
     victim.kill9()
+    await client.abort(key)
     result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)
     assert result.status == ExecutionStatus.ABORTED, result.error
     entries = client.transcript(key)
     assert_transcript_valid(entries)
     exec_result = next(e for e in entries if e.role == Role.TOOL and e.tool_name == "exec")
     assert "may have partly or fully completed" in exec_result.text, exec_result.text
+    # Watchers saw the exec start: they see it end too (a chat UI closes the tool's card).
+    ends = [
+        item.event
+        async for item in client.read_events(key, 0)
+        if item.event.kind == EventKind.TOOL_EXECUTION_END
+        and item.event.tool_call_id == exec_result.tool_call_id
+    ]
+    assert len(ends) == 1 and ends[0].success is False, ends
     assert (workspace / "c.txt").read_text().startswith("a")
     again = await client.send_and_start(key, "say after")
     assert again.run_id
