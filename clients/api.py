@@ -901,10 +901,18 @@ class AgentlaneClient:
             status = await self.status(key)
         except (SessionNotFound, RPCError):
             return receipt
-        if not status.workspace or status.workspace == asked.settings.workspace:
+        if not status.workspace:
             return receipt
+        host = status.workspace_host
+        other_host = asked.settings.workspace_host is not None and host not in (
+            None,
+            asked.settings.workspace_host,
+        )
+        if status.workspace == asked.settings.workspace and not other_host:
+            return receipt
+        where = f"{status.workspace} on host {host}" if other_host else status.workspace
         said = (
-            f"the session's workspace is fixed when it is made: it stays {status.workspace} "
+            f"the session's workspace is fixed when it is made: it stays {where} "
             "(reset keeps it too; a new session key takes a new one)"
         )
         return receipt.model_copy(

@@ -280,3 +280,21 @@ async def test_spawns_in_an_unpinned_session_pin_the_parent_and_every_child_to_o
     for child in children:
         seen += [h for h in tool_hosts(client.transcript(child)) if h is not None]
     assert seen and set(seen) == {pinned}, seen
+
+
+async def test_a_workspace_named_from_another_host_for_a_pinned_session_is_said_not_taken(
+    hosts: Hosts,
+) -> None:
+    """Review S F2: a send naming the same folder from a client of another host was taken
+    silently, and the session went on waiting for its own host."""
+    hosts.a.start_worker()
+    folder = hosts.a.data_dir / "shared-ws"
+    folder.mkdir()
+    on_a = await AgentlaneClient.connect(settings_for(hosts.a))
+    first = await on_a.send_and_start("pinned-ws", "write a.txt with one", workspace=str(folder))
+    assert first.run_id
+    await on_a.wait_for_run(first.run_id)
+    assert (await on_a.status("pinned-ws")).workspace_host == "a"
+    on_b = await AgentlaneClient.connect(settings_for(hosts.b))
+    again = await on_b.send("pinned-ws", "read a.txt", workspace=str(folder))
+    assert f"it stays {folder.resolve()} on host a" in again.note, again.note
