@@ -57,6 +57,7 @@ from workflows.scheduled_message import ScheduledMessageWorkflow
 
 MEMO_SESSION = "agentlane_session"
 MEMO_TIMING = "agentlane_timing"
+MEMO_NOTE = "agentlane_note"
 MEMO_TASK_QUEUE = "agentlane_task_queue"
 
 
@@ -168,7 +169,14 @@ async def create_schedule(
         handle = await client.create_schedule(
             sid,
             schedule,
-            memo={MEMO_SESSION: key, MEMO_TIMING: timing.text, MEMO_TASK_QUEUE: task_queue},
+            memo={
+                MEMO_SESSION: key,
+                MEMO_TIMING: timing.text,
+                MEMO_TASK_QUEUE: task_queue,
+                # Temporal's pause and unpause replace the schedule's note: the creator's is
+                # kept here, and an unpause without a note of its own puts it back.
+                **({MEMO_NOTE: note} if note else {}),
+            },
         )
     except ScheduleAlreadyRunningError:
         raise ScheduleRejected(
@@ -313,6 +321,14 @@ async def pause_schedule(client: Client, schedule_id: str, note: str | None = No
 
 
 async def unpause_schedule(client: Client, schedule_id: str, note: str | None = None) -> None:
+    if note is None:
+        try:
+            handle = client.get_schedule_handle(check_schedule_id(schedule_id))
+            memo = await (await handle.describe()).memo()
+            kept = memo.get(MEMO_NOTE)
+            note = kept if isinstance(kept, str) and kept else None
+        except (InvalidScheduleId, RPCError):
+            pass  # `_act` says what is wrong with the id or the schedule
     await _act(client, schedule_id, "unpause", note or "unpaused")
 
 

@@ -157,3 +157,21 @@ async def test_schedules_from_the_cli(shared: Deployment) -> None:
     assert gone.returncode == 0, gone.stderr
     missing = await acli(shared, "schedule", "describe", sid)
     assert missing.returncode == 6 and "does not exist" in missing.stderr
+
+
+async def test_unpausing_puts_the_creators_note_back(
+    client: AgentlaneClient, session_key: str
+) -> None:
+    """Review T L4: Temporal's unpause replaced the creator's note with "unpaused"."""
+    sid = f"note-{uuid.uuid4().hex[:8]}"
+    await client.create_schedule(sid, session_key, "say hi", every="1h", paused=True, note="a note")
+    try:
+        await client.unpause_schedule(sid)
+        view = await client.describe_schedule(sid)
+        assert not view.paused and view.note == "a note", view
+        await client.pause_schedule(sid, "quiet hours")
+        assert (await client.describe_schedule(sid)).note == "quiet hours"
+        await client.unpause_schedule(sid, "back")
+        assert (await client.describe_schedule(sid)).note == "back"
+    finally:
+        await client.delete_schedule(sid)
