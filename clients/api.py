@@ -552,7 +552,6 @@ class AgentlaneClient:
             raise SendRejected(rejection_text(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})
         pinned = state.settings.auth_profile
-        profile_note = await self._profile_note(pinned, state) if pinned else None
         # What this message names wins over what a closed session with this key had.
         explicit = [
             *(["workspace", "create_workspace", "workspace_host"] if workspace is not None else []),
@@ -597,12 +596,15 @@ class AgentlaneClient:
             if unserved is not None:
                 note = f"{receipt.note}; {unserved}" if receipt.note else unserved
                 receipt = receipt.model_copy(update={"note": note})
+            profile_note: str | None = None
             if pinned and receipt.message_seq > 1:
                 # A pin is set when a session is made (README): said, not silently ignored.
                 profile_note = (
                     f"--profile {pinned} is not taken: the session exists, and its profile is "
                     "chosen when it is made (a new session key takes it)"
                 )
+            elif pinned:
+                profile_note = await self._profile_note(pinned, state)
             if profile_note is not None:
                 note = f"{receipt.note}; {profile_note}" if receipt.note else profile_note
                 receipt = receipt.model_copy(update={"note": note})
@@ -1230,25 +1232,27 @@ class AgentlaneClient:
         return receipt
 
     async def _profile_note(self, profile: str, state: SessionState) -> str | None:
-        """A pinned profile of another provider is refused: its key could never call the
-        session's model. One this client knows nothing of (not stored, not in the config, no
-        key in this environment) is warned about: the workers' environment may still hold its
-        key, else the runs use the provider's other profiles."""
+        """What is wrong with a new session's pinned profile, for its receipt: one of another
+        provider (its key could never call the session's model), or one this client knows
+        nothing of (not stored, not in the config, no key in this environment: the workers'
+        environment may still hold its key, else the runs use the provider's other
+        profiles)."""
         from activities.auth_store import AuthStore
 
         provider = state.settings.model.provider
-        owner, sep, _ = profile.partition(":")
-        if sep and owner != provider:
-            raise SendRejected(
-                f"profile {profile} is a profile of {owner}; the session's model is "
-                f"{state.settings.model.label()} (its profiles are named {provider}:<name>)"
-            )
         config = self._config()
-        if profile in config.auth_profiles:
-            return None
         store = AuthStore.for_data_dir(self.settings.data_dir, declared=config.auth_profiles)
         known = await asyncio.to_thread(store.profiles)
-        if profile in known:
+        declared = config.auth_profiles.get(profile)
+        owner = declared.provider if declared is not None else None
+        if owner is None and profile in known:
+            owner = known[profile].provider
+        if owner is not None and owner != provider:
+            return (
+                f"warning: profile {profile} is a profile of {owner}, and the session's model "
+                f"is {state.settings.model.label()}: its runs use the provider's other profiles"
+            )
+        if owner is not None:
             return None
         listed = sorted(pid for pid, p in known.items() if p.provider == provider)
         return (

@@ -228,8 +228,8 @@ async def _send(args: argparse.Namespace) -> int:
         print(f"{ended}; the message runs again in {again}", file=sys.stderr)
         run_id = again
     print(
-        f"\nrun {result.run_id}: {result.status.value} "
-        f"({result.termination_reason.value}), {result.turns} turns, "
+        f"\nrun {result.run_id}: {result.status.value} ({_ended_how(result)}), "
+        f"{result.turns} turns, "
         f"{result.tool_calls} tool calls, {result.usage.accumulated.total} tokens, "
         f"cost {cost_label(result.usage.accumulated.cost)}",
         file=sys.stderr,
@@ -241,6 +241,16 @@ async def _send(args: argparse.Namespace) -> int:
             print(f"error: {result.error.message}", file=sys.stderr)
         return EXIT_RUN_FAILED
     return EXIT_OK
+
+
+def _ended_how(result: ExecutionResult) -> str:
+    """The termination reason, or for a run that ended in error what the error was (`error
+    (error)` said nothing): `auth`, `server_error`, `connection_refused`..."""
+    from workflows.policy.search_attributes import error_label
+
+    if result.termination_reason.value == "error" and result.error is not None:
+        return error_label(result.error) or "error"
+    return result.termination_reason.value
 
 
 async def _rerun_of(

@@ -20,7 +20,7 @@ from activities.auth_store import AuthStore
 from agentlane.events import EventKind
 from agentlane.run import ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
-from clients.api import AgentlaneClient, SendRejected
+from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.e2e.support import assert_transcript_valid, collect
 from tests.e2e.test_real_providers import Finished
@@ -379,14 +379,14 @@ async def test_a_pinned_profile_that_cannot_be_is_refused_or_said(
     used another key, silently), or a pin on an existing session (ignored without a word)."""
     client = await AgentlaneClient.connect(settings_for(deployment))
     key = f"pin-{uuid.uuid4().hex[:8]}"
-    with pytest.raises(SendRejected, match="is a profile of openai"):
-        await client.send(
-            key,
-            "hi",
-            workspace=str(ws),
-            model=CLAUDE,
-            session_overrides={"auth_profile": "openai:default"},
-        )
+    other = await client.send(
+        f"{key}-gpt",
+        "hi",
+        workspace=str(ws),
+        model="openai/fake-gpt",
+        session_overrides={"auth_profile": "anthropic:work"},
+    )
+    assert "warning: profile anthropic:work is a profile of anthropic" in other.note, other.note
     typo = await client.send_and_start(
         key,
         "hi",
@@ -408,6 +408,9 @@ async def test_a_pinned_profile_that_cannot_be_is_refused_or_said(
         session_overrides={"auth_profile": "anthropic:work"},
     )
     assert "profile" not in known.note, known.note
+    # A pin sent to an existing session without naming its model is only said not taken.
+    again = await client.send(f"{key}-ok", "more", session_overrides={"auth_profile": "x:y"})
+    assert "--profile x:y is not taken" in again.note, again.note
 
 
 async def test_a_user_pinned_profile_is_never_rotated_away_from(
