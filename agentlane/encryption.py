@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from agentlane.encryption_required import KEYLESS_TEXT, EncryptionRequired
+
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 NONCE_BYTES = 12
@@ -163,3 +165,29 @@ def codec_from_env(env: Mapping[str, str] | None = None) -> EncryptionCodec | No
 
 def new_key_line(kid: str) -> str:
     return f"{kid} {base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}"
+
+
+# Set in the namespace's data, for its task queue, by a worker that encrypts (workers/main.py):
+# a process of that deployment without the keys then refuses to write anything
+# (`KeylessCodec`) instead of putting it in history in clear beside the encrypted payloads.
+NAMESPACE_MARKER = "agentlane.encryption"
+NAMESPACE_MARKER_ON = "on"
+
+
+def marker_key(task_queue: str) -> str:
+    """The namespace data key of a deployment (its task queue: several may share a namespace)."""
+    return f"{NAMESPACE_MARKER}.{task_queue}"
+
+
+class KeylessCodec(PayloadCodec):
+    """The codec of a process without keys in a deployment that encrypts: it encodes nothing
+    (refuses), and decodes as it is (a plain payload from before encryption stays readable; an
+    encrypted one fails where it is read, saying so)."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        if payloads:
+            raise EncryptionRequired(KEYLESS_TEXT)
+        return []
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)

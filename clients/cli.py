@@ -1462,6 +1462,7 @@ def _negative_values_joined(parser: argparse.ArgumentParser, argv: list[str]) ->
 
 
 def main(argv: list[str] | None = None) -> None:
+    from agentlane.encryption_required import EncryptionRequired
     from clients.api_errors import NoWorker, SessionNotFound
 
     parser = build_parser()
@@ -1470,6 +1471,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         code = args.func(args) if getattr(args, "sync", False) else asyncio.run(args.func(args))
+    except EncryptionRequired as err:
+        print(f"error: {err}", file=sys.stderr)
+        code = EXIT_ERROR
     except BrokenPipeError:
         # The reader of stdout went away (`| head`): not an error of ours nor the server's.
         # Python's documented way: point stdout at devnull so the exit flush cannot fail again.

@@ -46,13 +46,13 @@ from activities.transcript_store import TranscriptStore
 from activities.webhook_delivery import WebhookDelivery
 from agentlane.config import ConfigWatcher
 from agentlane.data_converter import LocalFileStorageDriver
-from agentlane.encryption import EncryptionConfigError
+from agentlane.encryption import EncryptionConfigError, codec_from_env
 from agentlane.payload_gc import collect_forever
 from agentlane.private_files import make_private_dir
 from agentlane.run_records import engine_task_queue
 from agentlane.scheduled_runs import MAX_CONCURRENT_SCHEDULED_WAITS, schedules_task_queue
 from agentlane.settings import Settings
-from agentlane.temporal_client import connect
+from agentlane.temporal_client import connect, mark_encryption
 from agentlane.tool_calls import worker_task_queue
 from agentlane.webhook_secrets import WebhookSecretStore
 from agentlane.webhooks import MAX_CONCURRENT_DELIVERIES, webhook_task_queue
@@ -329,6 +329,8 @@ async def run_worker(settings: Settings, ready: asyncio.Event | None = None) -> 
     trimming = start_trimming()
     telemetry = setup_telemetry(settings.metrics_address)
     client = await _connect_patiently(settings, telemetry)
+    if codec_from_env(settings.encryption_env()) is not None:
+        await mark_encryption(client, settings.workflow_task_queue)
     peers = QueuePeers(client, settings.workflow_task_queue)
     publishers = SessionPublishers(settings.stream_batch_interval, peers=peers)
     state = await shared_store(settings)

@@ -34,6 +34,7 @@ from activities.bounded_cache import BoundedCache
 from agentlane.approvals import ApprovalReceipt, PendingApproval
 from agentlane.branches import ResetReceipt, TreeNode
 from agentlane.config import ConfigError, ConfigWatcher, ModelPrices
+from agentlane.encryption_required import EncryptionRequired
 from agentlane.ids import InvalidSessionKey, check_session_key, key_of_storage_name
 from agentlane.messages import (
     AbortReceipt,
@@ -623,6 +624,11 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             "(AGENTLANE_ENCRYPTION_KEYS_FILE, as for the workers); what was sent may have been "
             "accepted",
         ).response()
+
+    @app.exception_handler(EncryptionRequired)
+    async def on_keyless(_: Request, exc: EncryptionRequired) -> JSONResponse:
+        log.error("this deployment encrypts and the gateway has no key: nothing was sent")
+        return Problem(503, "cannot-encrypt", "Cannot encrypt", str(exc)).response()
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

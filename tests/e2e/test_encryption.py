@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentlane.encryption import new_key_line
+from agentlane.encryption_required import EncryptionRequired
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
 from tests.harness import REPO, Deployment, devserver
@@ -131,6 +132,31 @@ async def test_histories_are_ciphertext_without_the_codec_server(encrypted: Depl
     finally:
         codec.kill()
         codec.wait()
+
+
+async def test_a_client_without_the_keys_sends_nothing_in_clear(encrypted: Deployment) -> None:
+    """Review T F-j: a CLI or gateway started without the keys sent the message anyway: it ran,
+    and its text sat in Temporal's history in clear beside the encrypted payloads, while the
+    sender was told it had failed. The worker marks the deployment encrypted; a keyless client
+    sends nothing."""
+    keyless = settings_for(encrypted).model_copy(update={"encryption_keys_file": None})
+    env = {k: v for k, v in encrypted.env().items() if k != "AGENTLANE_ENCRYPTION_KEYS_FILE"}
+    client = await AgentlaneClient.connect(keyless)
+    with pytest.raises(EncryptionRequired, match="nothing was sent"):
+        await client.send("enc-keyless", f"say {SECRET}", workspace=str(encrypted.data_dir))
+    assert not await client.session_ever_existed("enc-keyless")
+    cli = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "clients.cli", "send", "enc-keyless", f"say {SECRET}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 1 and "nothing was sent" in cli.stderr, cli.stderr
+    assert "Traceback" not in cli.stderr
+    assert not await client.session_ever_existed("enc-keyless")
 
 
 def test_a_bad_key_file_stops_the_worker_clearly(server: object, tmp_path: Path) -> None:
