@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from agentlane.ids import session_workflow_id
-from agentlane.private_files import private_open
+from agentlane.private_files import make_private_dir, private_open, write_private
 from agentlane.settings import Settings
 
 NOTES = """Meeting notes, 21 November
@@ -127,8 +127,12 @@ def run_demo(session: str = "demo", serve: bool = False) -> int:
     )
     server.start()
     workspace = settings.workspaces_dir / "demo"
-    workspace.mkdir(parents=True, exist_ok=True)
-    (workspace / "notes.txt").write_text(NOTES)
+    # Owner-only, as every default workspace (and one an earlier demo made open is closed):
+    # the folder names of `workspaces/` are session keys.
+    make_private_dir(workspace)
+    for folder in (settings.workspaces_dir, workspace):
+        folder.chmod(0o700)
+    write_private(workspace / "notes.txt", NOTES.encode())
     log = settings.data_dir / "worker.log"
     seen = log.stat().st_size if log.exists() else 0
     worker = _start_worker(settings, log)
