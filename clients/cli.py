@@ -289,6 +289,17 @@ async def _watch(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+    if args.from_offset:
+        end = await client.events_offset(args.session)
+        if args.from_offset > end:
+            # Offsets past the end were never given out (the gateway answers 400 alike): it
+            # would wait in silence for ever.
+            print(
+                f"error: offset {args.from_offset} is past the end of the session's event "
+                f"stream ({end}); follow the live end with --from {end} (or no --from)",
+                file=sys.stderr,
+            )
+            return EXIT_REJECTED
     renderer = TerminalRenderer()
     seen = asyncio.Event()
 

@@ -403,6 +403,9 @@ async def test_message_input_edges_are_refused_clearly(
     sent = await acli(shared, "send", key, "--file", str(bom), "--workspace", str(workspace))
     assert sent.returncode == 0, sent.stderr
     assert "with a bom" in sent.stdout and "\ufeff" not in sent.stdout
+    # Past the stream's end: refused with the offset to use (it waited in silence for ever).
+    past = await acli(shared, "watch", key, "--from", "99999")
+    assert past.returncode == 2 and "past the end of the session's event stream" in past.stderr
     # A sub-agent's key takes no messages: not from a schedule, not as a branch.
     sub = "agent:main:subagent:0123456789abcdef"
     schedule = await acli(
