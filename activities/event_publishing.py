@@ -128,11 +128,15 @@ def text_delta_template(
     turn_index: int,
     attempt: int,
     kind: EventKind = EventKind.TEXT_DELTA,
+    call: str = "",
 ) -> AgentEvent:
+    """`call`: the activity id of the model call, for events a call made again by the run
+    (a new activity, its attempt 1 again) must not share with the first call's."""
     suffix = "d" if kind == EventKind.TEXT_DELTA else "r"
+    made = f"{call}." if call else ""
     return AgentEvent(
         kind=kind,
-        event_id=f"{message_id}/a{attempt}/{suffix}",
+        event_id=f"{message_id}/{made}a{attempt}/{suffix}",
         session_key=session_key,
         run_id=run_id,
         attempt=attempt,

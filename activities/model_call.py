@@ -668,6 +668,10 @@ class ModelCallActivity:
         template = text_delta_template(
             inp.session_key, inp.run_id, inp.assistant_entry_id, inp.turn_index, attempt
         )
+        # The reasoning and the blocks of a call the run makes again (after a server error, a
+        # rotation, a lower thinking level) are its own: ids with the call's activity id, so a
+        # reader that passes each id on once shows the new call's, not the failed one's.
+        call = activity.info().activity_id
         reasoning_template = text_delta_template(
             inp.session_key,
             inp.run_id,
@@ -675,6 +679,7 @@ class ModelCallActivity:
             inp.turn_index,
             attempt,
             EventKind.REASONING_DELTA,
+            call=call,
         )
 
         def reset() -> None:
@@ -703,7 +708,7 @@ class ModelCallActivity:
                 publisher.publish(
                     AgentEvent(
                         kind=EventKind.BLOCK_REPLY,
-                        event_id=f"{inp.assistant_entry_id}/block/{blocks}",
+                        event_id=f"{inp.assistant_entry_id}/block/{call}.{blocks}",
                         session_key=inp.session_key,
                         run_id=inp.run_id,
                         attempt=attempt,

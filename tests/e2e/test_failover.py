@@ -323,8 +323,12 @@ async def test_a_server_error_said_inside_the_stream_is_made_again(
     gives up on it calls it `server_error`, not `timeout`."""
     api = "anthropic" if model == CLAUDE else "openai-chat"
     fake.script(
-        Reply(text="Half an answer and then", fault=Fault.stream_error("server", after_deltas=2)),
-        Reply(text="The whole answer."),
+        Reply(
+            thinking="Think one",
+            text="Half an answer and then",
+            fault=Fault.stream_error("server", after_deltas=4),
+        ),
+        Reply(thinking="Think two", text="The whole answer."),
     )
     start_on_env(deployment)
     client = await AgentlaneClient.connect(settings_for(deployment))
@@ -334,13 +338,29 @@ async def test_a_server_error_said_inside_the_stream_is_made_again(
         "hello",
         workspace=str(ws),
         model=model,
-        session_overrides={"agent_id": "solo", "max_wait_seconds": 5},
+        session_overrides={
+            "agent_id": "solo",
+            "max_wait_seconds": 5,
+            "reasoning_mode": "stream",
+            "thinking": "low",
+        },
     )
     assert receipt.run_id
     result = await client.wait_for_run(receipt.run_id)
     assert result.status == ExecutionStatus.SUCCESS, result.error
     assert result.reply == "The whole answer."
     assert len(fake.requests(api)) == 2
+    # The call made again streams its own reasoning under ids of its own (review R F-R6: a
+    # reader passing each id on once showed the failed call's reasoning, not this one's).
+    reasoning = [
+        item.event
+        async for item in client.read_events(key, 0)
+        if item.event.kind == EventKind.REASONING_DELTA
+    ]
+    seen: dict[str, str] = {}
+    for event in reasoning:
+        seen.setdefault(event.event_id, event.text or "")
+    assert "Think two" in "".join(seen.values()), seen
     # Every attempt fails: the run ends on the wait budget, named for what it was.
     fake.script(
         *[Reply(text="Half", fault=Fault.stream_error("server", after_deltas=1))] * 12,
