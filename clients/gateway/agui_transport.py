@@ -32,6 +32,7 @@ from sse_starlette import ServerSentEvent
 
 from clients.api import StreamItem
 from clients.gateway.agui import AguiTranslator
+from clients.gateway.fanout import FeedFailed
 
 FORWARDED_KEYS = ("mode", "model")
 # AG-UI's SSE parser splits events on "\n\n" only (not the "\r\n" sse-starlette writes by
@@ -149,6 +150,16 @@ async def run_events(
                     return
         for message in _failed(
             key, run_id, "the session was closed before the run ended", "session_closed", started
+        ):
+            yield _sse(message)
+    except FeedFailed:
+        for message in _failed(
+            key,
+            client_run_id,
+            "the gateway could not follow the run's events for a while; follow the rest with "
+            f"GET /v1/sessions/{key}/events?vocabulary=agui",
+            "interrupted",
+            started,
         ):
             yield _sse(message)
     finally:

@@ -844,8 +844,10 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             "Vocabulary `agentlane` (default): `event:` is the kind, `data:` the AgentEvent "
             "JSON. `agui`: AG-UI events. An event `gap` says events were missed because the "
             "stream no longer holds them (re-read the transcript); `closed` that the session "
-            "was closed. A client that falls behind (a slow reader, a burst of events) is "
-            "not cut off: it reads what it missed by query. An offset past the stream's "
+            "was closed; `interrupted` that the gateway could not follow the stream for a while "
+            "(reconnect with Last-Event-ID). A client that falls behind (a slow reader, a "
+            "burst of events) is not cut off: it reads what it missed by query. An offset "
+            "past the stream's "
             "end is refused (400 `offset-past-end`, with `next_offset`). Comment lines keep an "
             "idle stream open. All followers of a session share one subscription in the gateway."
         ),

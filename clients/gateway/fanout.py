@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 LINGER_SECONDS = 5.0
 RETRY_SECONDS = 1.0
+# How many times in a row a follower rejoins after its feed failed before it gives up.
+FEED_RETRIES = 5
 
 # (key, from_offset) -> items from there on, following restarts and continue-as-new.
 Watch = Callable[[str, int], AsyncIterator[StreamItem]]
@@ -231,6 +233,7 @@ class Fanout:
         feed again (the stream's own bounds still apply: what it no longer holds is a gap)."""
         pos = start
         joined_before = False
+        failures = 0  # upstream failures in a row, with no item delivered between them
         while True:
             sub = Subscription(self.queue_limit)
             feed = self._feed(key)
@@ -261,9 +264,19 @@ class Fanout:
                         continue  # already delivered
                     yield got
                     pos = got.offset + 1
+                    failures = 0
             except Lagging:
                 self.caught_up += 1
                 continue  # join again, reading [pos, the new head) by query first
+            except FeedFailed:
+                # The shared upstream failed (a long poll the server refused under load): the
+                # next follower makes a new one. Followers rejoin it where they were; only a
+                # feed that keeps failing ends them (the SSE layer says where to resume).
+                failures += 1
+                if failures > FEED_RETRIES:
+                    raise
+                await asyncio.sleep(RETRY_SECONDS * failures)
+                continue
             finally:
                 feed.leave(sub)
 

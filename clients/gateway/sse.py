@@ -29,6 +29,7 @@ from sse_starlette import ServerSentEvent
 from agentlane.events import AgentEvent
 from agentlane.seen_events import SeenEvents
 from clients.api import StreamItem
+from clients.gateway.fanout import FeedFailed
 
 # One agentlane event in, zero or more SSE payloads (JSON-able dicts) out.
 Translate = Callable[[int, AgentEvent], list[dict[str, Any]]]
@@ -115,6 +116,17 @@ def gap_event(key: str, requested: int, first_available: int) -> ServerSentEvent
     return ServerSentEvent(data=json.dumps(data), event="gap")
 
 
+def interrupted_event(key: str, next_offset: int) -> ServerSentEvent:
+    data = {
+        "next_offset": next_offset,
+        "last_event_id": next_offset - 1 if next_offset > 0 else None,
+        "advice": "the gateway could not follow the session's events for a while; reconnect to "
+        f"/v1/sessions/{key}/events with Last-Event-ID: {next_offset - 1} (or ?from="
+        f"{next_offset}) to go on exactly where it stopped",
+    }
+    return ServerSentEvent(data=json.dumps(data), event="interrupted")
+
+
 def agentlane_vocabulary(offset: int, event: AgentEvent) -> list[dict[str, Any]]:
     return [event.model_dump(mode="json", exclude_none=True)]
 
@@ -150,6 +162,11 @@ async def session_events(
                 yield ServerSentEvent(
                     data=json.dumps(message), id=str(item.offset) if last else None
                 )
+    except FeedFailed:
+        # The gateway could not follow the stream for a while (its shared subscription kept
+        # failing): said with the place to resume, not a connection cut mid-chunk.
+        yield interrupted_event(key, expected)
+        return
     finally:
         await _close(items)
     # The stream ended: the session was closed. A message to it reopens it, and its stream goes

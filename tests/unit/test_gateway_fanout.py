@@ -177,3 +177,43 @@ async def test_the_feed_ends_with_the_stream_and_stops_after_its_last_follower()
 async def _take(it: AsyncIterator[StreamItem], n: int) -> AsyncIterator[StreamItem]:
     for _ in range(n):
         yield await anext(it)
+
+
+async def test_a_failed_upstream_is_rejoined_and_nothing_is_lost() -> None:
+    """Review R F-R5: one failed long poll of the shared subscription (the server refused an
+    update under load) ended every follower mid-stream, with a traceback."""
+    import clients.gateway.fanout as fanout_module
+
+    stream = FakeStream()
+    failing = {"left": 1}
+    real_watch = stream.watch
+
+    async def flaky(key: str, start: int) -> AsyncIterator[StreamItem]:
+        async for item in real_watch(key, start):
+            if failing["left"] and item.offset == 5:
+                failing["left"] -= 1
+                raise RuntimeError("UnprocessedUpdate")
+            yield item
+
+    fo = Fanout(flaky, stream.read, stream.end_offset)  # type: ignore[arg-type]
+    fanout_module.RETRY_SECONDS, saved = 0.01, fanout_module.RETRY_SECONDS
+    try:
+        follower = asyncio.create_task(collect(fo.follow("s", 0), 12))
+        await asyncio.sleep(0.01)
+        stream.publish(12)
+        assert await asyncio.wait_for(follower, 2) == list(range(12))
+    finally:
+        fanout_module.RETRY_SECONDS = saved
+        await fo.close()
+
+
+async def test_a_feed_that_keeps_failing_ends_with_where_to_resume() -> None:
+    from clients.gateway.fanout import FeedFailed
+    from clients.gateway.sse import session_events
+
+    async def items() -> AsyncIterator[StreamItem]:
+        yield StreamItem(7, event(7))
+        raise FeedFailed()
+
+    out = [ev async for ev in session_events("s", items(), 7)]
+    assert out[-1].event == "interrupted" and "Last-Event-ID: 7" in str(out[-1].data)
