@@ -80,8 +80,10 @@ def after_absence(host: str, waited: float, timed_out: float, bound: float) -> H
             wait=False,
             message=(
                 f"Host {host} is unavailable: no worker of host {host}, where this session's "
-                f"workspace is, took the tool call within {round(total)} s. Start a worker "
-                f"there (`agentlane worker --host-id {host}`) and send the message again."
+                f"workspace is, took the tool call within {round(total)} s: its worker is down "
+                f"(start one there: `agentlane worker --host-id {host}`) or all its tool slots "
+                "stayed busy (`AGENTLANE_MAX_TOOL_CALLS`; the session's `host_wait_seconds` "
+                "bounds the wait). Send the message again once it takes calls."
             ),
         )
     return HostWait(
