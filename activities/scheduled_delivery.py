@@ -58,6 +58,7 @@ class SessionSender(Protocol):
         workspace: str | None = None,
         model: str | None = None,
         source: EntrySource = EntrySource.CHAT,
+        workspace_host: str | None = None,
     ) -> SendReceipt: ...
 
     async def wait_started(self, session_key: str, seq: int) -> MessageFate: ...
@@ -99,6 +100,8 @@ class ScheduledDelivery:
                 # offered; the update's identity still names the schedule.
                 sender=None,
                 workspace=msg.workspace,
+                # Where the schedule's creator checked the folder (older schedules: None).
+                workspace_host=msg.workspace_host,
                 model=msg.model,
                 source=EntrySource.CRON,
             )

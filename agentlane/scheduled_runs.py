@@ -58,6 +58,9 @@ class ScheduledMessage(BaseModel):
     # Used only when the firing creates the session (as for a chat message).
     workspace: str | None = None
     model: str | None = None
+    # The host whose disk holds `workspace` (workspaces per host): the creating client's, not
+    # that of whichever worker runs a firing.
+    workspace_host: str | None = None
 
 
 class DeliveryInput(BaseModel):

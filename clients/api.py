@@ -487,6 +487,7 @@ class AgentlaneClient:
         thinking: str | None = None,
         reasoning: str | None = None,
         on_wait: Callable[[str], None] | None = None,
+        workspace_host: str | None = None,
     ) -> SendReceipt:
         """Send a message, creating the session if it does not exist yet.
 
@@ -495,10 +496,12 @@ class AgentlaneClient:
         message alone (SPEC §17.2 inline: `QueueOptions`, or directive words such as
         "debounce:0 cap:5"). `thinking` sets the session's thinking level (SPEC §6 words) for
         the runs that start from this message on, `reasoning` what they show of the model's
-        reasoning (off, on, stream). With no worker answering within
-        `worker_wait` seconds the message is handed over as a signal, which the server keeps in
-        history until a worker runs it, and `NoWorker` says so; a worker that polls but is busy
-        is waited for first (`on_wait` is told), then `WorkerBusy` says the same."""
+        reasoning (off, on, stream). `workspace_host`: the host whose disk holds `workspace`
+        (a schedule's firing names its creator's); None: this client's. With no worker
+        answering within `worker_wait` seconds the message is handed over as a signal, which
+        the server keeps in history until a worker runs it, and `NoWorker` says so; a worker
+        that polls but is busy is waited for first (`on_wait` is told), then `WorkerBusy` says
+        the same."""
         from workflows.session import SessionWorkflow
 
         key = check_session_key(session_key)
@@ -506,11 +509,16 @@ class AgentlaneClient:
         if refused is not None:
             # A message here would start a second run on the same transcript, beside it.
             raise SendRejected(refused)
-        if workspace is not None and not await asyncio.to_thread(Path(workspace).is_dir):
+        elsewhere = workspace_host is not None and workspace_host != self.settings.host_id
+        if (
+            workspace is not None
+            and not elsewhere
+            and not await asyncio.to_thread(Path(workspace).is_dir)
+        ):
             raise SendRejected(f"workspace {workspace} does not exist or is not a folder")
         unserved = (
             await self._host_unserved(workspace)
-            if workspace is not None and self.settings.workspaces == "host"
+            if workspace is not None and self.settings.workspaces == "host" and not elsewhere
             else None
         )
         try:
@@ -551,6 +559,9 @@ class AgentlaneClient:
         except ValueError as err:
             raise SendRejected(rejection_text(err)) from err
         state = self._new_session_state(key, workspace, model, session_overrides or {})
+        if elsewhere and workspace is not None:
+            # Checked on that host's disk when it was named: its tools run there.
+            state.settings.workspace_host = workspace_host
         pinned = state.settings.auth_profile
         # What this message names wins over what a closed session with this key had.
         explicit = [
@@ -1871,6 +1882,12 @@ class AgentlaneClient:
             note=note,
             workspace=workspace,
             model=model,
+            # The folder was checked on this client's disk: its firings pin the session here.
+            workspace_host=(
+                self.settings.host_id
+                if workspace is not None and self.settings.workspaces == "host"
+                else None
+            ),
         )
 
     async def list_schedules(self) -> list[ScheduleSummary]:

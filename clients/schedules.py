@@ -130,6 +130,7 @@ async def create_schedule(
     note: str | None = None,
     workspace: str | None = None,
     model: str | None = None,
+    workspace_host: str | None = None,
 ) -> ScheduleView:
     try:
         sid = check_schedule_id(schedule_id)
@@ -148,7 +149,12 @@ async def create_schedule(
     action = ScheduleActionStartWorkflow(
         ScheduledMessageWorkflow.run,
         ScheduledMessage(
-            schedule_id=sid, session_key=key, text=text, workspace=workspace, model=model
+            schedule_id=sid,
+            session_key=key,
+            text=text,
+            workspace=workspace,
+            model=model,
+            workspace_host=workspace_host,
         ),
         id=firing_workflow_id(sid),
         task_queue=task_queue,

@@ -305,6 +305,46 @@ async def test_a_branch_of_a_pinned_session_works_on_its_parents_host(
         worker_q.stop_workers()
 
 
+async def test_a_schedules_workspace_stays_on_its_creators_host(
+    server: object, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """Review S F4: a schedule's `--workspace` pinned each firing's session to whichever worker
+    ran the firing; the folder was checked on the creator's disk, and it pins there."""
+    worker_p, worker_q, _laptop = hosts_per_workspace(
+        server, postgres, tmp_path, "p", "q", "laptop"
+    )
+    assert cli(worker_p, "db", "migrate").returncode == 0
+    try:
+        # Only q runs: every firing is delivered by q's worker, and the folder is p's.
+        worker_q.start_worker()
+        on_p = await AgentlaneClient.connect(settings_for(worker_p))
+        folder = worker_p.data_dir / "project"
+        folder.mkdir()
+        keys = [f"sched-host-{n}-{uuid.uuid4().hex[:4]}" for n in range(4)]
+        for key in keys:
+            await on_p.create_schedule(
+                key,
+                key,
+                "write at.txt with here",
+                every="1h",
+                paused=True,
+                workspace=str(folder),
+            )
+            await on_p.trigger_schedule(key)
+        for key in keys:
+            for _ in range(150):
+                if await on_p.session_exists(key):
+                    break
+                await asyncio.sleep(0.2)
+            assert (await on_p.status(key)).workspace_host == "p", key
+        for key in keys:
+            await on_p.delete_schedule(key)
+            await on_p.abort(key)
+    finally:
+        worker_p.stop_workers()
+        worker_q.stop_workers()
+
+
 async def test_a_reset_stops_background_processes_on_the_host_that_runs_them(
     server: object, postgres: PostgresCluster, tmp_path: Path
 ) -> None:
