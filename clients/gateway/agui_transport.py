@@ -34,7 +34,7 @@ from clients.api import StreamItem
 from clients.gateway.agui import AguiTranslator
 from clients.gateway.fanout import FeedFailed
 
-FORWARDED_KEYS = ("mode", "model")
+FORWARDED_KEYS = ("mode", "model", "thinking", "reasoning")
 # AG-UI's SSE parser splits events on "\n\n" only (not the "\r\n" sse-starlette writes by
 # default).
 SSE_SEPARATOR = "\n"
@@ -51,6 +51,8 @@ class AguiMessage:
     message_id: str
     mode: str | None = None
     model: str | None = None
+    thinking: str | None = None
+    reasoning: str | None = None
 
 
 def message_of(key: str, run: RunAgentInput) -> AguiMessage:
@@ -82,7 +84,14 @@ def message_of(key: str, run: RunAgentInput) -> AguiMessage:
         if value is not None and not isinstance(value, str):
             raise AguiInputError(f"forwardedProps.{name} must be a string")
         found[name] = value
-    return AguiMessage(text=text, message_id=last.id, mode=found["mode"], model=found["model"])
+    return AguiMessage(
+        text=text,
+        message_id=last.id,
+        mode=found["mode"],
+        model=found["model"],
+        thinking=found["thinking"],
+        reasoning=found["reasoning"],
+    )
 
 
 def _sse(message: dict[str, Any], offset: int | None = None) -> ServerSentEvent:

@@ -958,6 +958,9 @@ def create_app(settings: Settings | None = None, client: AgentlaneClient | None 
             "mode": message.mode,
             "message_id": message.message_id,
             "routing": Routing(channel="agui"),
+            # The session's thinking level and reasoning mode, as the message body's fields.
+            "thinking": message.thinking,
+            "reasoning": message.reasoning,
         }
         if message.model is not None:
             kwargs["model"] = message.model

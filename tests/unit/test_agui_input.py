@@ -36,6 +36,15 @@ def test_the_last_user_message_is_sent_with_its_id_and_props() -> None:
     assert got.text == "a b" and got.mode is None and got.model is None
 
 
+def test_thinking_and_reasoning_ride_in_forwarded_props() -> None:
+    """Review R F-R8: they were ignored on the AG-UI route (bad values accepted too); they go to
+    the session as the message body's fields, whose checks refuse bad values."""
+    got = message_of("web:alice", run(forwardedProps={"thinking": "high", "reasoning": "stream"}))
+    assert (got.thinking, got.reasoning) == ("high", "stream")
+    with pytest.raises(AguiInputError, match="forwardedProps.reasoning must be a string"):
+        message_of("web:alice", run(forwardedProps={"reasoning": 1}))
+
+
 @pytest.mark.parametrize(
     ("over", "words"),
     [
