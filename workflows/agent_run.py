@@ -477,7 +477,9 @@ class AgentRunWorkflow(LegacyFailover):
             return LoopEnd(TerminationReason.ABORT_SIGNAL, unanswered=Unanswered.NOT_EXECUTED)
         if ended is not None and ended.reason is not None:
             return ended  # the step in flight finished the run first
-        return LoopEnd(TerminationReason.ABORT_SIGNAL)
+        # A call left unanswered by the stop may have been running (a command whose retry was
+        # pending after its worker died): a tool never run again is said to have maybe run.
+        return LoopEnd(TerminationReason.ABORT_SIGNAL, unanswered=Unanswered.NOT_EXECUTED)
 
     # -- the tool policy (SPEC §13; decisions in workflows/policy/tool_policy) ------------------
 
