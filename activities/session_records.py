@@ -107,6 +107,10 @@ class SessionRecords:
         old = SessionSettings.model_validate(recorded["settings"])
         explicit = {name: getattr(inp.settings, name) for name in inp.explicit}
         settings = old.model_copy(update=explicit)
+        if settings.workspace_host is None and "workspace_host" not in inp.explicit:
+            # The record was written before the session learned its host, and it ended
+            # without a clean close (terminated, failed): its runs say where its files are.
+            settings.workspace_host = await self.pinned_host(inp.key)
         override = inp.queue_override or recorded.get("queue_override")
         return RestoredSession(
             settings=settings,

@@ -37,7 +37,7 @@ from store import migrations
 from store.open import open_store
 from tests.conftest import settings_for
 from tests.e2e.gateway_support import GatewayServer
-from tests.e2e.support import assert_transcript_valid
+from tests.e2e.support import assert_transcript_valid, terminate_in_temporal
 from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
 from tests.fakes.scripts import Fault, Reply
 from tests.harness import REPO, Deployment
@@ -340,6 +340,40 @@ async def test_a_schedules_workspace_stays_on_its_creators_host(
         for key in keys:
             await on_p.delete_schedule(key)
             await on_p.abort(key)
+    finally:
+        worker_p.stop_workers()
+        worker_q.stop_workers()
+
+
+async def test_a_session_ended_uncleanly_comes_back_on_its_host(
+    server: object, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """Review S F7: the pin a session learns is not in its record until a clean close; one
+    terminated in Temporal came back unpinned and moved to another host, away from its files."""
+    worker_p, worker_q, laptop = hosts_per_workspace(server, postgres, tmp_path, "p", "q", "laptop")
+    assert cli(worker_q, "db", "migrate").returncode == 0
+    try:
+        worker_q.start_worker()
+        client = await AgentlaneClient.connect(settings_for(laptop))
+        key = f"unclean-{uuid.uuid4().hex[:6]}"
+        first = await client.send_and_start(key, "write a.txt with on q")
+        assert first.run_id
+        assert (await client.wait_for_run(first.run_id)).status == ExecutionStatus.SUCCESS
+        assert (await client.status(key)).workspace_host == "q"
+        await terminate_in_temporal(
+            laptop.settings_env()["AGENTLANE_TEMPORAL_ADDRESS"], session_workflow_id(key)
+        )
+        worker_q.stop_workers()
+        worker_p.start_worker()
+        again = await client.send(key, "read a.txt")
+        assert again.message_seq >= 1
+        for _ in range(100):
+            if await client.session_exists(key):
+                break
+            await asyncio.sleep(0.1)
+        assert (await client.status(key)).workspace_host == "q"
+        await client.abort(key)
+        assert not (worker_p.data_dir / "workspaces").exists()
     finally:
         worker_p.stop_workers()
         worker_q.stop_workers()
