@@ -63,7 +63,8 @@ class TerminalRenderer:
                 self._line(event.text)
         elif kind == EventKind.MESSAGE_RESET:
             self.view.apply(event)
-            self._line(f"↻ model call retried (attempt {event.attempt}); its reply restarts:")
+            # Not its attempt number: a call the run makes again is a new activity (attempt 1).
+            self._line("↻ model call made again; its reply restarts:")
         elif kind in (EventKind.WARNING, EventKind.TOOL_LOOP, EventKind.STREAM_GAP):
             if event.event_id not in self.view.seen_ids:
                 self.view.apply(event)

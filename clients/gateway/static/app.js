@@ -208,7 +208,7 @@ function render(event) {
       const m = message(event.message_id);
       m.text = "";
       m.el.textContent = "";
-      note(`↻ model call retried (attempt ${event.attempt}); its reply restarts`);
+      note(`↻ model call made again; its reply restarts`);
       break;
     }
     case "agent_start":
