@@ -258,10 +258,11 @@ class AgentConfig(BaseModel):
     @field_validator("reasoning")
     @classmethod
     def _reasoning(cls, word: str) -> str:
-        why = reasoning_mode_problem(word)
+        mode = word.strip().lower()
+        why = reasoning_mode_problem(mode)
         if why is not None:
             raise ValueError(why)
-        return word
+        return mode
 
     @field_validator("thinking")
     @classmethod

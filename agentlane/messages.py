@@ -101,6 +101,13 @@ class InboundMessage(BaseModel):
         "off (hidden), on (one block_reply of its own, before the answer's blocks) or stream "
         "(reasoning_delta events as it comes); none keeps the session's",
     )
+
+    @field_validator("reasoning")
+    @classmethod
+    def _reasoning_word(cls, word: str | None) -> str | None:
+        # As thinking levels are: `Stream` and ` on ` are the modes they name.
+        return word.strip().lower() if word is not None else None
+
     # Who sent it through Temporal (the client's identity: "agentlane-cli ann@box", "gateway
     # token ops"): an interrupt it causes says so. Filled in by the client.
     by: str | None = Field(default=None, max_length=200)
