@@ -229,154 +229,145 @@ def hosts_per_workspace(
     return deps
 
 
-async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs_its_tools(
+@pytest.fixture
+def p_q_laptop(
     server: object, postgres: PostgresCluster, tmp_path: Path
+) -> Iterator[list[Deployment]]:
+    """Hosts p and q (no worker started yet) and a client host `laptop`, the store migrated;
+    the workers a test starts are stopped after it."""
+    hosts = hosts_per_workspace(server, postgres, tmp_path, "p", "q", "laptop")
+    assert cli(hosts[0], "db", "migrate").returncode == 0
+    yield hosts
+    for host in hosts:
+        host.stop_workers()
+
+
+async def test_a_default_workspace_is_made_in_the_data_dir_of_the_host_that_runs_its_tools(
+    p_q_laptop: list[Deployment],
 ) -> None:
     # Workspaces per host, each host its own data dir, the client (a laptop's CLI, a gateway)
     # a third: a session given no workspace gets one under the data dir of the host its tools
     # pinned to, not a copy of the client's path made on that host's disk.
-    worker_p, worker_q, laptop = hosts_per_workspace(server, postgres, tmp_path, "p", "q", "laptop")
-    assert cli(worker_p, "db", "migrate").returncode == 0
-    try:
-        worker_p.start_worker()
-        worker_q.start_worker()
-        client = await AgentlaneClient.connect(settings_for(laptop))
-        key = f"wsdef-{uuid.uuid4().hex[:6]}"
-        receipt = await client.send_and_start(key, "write x.txt with hi then read x.txt")
-        assert receipt.run_id
-        result = await client.wait_for_run(receipt.run_id)
-        assert result.status == ExecutionStatus.SUCCESS, result.error
-        status = await client.status(key)
-        assert status.workspace == f"workspaces/{key}"
-        owner = {"p": worker_p, "q": worker_q}[status.workspace_host or ""]
-        assert (owner.data_dir / "workspaces" / key / "x.txt").read_text() == "hi"
-        assert not (laptop.data_dir / "workspaces").exists()
-        # Nor an empty one on the other host, which ran model calls at most.
-        other = worker_q if owner is worker_p else worker_p
-        assert not (other.data_dir / "workspaces" / key).exists()
-        assert [e.text for e in client.transcript(key) if e.role == Role.TOOL][-1] == "hi"
-        # A folder this client names is taken to be on its own host's disk, and no worker runs
-        # there: the receipt warns at once, saying what to set (the run would wait 10 minutes
-        # for host `laptop`, then fail).
-        named = laptop.data_dir / "mine"
-        named.mkdir()
-        warned = await client.send(f"{key}-named", "say hi", workspace=str(named))
-        assert "warning: no worker of host 'laptop'" in warned.note, warned.note
-        assert "AGENTLANE_HOST_ID" in warned.note
-        await client.abort(f"{key}-named")
-    finally:
-        worker_p.stop_workers()
-        worker_q.stop_workers()
+    worker_p, worker_q, laptop = p_q_laptop
+    worker_p.start_worker()
+    worker_q.start_worker()
+    client = await AgentlaneClient.connect(settings_for(laptop))
+    key = f"wsdef-{uuid.uuid4().hex[:6]}"
+    receipt = await client.send_and_start(key, "write x.txt with hi then read x.txt")
+    assert receipt.run_id
+    result = await client.wait_for_run(receipt.run_id)
+    assert result.status == ExecutionStatus.SUCCESS, result.error
+    status = await client.status(key)
+    assert status.workspace == f"workspaces/{key}"
+    owner = {"p": worker_p, "q": worker_q}[status.workspace_host or ""]
+    assert (owner.data_dir / "workspaces" / key / "x.txt").read_text() == "hi"
+    assert not (laptop.data_dir / "workspaces").exists()
+    # Nor an empty one on the other host, which ran model calls at most.
+    other = worker_q if owner is worker_p else worker_p
+    assert not (other.data_dir / "workspaces" / key).exists()
+    assert [e.text for e in client.transcript(key) if e.role == Role.TOOL][-1] == "hi"
+    # A folder this client names is taken to be on its own host's disk, and no worker runs
+    # there: the receipt warns at once, saying what to set (the run would wait 10 minutes
+    # for host `laptop`, then fail).
+    named = laptop.data_dir / "mine"
+    named.mkdir()
+    warned = await client.send(f"{key}-named", "say hi", workspace=str(named))
+    assert "warning: no worker of host 'laptop'" in warned.note, warned.note
+    assert "AGENTLANE_HOST_ID" in warned.note
+    await client.abort(f"{key}-named")
 
 
 async def test_a_branch_of_a_pinned_session_works_on_its_parents_host(
-    server: object, postgres: PostgresCluster, tmp_path: Path
+    p_q_laptop: list[Deployment],
 ) -> None:
     """Review S F1: the pin a running session learns is in its state, not yet in its record; a
     branch took its settings from the record and pinned itself wherever its first tool ran:
     the same workspace name with different files on two hosts."""
-    worker_p, worker_q, laptop = hosts_per_workspace(server, postgres, tmp_path, "p", "q", "laptop")
-    assert cli(worker_p, "db", "migrate").returncode == 0
-    try:
-        worker_p.start_worker()
-        worker_q.start_worker()
-        client = await AgentlaneClient.connect(settings_for(laptop))
-        key = f"brpin-{uuid.uuid4().hex[:6]}"
-        receipt = await client.send_and_start(key, "write notes.txt with from the parent")
-        assert receipt.run_id
-        assert (await client.wait_for_run(receipt.run_id)).status == ExecutionStatus.SUCCESS
-        host = (await client.status(key)).workspace_host
-        assert host in ("p", "q")
-        point = [e for e in client.transcript(key) if e.role == Role.TOOL][-1].id
-        branch = f"{key}-b"
-        await client.branch(key, point, branch)
-        for _ in range(3):  # whichever worker takes the branch's tool calls
-            again = await client.send_and_start(branch, "read notes.txt then write b.txt with x")
-            assert again.run_id
-            done = await client.wait_for_run(again.run_id)
-            assert done.status == ExecutionStatus.SUCCESS, done.error
-        assert (await client.status(branch)).workspace_host == host
-        reads = [e.text for e in client.transcript(branch) if e.role == Role.TOOL]
-        assert reads.count("from the parent") == 3, reads
-        other = worker_q if host == "p" else worker_p
-        assert not (other.data_dir / "workspaces").exists()
-    finally:
-        worker_p.stop_workers()
-        worker_q.stop_workers()
+    worker_p, worker_q, laptop = p_q_laptop
+    worker_p.start_worker()
+    worker_q.start_worker()
+    client = await AgentlaneClient.connect(settings_for(laptop))
+    key = f"brpin-{uuid.uuid4().hex[:6]}"
+    receipt = await client.send_and_start(key, "write notes.txt with from the parent")
+    assert receipt.run_id
+    assert (await client.wait_for_run(receipt.run_id)).status == ExecutionStatus.SUCCESS
+    host = (await client.status(key)).workspace_host
+    assert host in ("p", "q")
+    point = [e for e in client.transcript(key) if e.role == Role.TOOL][-1].id
+    branch = f"{key}-b"
+    await client.branch(key, point, branch)
+    for _ in range(3):  # whichever worker takes the branch's tool calls
+        again = await client.send_and_start(branch, "read notes.txt then write b.txt with x")
+        assert again.run_id
+        done = await client.wait_for_run(again.run_id)
+        assert done.status == ExecutionStatus.SUCCESS, done.error
+    assert (await client.status(branch)).workspace_host == host
+    reads = [e.text for e in client.transcript(branch) if e.role == Role.TOOL]
+    assert reads.count("from the parent") == 3, reads
+    other = worker_q if host == "p" else worker_p
+    assert not (other.data_dir / "workspaces").exists()
 
 
 async def test_a_schedules_workspace_stays_on_its_creators_host(
-    server: object, postgres: PostgresCluster, tmp_path: Path
+    p_q_laptop: list[Deployment],
 ) -> None:
     """Review S F4: a schedule's `--workspace` pinned each firing's session to whichever worker
     ran the firing; the folder was checked on the creator's disk, and it pins there."""
-    worker_p, worker_q, _laptop = hosts_per_workspace(
-        server, postgres, tmp_path, "p", "q", "laptop"
-    )
-    assert cli(worker_p, "db", "migrate").returncode == 0
-    try:
-        # Only q runs: every firing is delivered by q's worker, and the folder is p's.
-        worker_q.start_worker()
-        on_p = await AgentlaneClient.connect(settings_for(worker_p))
-        folder = worker_p.data_dir / "project"
-        folder.mkdir()
-        keys = [f"sched-host-{n}-{uuid.uuid4().hex[:4]}" for n in range(4)]
-        for key in keys:
-            await on_p.create_schedule(
-                key,
-                key,
-                "write at.txt with here",
-                every="1h",
-                paused=True,
-                workspace=str(folder),
-            )
-            await on_p.trigger_schedule(key)
-        for key in keys:
-            for _ in range(150):
-                if await on_p.session_exists(key):
-                    break
-                await asyncio.sleep(0.2)
-            assert (await on_p.status(key)).workspace_host == "p", key
-        for key in keys:
-            await on_p.delete_schedule(key)
-            await on_p.abort(key)
-    finally:
-        worker_p.stop_workers()
-        worker_q.stop_workers()
+    worker_p, worker_q, laptop = p_q_laptop
+    # Only q runs: every firing is delivered by q's worker, and the folder is p's.
+    worker_q.start_worker()
+    on_p = await AgentlaneClient.connect(settings_for(worker_p))
+    folder = worker_p.data_dir / "project"
+    folder.mkdir()
+    keys = [f"sched-host-{n}-{uuid.uuid4().hex[:4]}" for n in range(4)]
+    for key in keys:
+        await on_p.create_schedule(
+            key,
+            key,
+            "write at.txt with here",
+            every="1h",
+            paused=True,
+            workspace=str(folder),
+        )
+        await on_p.trigger_schedule(key)
+    for key in keys:
+        for _ in range(150):
+            if await on_p.session_exists(key):
+                break
+            await asyncio.sleep(0.2)
+        assert (await on_p.status(key)).workspace_host == "p", key
+    for key in keys:
+        await on_p.delete_schedule(key)
+        await on_p.abort(key)
 
 
 async def test_a_session_ended_uncleanly_comes_back_on_its_host(
-    server: object, postgres: PostgresCluster, tmp_path: Path
+    p_q_laptop: list[Deployment],
 ) -> None:
     """Review S F7: the pin a session learns is not in its record until a clean close; one
     terminated in Temporal came back unpinned and moved to another host, away from its files."""
-    worker_p, worker_q, laptop = hosts_per_workspace(server, postgres, tmp_path, "p", "q", "laptop")
-    assert cli(worker_q, "db", "migrate").returncode == 0
-    try:
-        worker_q.start_worker()
-        client = await AgentlaneClient.connect(settings_for(laptop))
-        key = f"unclean-{uuid.uuid4().hex[:6]}"
-        first = await client.send_and_start(key, "write a.txt with on q")
-        assert first.run_id
-        assert (await client.wait_for_run(first.run_id)).status == ExecutionStatus.SUCCESS
-        assert (await client.status(key)).workspace_host == "q"
-        await terminate_in_temporal(
-            laptop.settings_env()["AGENTLANE_TEMPORAL_ADDRESS"], session_workflow_id(key)
-        )
-        worker_q.stop_workers()
-        worker_p.start_worker()
-        again = await client.send(key, "read a.txt")
-        assert again.message_seq >= 1
-        for _ in range(100):
-            if await client.session_exists(key):
-                break
-            await asyncio.sleep(0.1)
-        assert (await client.status(key)).workspace_host == "q"
-        await client.abort(key)
-        assert not (worker_p.data_dir / "workspaces").exists()
-    finally:
-        worker_p.stop_workers()
-        worker_q.stop_workers()
+    worker_p, worker_q, laptop = p_q_laptop
+    worker_q.start_worker()
+    client = await AgentlaneClient.connect(settings_for(laptop))
+    key = f"unclean-{uuid.uuid4().hex[:6]}"
+    first = await client.send_and_start(key, "write a.txt with on q")
+    assert first.run_id
+    assert (await client.wait_for_run(first.run_id)).status == ExecutionStatus.SUCCESS
+    assert (await client.status(key)).workspace_host == "q"
+    await terminate_in_temporal(
+        laptop.settings_env()["AGENTLANE_TEMPORAL_ADDRESS"], session_workflow_id(key)
+    )
+    worker_q.stop_workers()
+    worker_p.start_worker()
+    again = await client.send(key, "read a.txt")
+    assert again.message_seq >= 1
+    for _ in range(100):
+        if await client.session_exists(key):
+            break
+        await asyncio.sleep(0.1)
+    assert (await client.status(key)).workspace_host == "q"
+    await client.abort(key)
+    assert not (worker_p.data_dir / "workspaces").exists()
 
 
 async def test_a_reset_stops_background_processes_on_the_host_that_runs_them(
