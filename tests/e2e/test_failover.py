@@ -22,7 +22,7 @@ from agentlane.run import ExecutionStatus, TerminationReason
 from agentlane.transcript import Role
 from clients.api import AgentlaneClient
 from tests.conftest import make_deployment, settings_for
-from tests.e2e.support import assert_transcript_valid, collect
+from tests.e2e.support import assert_transcript_valid, collect, wait_idle
 from tests.e2e.test_real_providers import Finished
 from tests.fakes.provider_server import FakeProviderServer, RecordedRequest
 from tests.fakes.scripts import Fault, Reply, ScriptedToolCall
@@ -431,6 +431,9 @@ async def test_a_pinned_profile_that_cannot_be_is_refused_or_said(
     # A pin sent to an existing session without naming its model is only said not taken.
     again = await client.send(f"{key}-ok", "more", session_overrides={"auth_profile": "x:y"})
     assert "--profile x:y is not taken" in again.note, again.note
+    # Every run ends here: a later test's scripted replies are its own.
+    for session, runs in ((f"{key}-gpt", 1), (key, 2), (f"{key}-ok", 2)):
+        await wait_idle(client, session, runs=runs)
 
 
 async def test_a_user_pinned_profile_is_never_rotated_away_from(
