@@ -79,6 +79,15 @@ def shared(server: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     dep.stop_workers()
 
 
+@pytest.fixture
+def solo(server: object, tmp_path: Path) -> Iterator[Deployment]:
+    """One worker process on a task queue of its own: for a test that kills or stops it."""
+    dep = make_deployment(server, tmp_path)
+    dep.start_worker()
+    yield dep
+    dep.stop_workers()
+
+
 def settings_for(dep: Deployment) -> Settings:
     saved = dict(os.environ)
     try:

@@ -368,30 +368,21 @@ async def test_a_command_running_through_a_server_restart_keeps_its_result(
     assert not answer.is_error and "kept-running" in answer.text, answer.text
 
 
-@pytest.fixture
-def single(server: object, tmp_path: Path) -> Iterator[Deployment]:
-    """One worker process on its own task queue."""
-    dep = make_deployment(server, tmp_path)
-    dep.start_worker()
-    yield dep
-    dep.stop_workers()
-
-
 async def test_a_send_while_a_killed_worker_is_being_restarted_waits_for_the_new_one(
-    single: Deployment,
+    solo: Deployment,
 ) -> None:
     """Review Q F-i: a send right after the worker was killed and started again said "no worker
     polls" (exit 5) while the new worker was still starting; the next message was then
     collected with it. The client waits a while for the new worker when one stopped lately."""
-    client = await AgentlaneClient.connect(settings_for(single))
-    workspace = single.data_dir / "ws"
+    client = await AgentlaneClient.connect(settings_for(solo))
+    workspace = solo.data_dir / "ws"
     workspace.mkdir()
     first = await client.send_and_start("restarted", "say before", workspace=str(workspace))
     assert first.run_id
     await client.wait_for_run(first.run_id)
-    single.workers[0].kill9()
+    solo.workers[0].kill9()
     await asyncio.sleep(0.5)
-    booting = asyncio.create_task(asyncio.to_thread(single.start_worker))
+    booting = asyncio.create_task(asyncio.to_thread(solo.start_worker))
     receipt = await client.send_and_start("restarted", "say after")
     assert receipt.run_id, receipt
     result = await asyncio.wait_for(client.wait_for_run(receipt.run_id), 60)

@@ -5,26 +5,15 @@ the same answer it would have got from the old worker."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from agentlane.messages import SendDisposition
 from agentlane.run import ExecutionStatus
 from clients.api import AgentlaneClient
-from tests.conftest import make_deployment, settings_for
-from tests.e2e.support import assert_transcript_valid, wait_idle
-from tests.harness import Deployment, devserver
-
-
-@pytest.fixture
-def solo(server: object, tmp_path: Path) -> Iterator[Deployment]:
-    dep = make_deployment(server, tmp_path)
-    dep.start_worker()
-    yield dep
-    dep.stop_workers()
+from tests.conftest import settings_for
+from tests.e2e.support import assert_transcript_valid, terminate_in_temporal, wait_idle
+from tests.harness import Deployment
 
 
 def replace_worker(dep: Deployment) -> None:
@@ -54,20 +43,7 @@ async def end_with(client: AgentlaneClient, dep: Deployment, key: str, how: str)
         assert second.run_id
         await client.wait_for_run(second.run_id)
     elif how == "terminate":
-        await asyncio.to_thread(
-            subprocess.run,
-            [
-                devserver.temporal_binary(),
-                "workflow",
-                "terminate",
-                "--address",
-                dep.address,
-                "--workflow-id",
-                first.run_id,
-            ],
-            check=True,
-            capture_output=True,
-        )
+        await terminate_in_temporal(dep.address, first.run_id)
         # Its message runs again; stop that run too.
         await asyncio.sleep(1.5)
         await client.abort(key, "stop the retry")
