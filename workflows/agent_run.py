@@ -469,16 +469,12 @@ class AgentRunWorkflow(LegacyFailover):
             pass
         if budget:
             return LoopEnd(TerminationReason.TIMEOUT_48H)
-        if ended is not None and ended.reason is TerminationReason.ERROR:
-            # The step failed instead of taking the cancel: its worker died, and the cancel
-            # ended as a heartbeat timeout. The run ends as the abort it was asked to be, and a
-            # command that was running is said to have maybe run (it may be half done), not
-            # "not executed" (a model would run it again).
-            return LoopEnd(TerminationReason.ABORT_SIGNAL, unanswered=Unanswered.NOT_EXECUTED)
-        if ended is not None and ended.reason is not None:
+        if ended is not None and ended.reason not in (None, TerminationReason.ERROR):
             return ended  # the step in flight finished the run first
-        # A call left unanswered by the stop may have been running (a command whose retry was
-        # pending after its worker died): a tool never run again is said to have maybe run.
+        # The run ends as the abort it was asked to be, also when the step failed instead of
+        # taking the cancel (its worker died: the cancel ended as a heartbeat timeout). A call
+        # left unanswered may have been running, half done: a tool never run again is said
+        # to have maybe run, not "not executed" (a model would run it again).
         return LoopEnd(TerminationReason.ABORT_SIGNAL, unanswered=Unanswered.NOT_EXECUTED)
 
     # -- the tool policy (SPEC §13; decisions in workflows/policy/tool_policy) ------------------
